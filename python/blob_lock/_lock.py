@@ -1,0 +1,292 @@
+"""BlobLock and keep_alive: the Python face of the native lock core."""
+
+from __future__ import annotations
+
+import atexit
+import enum
+import threading
+import weakref
+from collections.abc import Mapping
+from datetime import timedelta
+from types import TracebackType
+from typing import Optional, Union
+
+from blob_lock import _blob_lock
+
+__all__ = ["BlobLock", "KeepAlive", "ReleaseStatus", "keep_alive"]
+
+Seconds = Union[float, int, timedelta]
+
+
+def _seconds(name: str, value: Optional[Seconds]) -> Optional[float]:
+    if value is None:
+        return None
+    if isinstance(value, timedelta):
+        return value.total_seconds()
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(f"{name} must be seconds (a number) or a timedelta, got {value!r}")
+    return float(value)
+
+
+def _options(storage_options: Optional[Mapping[str, str]]) -> Optional[dict[str, str]]:
+    if storage_options is None:
+        return None
+    return {str(k): str(v) for k, v in storage_options.items()}
+
+
+class ReleaseStatus(str, enum.Enum):
+    """What ``release()`` found. A str, so ``status == "released"`` works too."""
+
+    RELEASED = "released"
+    """We held the lock and released it."""
+    NO_LOCKFILE = "no_lockfile"
+    """There is no lockfile at the URI."""
+    HELD_BY_OTHER = "held_by_other"
+    """Another owner holds the lock; nothing was written."""
+    ALREADY_RELEASED = "already_released"
+    """The lock was already released; nothing was written."""
+
+    def __str__(self) -> str:
+        return self.value
+
+
+# Locks and keep-alives still running at interpreter exit: released (locks) or stopped
+# (keep-alives) by the atexit hook, so that nothing heartbeats into a dying interpreter.
+_live: weakref.WeakSet[Union[BlobLock, KeepAlive]] = weakref.WeakSet()
+_live_guard = threading.Lock()
+
+
+@atexit.register
+def _at_exit() -> None:
+    with _live_guard:
+        live = list(_live)
+    for item in live:
+        try:
+            if isinstance(item, BlobLock):
+                item.release()
+            else:
+                item.stop()
+        except Exception:  # exit must go on; the lock then expires by itself
+            pass
+
+
+class BlobLock:
+    """A lease lock kept in a blob store at ``<uri>/lock.json``.
+
+    ``with BlobLock(uri) as held:`` waits until the lock is ours (or raises ``LockTimeout``
+    after ``timeout`` seconds; ``None`` waits for ever), renews it in the background every
+    ``heartbeat`` seconds (default ``expire / 3``), and releases it when the block ends.
+    A lock that nobody renews expires ``expire`` seconds after its last write.
+
+    Hand ``held.owner`` to the remote that you launch: its ``keep_alive(uri, owner)`` keeps
+    the same lock alive while it runs, even if this process dies.
+
+    ``protocol`` is ``"cas"`` (conditional writes: real mutual exclusion), ``"lww"`` (last
+    writer wins after a settle wait: best effort, for stores without conditional writes) or
+    ``"auto"`` (``cas``, which every supported store has). ``storage_options`` are
+    object_store configuration keys (``aws_endpoint``, ``azure_storage_account_name``, ...),
+    on top of what the environment sets. ``clock_skew`` bounds how far machines' wall clocks
+    may disagree: a lock last written more than ``expire + clock_skew`` ago is taken at once
+    instead of being watched for ``expire`` seconds; ``None`` switches that off.
+    """
+
+    def __init__(
+        self,
+        uri: str,
+        *,
+        expire: Seconds = 30.0,
+        heartbeat: Optional[Seconds] = None,
+        timeout: Optional[Seconds] = None,
+        protocol: str = "auto",
+        storage_options: Optional[Mapping[str, str]] = None,
+        settle: Optional[Seconds] = None,
+        clock_skew: Optional[Seconds] = 60.0,
+    ) -> None:
+        if not isinstance(uri, str):
+            uri = str(uri)  # accept pathlib.Path
+        self._timeout = _seconds("timeout", timeout)
+        if self._timeout is not None and not self._timeout >= 0:
+            raise ValueError(f"timeout must be None or seconds >= 0, got {timeout!r}")
+        self._native = _blob_lock.NativeLock(
+            uri,
+            expire=_seconds("expire", expire),
+            heartbeat=_seconds("heartbeat", heartbeat),
+            protocol=protocol,
+            storage_options=_options(storage_options),
+            settle=_seconds("settle", settle),
+            clock_skew=_seconds("clock_skew", clock_skew),
+        )
+
+    # -- acquisition -------------------------------------------------------------------
+
+    def acquire(self, timeout: Optional[Seconds] = None) -> bool:
+        """Waits until the lock is ours; True then, False when ``timeout`` passes.
+
+        ``timeout`` None uses the lock's own ``timeout`` (which None makes for ever).
+        """
+        t = self._timeout if timeout is None else _seconds("timeout", timeout)
+        ok = self._native.acquire(t, False)
+        if ok:
+            self._track()
+        return ok
+
+    def try_acquire(self) -> bool:
+        """One attempt that never waits: True if the lock is now ours."""
+        ok = self._native.try_acquire()
+        if ok:
+            self._track()
+        return ok
+
+    def release(self) -> ReleaseStatus:
+        """Stops the heartbeat and releases the lock; says what it found.
+
+        Refuses (``HELD_BY_OTHER``, nothing written) when another owner holds the lock.
+        """
+        with _live_guard:
+            _live.discard(self)
+        return ReleaseStatus(self._native.release())
+
+    def _track(self) -> None:
+        with _live_guard:
+            _live.add(self)
+
+    def __enter__(self) -> BlobLock:
+        self._native.acquire(self._timeout, True)
+        self._track()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: Optional[type[BaseException]],
+        exc: Optional[BaseException],
+        tb: Optional[TracebackType],
+    ) -> None:
+        self.release()
+
+    # -- state -------------------------------------------------------------------------
+
+    @property
+    def uri(self) -> str:
+        """The lock URI; the lockfile is ``<uri>/lock.json``."""
+        return self._native.uri
+
+    @property
+    def owner(self) -> str:
+        """The owner id this lock writes. Hand it to the remote for ``keep_alive``."""
+        return self._native.owner
+
+    @property
+    def token(self) -> Optional[int]:
+        """The fencing token of the current acquisition (grows at each), or None."""
+        return self._native.token
+
+    @property
+    def held(self) -> bool:
+        """True while this lock holds the lease and has not lost it."""
+        return self._native.held
+
+    @property
+    def lost(self) -> bool:
+        """True once the held lease was lost: taken over, or not renewed before its deadline."""
+        return self._native.lost
+
+    @property
+    def lost_reason(self) -> Optional[str]:
+        """Why the lease was lost, if it was."""
+        return self._native.lost_reason
+
+    @property
+    def protocol(self) -> str:
+        """``"cas"`` or ``"lww"``."""
+        return self._native.protocol
+
+    @property
+    def expire(self) -> float:
+        """Seconds after its last write at which an unrenewed lock expires."""
+        return self._native.expire
+
+    @property
+    def heartbeat(self) -> float:
+        """Seconds between renewals."""
+        return self._native.heartbeat
+
+    def __repr__(self) -> str:
+        state = "lost" if self.lost else ("held" if self.held else "not held")
+        token = f" token={self.token}" if self.token is not None else ""
+        return f"<BlobLock {self.uri!r} {state} owner={self.owner}{token} protocol={self.protocol}>"
+
+
+class KeepAlive:
+    """A remote's renewal of its orchestrator's lock; see ``keep_alive``. Never releases."""
+
+    def __init__(self, native: _blob_lock.NativeKeepAlive) -> None:
+        self._native = native
+        with _live_guard:
+            _live.add(self)
+
+    def stop(self) -> None:
+        """Stops renewing. The lock then expires unless the orchestrator releases it."""
+        with _live_guard:
+            _live.discard(self)
+        self._native.stop()
+
+    @property
+    def lost(self) -> bool:
+        """True once the lock stopped being this owner's, or was not renewed in time."""
+        return self._native.lost
+
+    @property
+    def lost_reason(self) -> Optional[str]:
+        """Why it was lost, if it was."""
+        return self._native.lost_reason
+
+    @property
+    def owner(self) -> str:
+        """The owner id being kept alive."""
+        return self._native.owner
+
+    @property
+    def token(self) -> int:
+        """The fencing token of the acquisition being kept alive."""
+        return self._native.token
+
+    @property
+    def uri(self) -> str:
+        """The lock URI."""
+        return self._native.uri
+
+    def __enter__(self) -> KeepAlive:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: Optional[type[BaseException]],
+        exc: Optional[BaseException],
+        tb: Optional[TracebackType],
+    ) -> None:
+        self.stop()
+
+    def __repr__(self) -> str:
+        state = "lost" if self.lost else "alive"
+        return f"<KeepAlive {self.uri!r} {state} owner={self.owner} token={self.token}>"
+
+
+def keep_alive(
+    uri: str,
+    owner: str,
+    *,
+    storage_options: Optional[Mapping[str, str]] = None,
+    protocol: str = "auto",
+) -> KeepAlive:
+    """What a remote calls before it runs user code: renews ``owner``'s lock at ``uri``.
+
+    Raises ``LockNotFound`` when there is no lockfile and ``LockStolen`` when it names
+    another owner or is released. Otherwise renews it as a co-owner, on the schedule of the
+    lockfile's ``expire_s``, until ``stop()`` (or the end of the ``with`` block). Never
+    releases: only the orchestrator does.
+    """
+    return KeepAlive(
+        _blob_lock.keep_alive(
+            str(uri), owner, storage_options=_options(storage_options), protocol=protocol
+        )
+    )

@@ -1,0 +1,88 @@
+"""The blob-lock command: ``blob-lock run URI -- COMMAND...`` holds a lock while a command runs.
+
+Exit codes: the command's own code; 75 when the lock was not acquired within ``--timeout``
+(EX_TEMPFAIL, as flock(1) uses for a failed wait); 127 when the command cannot be started;
+2 for bad arguments; 1 for store and lockfile errors.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import subprocess
+import sys
+from typing import Optional
+
+from blob_lock._lock import BlobLock
+from blob_lock.exceptions import LockError, LockTimeout
+
+EXIT_TIMEOUT = 75
+EXIT_CANNOT_RUN = 127
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="blob-lock",
+        description="A lease lock on blob stores (s3://, az://, gs://, file:// or a path, memory://).",
+    )
+    sub = p.add_subparsers(dest="command", required=True)
+    run = sub.add_parser(
+        "run",
+        help="hold a lock while a command runs",
+        description=(
+            "Acquire the lock at URI, keep it alive while COMMAND runs, release it, and exit "
+            "with COMMAND's exit code (75 if the lock was not acquired within --timeout)."
+        ),
+    )
+    run.add_argument("uri", metavar="URI", help="lock URI; the lockfile is URI/lock.json")
+    run.add_argument("cmd", metavar="COMMAND", nargs=argparse.REMAINDER, help="after --")
+    run.add_argument("--expire", type=float, default=30.0, help="seconds (default 30)")
+    run.add_argument(
+        "--timeout", type=float, default=None, help="seconds to wait (default: for ever)"
+    )
+    run.add_argument("--protocol", choices=["auto", "cas", "lww"], default="auto")
+    run.add_argument("-v", "--verbose", action="store_true", help="log lock activity")
+    return p
+
+
+def _run(args: argparse.Namespace) -> int:
+    cmd = args.cmd[1:] if args.cmd[:1] == ["--"] else args.cmd
+    if not cmd:
+        print("blob-lock run: no command given (blob-lock run URI -- COMMAND...)", file=sys.stderr)
+        return 2
+    lock = BlobLock(args.uri, expire=args.expire, timeout=args.timeout, protocol=args.protocol)
+    try:
+        lock.__enter__()
+    except LockTimeout as e:
+        print(f"blob-lock: {e}", file=sys.stderr)
+        return EXIT_TIMEOUT
+    try:
+        try:
+            code = subprocess.call(cmd)
+        except OSError as e:
+            print(f"blob-lock: cannot run {cmd[0]!r}: {e}", file=sys.stderr)
+            code = EXIT_CANNOT_RUN
+    finally:
+        lost = lock.lost_reason
+        lock.release()
+    if lost:
+        print(f"blob-lock: warning: the lock was lost while the command ran: {lost}", file=sys.stderr)
+    return code
+
+
+def main(argv: Optional[list[str]] = None) -> int:
+    args = _parser().parse_args(argv)
+    if args.verbose:
+        logging.basicConfig(level=logging.DEBUG, format="%(asctime)s %(name)s %(message)s")
+    try:
+        return _run(args)
+    except ValueError as e:
+        print(f"blob-lock: {e}", file=sys.stderr)
+        return 2
+    except LockError as e:
+        print(f"blob-lock: {e}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

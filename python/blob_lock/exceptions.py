@@ -1,0 +1,65 @@
+"""The exceptions of blob_lock. Bad arguments raise ValueError; everything else a LockError."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+__all__ = [
+    "InvalidLockFile",
+    "LockError",
+    "LockLost",
+    "LockNotFound",
+    "LockStolen",
+    "LockTimeout",
+    "StoreError",
+]
+
+
+class LockError(Exception):
+    """Base class of every blob_lock error. ``uri`` names the lock or lockfile concerned."""
+
+    def __init__(self, message: str, uri: Optional[str] = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.uri = uri
+
+    def __reduce__(self):  # keep uri through pickling (multiprocessing)
+        return (type(self), (self.message, self.uri))
+
+
+class LockTimeout(LockError, TimeoutError):
+    """The lock was not acquired within the timeout."""
+
+
+class LockLost(LockError):
+    """A held lock stopped being ours (taken over after expiry, or released by someone else)."""
+
+
+class LockStolen(LockError):
+    """keep_alive found the lockfile naming another owner, or released."""
+
+
+class LockNotFound(LockError):
+    """keep_alive found no lockfile at the URI."""
+
+
+class InvalidLockFile(LockError):
+    """The lockfile is not one we can trust (not JSON, fields missing, too large).
+
+    It is never overwritten: inspect it, and delete it by hand if no process uses the lock.
+    """
+
+
+class StoreError(LockError):
+    """The store refused or failed a request; the message carries the store's own words.
+
+    ``transient`` is True when a retry may help (5xx, timeouts), False for bad credentials,
+    missing buckets or containers, and bad configuration.
+    """
+
+    def __init__(self, message: str, uri: Optional[str] = None, transient: bool = False) -> None:
+        super().__init__(message, uri)
+        self.transient = transient
+
+    def __reduce__(self):
+        return (type(self), (self.message, self.uri, self.transient))

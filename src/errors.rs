@@ -1,0 +1,98 @@
+//! The one error type of the lock core. The Python bindings map each variant to one exception
+//! class of `blob_lock.exceptions`, so every message here is written for the person who reads
+//! the traceback: it names the thing (URI, argument) and says what to do.
+
+use std::time::Duration;
+
+/// What went wrong talking to the store, as far as retrying is concerned.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StoreErrorKind {
+    /// Worth retrying: 5xx, 429, timeouts, connection resets.
+    Transient,
+    /// Retrying cannot help: bad credentials, missing bucket, bad configuration.
+    Permanent,
+}
+
+/// Every failure of the lock core.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// A bad argument: URI, scheme, timing, option. Raised before anything touches the store.
+    #[error("{0}")]
+    InvalidArgument(String),
+
+    /// The lock was not acquired within the timeout.
+    #[error("timed out after {:.3}s waiting for lock {uri}; it is held by {holder}", waited.as_secs_f64())]
+    Timeout {
+        /// The lock URI.
+        uri: String,
+        /// How long the caller waited.
+        waited: Duration,
+        /// Who holds the lock, as the lockfile says.
+        holder: String,
+    },
+
+    /// A held lock stopped being ours: stolen after expiry, released by someone else, or our
+    /// own deadline passed without a successful heartbeat.
+    #[error("lock {uri} was lost: {reason}")]
+    Lost {
+        /// The lock URI.
+        uri: String,
+        /// Why, in words.
+        reason: String,
+    },
+
+    /// `keep_alive` found the lockfile naming another owner, or released.
+    #[error("lock {uri} is not held by owner {owner}: {found}")]
+    Stolen {
+        /// The lock URI.
+        uri: String,
+        /// The owner id the caller expected.
+        owner: String,
+        /// What the lockfile says instead.
+        found: String,
+    },
+
+    /// `keep_alive` found no lockfile at all.
+    #[error("no lockfile at {uri}: the lock was never acquired there (check the URI the orchestrator passed)")]
+    NotFound {
+        /// The lock URI.
+        uri: String,
+    },
+
+    /// The lockfile exists but is not a lockfile we can trust. Never overwritten silently.
+    #[error("invalid lockfile at {uri}: {reason}; inspect it and delete it by hand if no process uses this lock")]
+    InvalidLockFile {
+        /// The lockfile URI.
+        uri: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+
+    /// The store refused or failed a request. `message` carries the store's own words.
+    #[error("store error at {uri}: {message}")]
+    Store {
+        /// The lockfile URI.
+        uri: String,
+        /// The store's message, with our hint where we have one.
+        message: String,
+        /// Whether retrying could help.
+        kind: StoreErrorKind,
+    },
+}
+
+impl Error {
+    /// True for store errors that a retry may cure.
+    pub fn is_transient(&self) -> bool {
+        matches!(
+            self,
+            Error::Store {
+                kind: StoreErrorKind::Transient,
+                ..
+            }
+        )
+    }
+}
+
+/// Result with the lock core's error.
+pub type Result<T, E = Error> = std::result::Result<T, E>;

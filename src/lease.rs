@@ -1,0 +1,391 @@
+//! A lock and the leases taken on it: the waiting loop around acquisition attempts, the
+//! background heartbeat that renews a held lease, and release. Used by orchestrators
+//! ([`Lock::acquire`]) and by remotes ([`keep_alive`]), which renew the same lease as co-owners.
+
+use crate::errors::{Error, Result};
+use crate::lockfile::{LockFile, Protocol};
+use crate::protocol::{Attempt, Engine, Held, ReleaseStatus, Watch};
+use crate::store::{self, LockStore};
+use crate::timing::Timing;
+use rand::Rng;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::sync::Notify;
+use tokio::time::Instant;
+
+/// How a lock is configured.
+#[derive(Debug, Clone)]
+pub struct LockOptions {
+    /// The protocol; `None` picks `cas`, which every supported store has.
+    pub protocol: Option<Protocol>,
+    /// Timing.
+    pub timing: Timing,
+    /// object_store configuration keys on top of the environment.
+    pub storage_options: HashMap<String, String>,
+}
+
+impl LockOptions {
+    /// Defaults for `expire` seconds.
+    pub fn new(expire: f64) -> Result<Self> {
+        Ok(LockOptions {
+            protocol: None,
+            timing: Timing::with_expire(expire)?,
+            storage_options: HashMap::new(),
+        })
+    }
+}
+
+/// Makes a fresh owner id: random, unguessable, without `/`.
+pub fn new_owner_id() -> String {
+    uuid::Uuid::new_v4().simple().to_string()
+}
+
+/// One lock URI, with one owner id for every acquisition through it.
+#[derive(Debug, Clone)]
+pub struct Lock {
+    engine: Engine,
+    owner: String,
+    uri: String,
+}
+
+impl Lock {
+    /// Opens the lock at `uri`. Checks the URI and options; makes no request.
+    pub fn new(uri: &str, options: &LockOptions) -> Result<Lock> {
+        let store = store::open(uri, &options.storage_options, &options.timing)?;
+        Ok(Lock::with_store(uri, store, options))
+    }
+
+    /// The lock on a given store (tests and simulations bring their own).
+    pub fn with_store(uri: &str, store: Arc<dyn LockStore>, options: &LockOptions) -> Lock {
+        Lock {
+            engine: Engine {
+                store,
+                protocol: options.protocol.unwrap_or(Protocol::Cas),
+                timing: options.timing,
+            },
+            owner: new_owner_id(),
+            uri: uri.to_string(),
+        }
+    }
+
+    /// The owner id this lock writes: hand it to the remote.
+    pub fn owner(&self) -> &str {
+        &self.owner
+    }
+
+    /// The lock URI.
+    pub fn uri(&self) -> &str {
+        &self.uri
+    }
+
+    /// The protocol in use.
+    pub fn protocol(&self) -> Protocol {
+        self.engine.protocol
+    }
+
+    /// The timing in use.
+    pub fn timing(&self) -> &Timing {
+        &self.engine.timing
+    }
+
+    /// Waits until the lock is ours, or `timeout` passes (`Error::Timeout`); `None` waits
+    /// for ever. Starts the heartbeat on the current tokio runtime.
+    pub async fn acquire(&self, timeout: Option<Duration>) -> Result<Lease> {
+        let began = Instant::now();
+        let deadline = timeout.map(|t| began + t);
+        let mut watch: Option<Watch> = None;
+        let timing = &self.engine.timing;
+        let mut backoff = timing.poll_min;
+        let mut logged_holder = String::new();
+        loop {
+            let (holder, expires_in) = match self.engine.attempt(&self.owner, &mut watch).await? {
+                Attempt::Acquired(held) => return Ok(self.start(held, None)),
+                Attempt::Busy { holder, expires_in } => (holder, expires_in),
+            };
+            let who = holder.as_ref().map(LockFile::describe).unwrap_or_default();
+            if who != logged_holder {
+                log::debug!("{}: held by {who}, waiting", self.uri);
+                logged_holder = who.clone();
+            }
+            let now = Instant::now();
+            if deadline.is_some_and(|d| now >= d) {
+                return Err(Error::Timeout {
+                    uri: self.uri.clone(),
+                    waited: now - began,
+                    holder: who,
+                });
+            }
+            // Poll with capped exponential backoff and jitter, but wake at the moment the
+            // watched version would expire, and at the deadline.
+            let jitter = rand::rng().random_range(0.5..1.0);
+            let mut pause = backoff.mul_f64(jitter);
+            backoff = (backoff * 2).min(timing.poll_max);
+            if let Some(left) = expires_in {
+                pause = pause.min(left + Duration::from_millis(1));
+            }
+            if let Some(d) = deadline {
+                pause = pause.min(d - now);
+            }
+            tokio::time::sleep(pause).await;
+        }
+    }
+
+    /// One attempt; never waits. `None` when someone else holds the lock.
+    pub async fn try_acquire(&self) -> Result<Option<Lease>> {
+        let mut watch = None;
+        match self.engine.attempt(&self.owner, &mut watch).await? {
+            Attempt::Acquired(held) => Ok(Some(self.start(held, None))),
+            Attempt::Busy { .. } => Ok(None),
+        }
+    }
+
+    /// Releases whatever acquisition the lockfile shows for this lock's owner, without a
+    /// lease in hand. Refuses (and writes nothing) when another owner holds it.
+    pub async fn release_unheld(&self) -> Result<ReleaseStatus> {
+        self.engine.release(&self.owner, None).await
+    }
+
+    fn start(&self, held: Held, writer_name: Option<&'static str>) -> Lease {
+        log::debug!(
+            "{}: acquired by owner {} with token {}",
+            self.uri,
+            held.owner,
+            held.token
+        );
+        Lease::start(self.engine.clone(), held, writer_name)
+    }
+}
+
+/// What the remote calls: keeps the lease of `owner` alive as a co-owner until stopped.
+/// `Error::NotFound` when there is no lockfile, `Error::Stolen` when it names another owner
+/// or is released. Never releases.
+pub async fn keep_alive(uri: &str, owner: &str, options: &LockOptions) -> Result<Lease> {
+    let store = store::open(uri, &options.storage_options, &options.timing)?;
+    keep_alive_on(store, owner, options).await
+}
+
+/// [`keep_alive`] on a given store.
+pub async fn keep_alive_on(
+    store: Arc<dyn LockStore>,
+    owner: &str,
+    options: &LockOptions,
+) -> Result<Lease> {
+    if owner.is_empty() || owner.contains('/') {
+        return Err(Error::InvalidArgument(format!(
+            "owner {owner:?} is not an owner id; pass the `owner` of the orchestrator's held lock"
+        )));
+    }
+    let mut engine = Engine {
+        store,
+        protocol: options.protocol.unwrap_or(Protocol::Cas),
+        timing: options.timing,
+    };
+    let held = engine.adopt(owner, Some("remote")).await?;
+    // The remote renews on the orchestrator's schedule: the lockfile's expire_s, not ours.
+    if let Ok(t) = Timing::with_expire(held.body.expire_s) {
+        engine.timing = Timing {
+            settle: engine.timing.settle,
+            skew: engine.timing.skew,
+            ..t
+        };
+    }
+    log::debug!(
+        "{}: keeping alive owner {owner} with token {}",
+        engine.uri(),
+        held.token
+    );
+    Ok(Lease::start(engine, held, Some("remote")))
+}
+
+struct Shared {
+    engine: Engine,
+    owner: String,
+    token: u64,
+    writer_name: Option<&'static str>,
+    /// The heartbeat and release take turns on the lockfile through this.
+    held: tokio::sync::Mutex<Held>,
+    /// Past this instant we no longer claim the lock: `lease_start + expire - margin`.
+    deadline: Mutex<Instant>,
+    /// Why the lease was lost; sticky once set.
+    lost: Mutex<Option<String>>,
+    stopped: AtomicBool,
+    released: AtomicBool,
+    stop: Notify,
+}
+
+impl Shared {
+    fn deadline_of(&self, held: &Held) -> Instant {
+        let t = &self.engine.timing;
+        held.lease_start + t.expire - t.margin
+    }
+
+    fn mark_lost(&self, reason: String) {
+        let mut lost = self.lost.lock().unwrap_or_else(|e| e.into_inner());
+        if lost.is_none() {
+            log::warn!(
+                "{}: lock lost by owner {}: {reason}",
+                self.engine.uri(),
+                self.owner
+            );
+            *lost = Some(reason);
+        }
+    }
+
+    fn lost_reason(&self) -> Option<String> {
+        if let Some(r) = self.lost.lock().unwrap_or_else(|e| e.into_inner()).clone() {
+            return Some(r);
+        }
+        let deadline = *self.deadline.lock().unwrap_or_else(|e| e.into_inner());
+        // A stopped lease (the remote's keep_alive after stop()) is lost at its deadline too;
+        // only a release ends the claim without loss.
+        if Instant::now() >= deadline && !self.released.load(Ordering::SeqCst) {
+            self.mark_lost(format!(
+                "no successful renewal before the lease deadline ({}s after the last write, less the margin)",
+                self.engine.timing.expire.as_secs_f64()
+            ));
+            return self.lost.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        }
+        None
+    }
+}
+
+/// A held lease with its heartbeat running. Dropping it stops the heartbeat without
+/// releasing (the lock then expires); call [`Lease::release`] to release.
+pub struct Lease {
+    shared: Arc<Shared>,
+}
+
+impl std::fmt::Debug for Lease {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Lease")
+            .field("uri", &self.shared.engine.uri())
+            .field("owner", &self.shared.owner)
+            .field("token", &self.shared.token)
+            .finish()
+    }
+}
+
+impl Lease {
+    fn start(engine: Engine, held: Held, writer_name: Option<&'static str>) -> Lease {
+        let shared = Arc::new(Shared {
+            owner: held.owner.clone(),
+            token: held.token,
+            writer_name,
+            deadline: Mutex::new(held.lease_start + engine.timing.expire - engine.timing.margin),
+            held: tokio::sync::Mutex::new(held),
+            engine,
+            lost: Mutex::new(None),
+            stopped: AtomicBool::new(false),
+            released: AtomicBool::new(false),
+            stop: Notify::new(),
+        });
+        tokio::spawn(heartbeat(shared.clone()));
+        Lease { shared }
+    }
+
+    /// The owner id.
+    pub fn owner(&self) -> &str {
+        &self.shared.owner
+    }
+
+    /// The fencing token of this acquisition.
+    pub fn token(&self) -> u64 {
+        self.shared.token
+    }
+
+    /// True once the lease is lost: taken over, released by someone else, or not renewed
+    /// before its deadline. Never turns false again.
+    pub fn is_lost(&self) -> bool {
+        self.lost_reason().is_some()
+    }
+
+    /// Why the lease was lost, if it was.
+    pub fn lost_reason(&self) -> Option<String> {
+        self.shared.lost_reason()
+    }
+
+    /// Stops the heartbeat and waits for a renewal in flight; the lease is then ours until
+    /// it expires, unless released.
+    pub async fn stop(&self) {
+        self.shared.stopped.store(true, Ordering::SeqCst);
+        self.shared.stop.notify_one();
+        drop(self.shared.held.lock().await);
+    }
+
+    /// Stops the heartbeat and releases.
+    pub async fn release(&self) -> Result<ReleaseStatus> {
+        self.stop().await;
+        let held = self.shared.held.lock().await;
+        let status = self
+            .shared
+            .engine
+            .release(&self.shared.owner, Some(&held))
+            .await?;
+        if status == ReleaseStatus::Released {
+            self.shared.released.store(true, Ordering::SeqCst);
+        }
+        log::debug!(
+            "{}: release by owner {}: {}",
+            self.shared.engine.uri(),
+            self.shared.owner,
+            status.as_str()
+        );
+        Ok(status)
+    }
+}
+
+impl Drop for Lease {
+    fn drop(&mut self) {
+        self.shared.stopped.store(true, Ordering::SeqCst);
+        self.shared.stop.notify_one();
+    }
+}
+
+async fn heartbeat(shared: Arc<Shared>) {
+    let timing = shared.engine.timing;
+    let mut next = shared.held.lock().await.lease_start + timing.heartbeat;
+    let mut retry = Duration::from_millis(50);
+    loop {
+        tokio::select! {
+            _ = tokio::time::sleep_until(next) => {}
+            _ = shared.stop.notified() => {}
+        }
+        if shared.stopped.load(Ordering::SeqCst) || shared.lost_reason().is_some() {
+            return;
+        }
+        let mut held = shared.held.lock().await;
+        if shared.stopped.load(Ordering::SeqCst) {
+            return;
+        }
+        match shared.engine.renew(&mut held, shared.writer_name).await {
+            Ok(()) => {
+                let deadline = shared.deadline_of(&held);
+                // Past the old deadline we may already have told the user the lease is lost;
+                // lost is sticky, so a late success changes nothing.
+                if shared.lost_reason().is_some() {
+                    return;
+                }
+                *shared.deadline.lock().unwrap_or_else(|e| e.into_inner()) = deadline;
+                next = held.lease_start + timing.heartbeat;
+                retry = Duration::from_millis(50);
+            }
+            Err(Error::Lost { reason, .. }) => {
+                shared.mark_lost(reason);
+                return;
+            }
+            Err(e) => {
+                let deadline = *shared.deadline.lock().unwrap_or_else(|e| e.into_inner());
+                let now = Instant::now();
+                if now >= deadline {
+                    shared.mark_lost(format!("renewal failed until the lease deadline: {e}"));
+                    return;
+                }
+                log::warn!("{}: renewal failed, retrying: {e}", shared.engine.uri());
+                next = (now + retry).min(deadline);
+                retry = (retry * 2).min(timing.heartbeat / 2);
+            }
+        }
+    }
+}

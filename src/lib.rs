@@ -1,0 +1,24 @@
+//! blob-lock: a lease lock on blob stores for orchestrators and their remotes.
+//!
+//! The lock core (every module but `python`) knows nothing of Python: it can be tested,
+//! simulated and reused from Rust. See `PROTOCOL` in the README for the guarantees.
+#![deny(unsafe_code)]
+#![warn(missing_docs, unreachable_pub)]
+
+pub mod errors;
+pub mod fs_store;
+pub mod lease;
+pub mod lockfile;
+pub mod protocol;
+pub mod runtime;
+pub mod store;
+pub mod timing;
+
+#[cfg(feature = "python")]
+mod python;
+
+pub use errors::{Error, Result, StoreErrorKind};
+pub use lease::{keep_alive, keep_alive_on, new_owner_id, Lease, Lock, LockOptions};
+pub use lockfile::{LockFile, Protocol};
+pub use protocol::ReleaseStatus;
+pub use timing::Timing;

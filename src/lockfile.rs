@@ -1,0 +1,347 @@
+//! The lockfile: `<lock uri>/lock.json`, in the field names of the mops lease so that mops
+//! processes and this library coordinate on the same file, plus two fields of our own
+//! (`token`, `protocol`) that mops ignores.
+//!
+//! Decoding is lenient about fields that are only there for people (a `pid` written as a
+//! number, a missing `hostname`) and strict about the two the protocol needs: `writer_id` and
+//! `expire_s`. Whatever the bytes, decoding returns a value or a reason, never panics.
+
+use chrono::{DateTime, SecondsFormat, Utc};
+use serde_json::{Map, Value};
+use std::time::Duration;
+
+/// The name of the lockfile inside the lock URI.
+pub const LOCKFILE_NAME: &str = "lock.json";
+
+/// Larger lockfiles are refused unread: ours are about 400 bytes, and reading an arbitrary
+/// object into memory because someone pointed a lock at it would be a trap.
+pub const MAX_LOCKFILE_BYTES: usize = 64 * 1024;
+
+/// The two protocols. Written into the lockfile so that a person (or `inspect`) can tell.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Protocol {
+    /// Conditional writes: create-if-absent and update-if-match. Real mutual exclusion.
+    Cas,
+    /// Last writer wins after a settle wait. Best effort, for stores without conditional writes.
+    Lww,
+}
+
+impl Protocol {
+    /// The name used in the lockfile and in the Python API.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Protocol::Cas => "cas",
+            Protocol::Lww => "lww",
+        }
+    }
+}
+
+/// One decoded lockfile.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LockFile {
+    /// The owner id, shared by the orchestrator and its remote.
+    pub writer_id: String,
+    /// ISO time of the last write by the writer's clock; empty once released.
+    pub written_at: String,
+    /// Seconds after a write at which the lock counts as expired.
+    pub expire_s: f64,
+    /// Empty, or the ISO time of the release.
+    pub released_at: String,
+    /// ISO time of the first write by this owner.
+    pub first_written_at: String,
+    /// ISO time at which this owner acquired the lock.
+    pub first_acquired_at: String,
+    /// Host of the last writer.
+    pub hostname: String,
+    /// Process id of the last writer (a string, as mops writes it).
+    pub pid: String,
+    /// Thread id of the last writer.
+    pub tid: i64,
+    /// Writes by this owner so far.
+    pub write_count: u64,
+    /// `"remote"` when the remote's keep_alive wrote it.
+    pub writer_name: Option<String>,
+    /// Fencing token: grows by one at each acquisition; 0 when the writer did not set one (mops).
+    pub token: u64,
+    /// Which protocol wrote it, when we did.
+    pub protocol: Option<String>,
+}
+
+/// Why a lockfile could not be decoded.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DecodeError(pub String);
+
+impl std::fmt::Display for DecodeError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// Now, in the ISO format mops writes (`datetime.isoformat()` of an aware UTC time).
+pub fn iso_now() -> String {
+    format_time(Utc::now())
+}
+
+/// A time in the lockfile's ISO format.
+pub fn format_time(t: DateTime<Utc>) -> String {
+    t.to_rfc3339_opts(SecondsFormat::Micros, false)
+}
+
+/// Parses an ISO 8601 time as mops or we wrote it; a time without zone is taken as UTC.
+pub fn parse_time(s: &str) -> Option<DateTime<Utc>> {
+    if let Ok(t) = DateTime::parse_from_rfc3339(s) {
+        return Some(t.with_timezone(&Utc));
+    }
+    chrono::NaiveDateTime::parse_from_str(s, "%Y-%m-%dT%H:%M:%S%.f")
+        .ok()
+        .map(|n| n.and_utc())
+}
+
+fn this_thread_id() -> i64 {
+    // The OS thread id, as Python's threading.get_native_id() reports it.
+    i64::from(nix::unistd::gettid().as_raw())
+}
+
+fn this_hostname() -> String {
+    hostname::get()
+        .map(|h| h.to_string_lossy().into_owned())
+        .unwrap_or_default()
+}
+
+impl LockFile {
+    /// The body written by an acquisition.
+    pub fn acquired(owner: &str, expire: Duration, token: u64, protocol: Protocol) -> Self {
+        let now = iso_now();
+        LockFile {
+            writer_id: owner.to_string(),
+            written_at: now.clone(),
+            expire_s: expire.as_secs_f64(),
+            released_at: String::new(),
+            first_written_at: now.clone(),
+            first_acquired_at: now,
+            hostname: this_hostname(),
+            pid: std::process::id().to_string(),
+            tid: this_thread_id(),
+            write_count: 1,
+            writer_name: None,
+            token,
+            protocol: Some(protocol.as_str().to_string()),
+        }
+    }
+
+    /// The body of a renewal of `self` by the same owner (orchestrator or remote).
+    pub fn renewed(&self, writer_name: Option<&str>) -> Self {
+        let mut next = self.clone();
+        next.written_at = iso_now();
+        next.hostname = this_hostname();
+        next.pid = std::process::id().to_string();
+        next.tid = this_thread_id();
+        next.write_count = self.write_count.saturating_add(1);
+        next.writer_name = writer_name.map(str::to_string);
+        if next.first_acquired_at.is_empty() {
+            // mops's remote writer refuses a lockfile without it.
+            next.first_acquired_at = next.written_at.clone();
+        }
+        next
+    }
+
+    /// The released body: keeps `writer_id` and `token` (so the next token follows on) and
+    /// empties `written_at`, as mops does.
+    pub fn released(&self) -> Self {
+        let mut next = self.renewed(self.writer_name.as_deref());
+        next.released_at = next.written_at.clone();
+        next.written_at = String::new();
+        next
+    }
+
+    /// True once the owner released it.
+    pub fn is_released(&self) -> bool {
+        !self.released_at.is_empty() || self.written_at.is_empty()
+    }
+
+    /// The lock's lifetime after a write.
+    pub fn expire(&self) -> Duration {
+        Duration::from_secs_f64(self.expire_s)
+    }
+
+    /// A short description of the holder for messages: owner, host, pid.
+    pub fn describe(&self) -> String {
+        let mut s = format!("owner {}", self.writer_id);
+        if !self.hostname.is_empty() {
+            s.push_str(&format!(" on {}", self.hostname));
+        }
+        if !self.pid.is_empty() {
+            s.push_str(&format!(" (pid {})", self.pid));
+        }
+        s
+    }
+
+    /// Encodes as JSON.
+    pub fn encode(&self) -> Vec<u8> {
+        let mut m = Map::new();
+        m.insert("writer_id".into(), self.writer_id.clone().into());
+        m.insert("written_at".into(), self.written_at.clone().into());
+        m.insert("expire_s".into(), self.expire_s.into());
+        m.insert("released_at".into(), self.released_at.clone().into());
+        m.insert(
+            "first_written_at".into(),
+            self.first_written_at.clone().into(),
+        );
+        m.insert(
+            "first_acquired_at".into(),
+            self.first_acquired_at.clone().into(),
+        );
+        m.insert("hostname".into(), self.hostname.clone().into());
+        m.insert("pid".into(), self.pid.clone().into());
+        m.insert("tid".into(), self.tid.into());
+        m.insert("write_count".into(), self.write_count.into());
+        if let Some(name) = &self.writer_name {
+            m.insert("writer_name".into(), name.clone().into());
+        }
+        m.insert("token".into(), self.token.into());
+        if let Some(p) = &self.protocol {
+            m.insert("protocol".into(), p.clone().into());
+        }
+        serde_json::to_vec(&Value::Object(m)).expect("a map of strings and numbers always encodes")
+    }
+
+    /// Decodes any bytes into a lockfile or a reason.
+    pub fn decode(bytes: &[u8]) -> Result<Self, DecodeError> {
+        if bytes.len() > MAX_LOCKFILE_BYTES {
+            return Err(DecodeError(format!(
+                "{} bytes is larger than any lockfile (limit {MAX_LOCKFILE_BYTES})",
+                bytes.len()
+            )));
+        }
+        let value: Value =
+            serde_json::from_slice(bytes).map_err(|e| DecodeError(format!("not JSON ({e})")))?;
+        let Value::Object(m) = value else {
+            return Err(DecodeError("not a JSON object".into()));
+        };
+        let writer_id = match m.get("writer_id") {
+            Some(Value::String(s)) if !s.is_empty() => s.clone(),
+            Some(Value::String(_)) => return Err(DecodeError("`writer_id` is empty".into())),
+            Some(_) => return Err(DecodeError("`writer_id` is not a string".into())),
+            None => return Err(DecodeError("no `writer_id` field".into())),
+        };
+        let expire_s = match m.get("expire_s") {
+            Some(v) => number(v).ok_or_else(|| DecodeError("`expire_s` is not a number".into()))?,
+            None => return Err(DecodeError("no `expire_s` field".into())),
+        };
+        // Also bounds it so that Duration::from_secs_f64 cannot panic.
+        if !(expire_s > 0.0 && expire_s < 1e9) {
+            return Err(DecodeError(format!(
+                "`expire_s` is {expire_s}, not a positive number of seconds"
+            )));
+        }
+        let token = match m.get("token") {
+            None | Some(Value::Null) => 0,
+            Some(v) => v
+                .as_u64()
+                .ok_or_else(|| DecodeError("`token` is not a non-negative integer".into()))?,
+        };
+        Ok(LockFile {
+            writer_id,
+            written_at: text(&m, "written_at"),
+            expire_s,
+            released_at: text(&m, "released_at"),
+            first_written_at: text(&m, "first_written_at"),
+            first_acquired_at: text(&m, "first_acquired_at"),
+            hostname: text(&m, "hostname"),
+            pid: text(&m, "pid"),
+            tid: m.get("tid").and_then(Value::as_i64).unwrap_or(0),
+            write_count: m.get("write_count").and_then(Value::as_u64).unwrap_or(0),
+            writer_name: m
+                .get("writer_name")
+                .and_then(Value::as_str)
+                .map(str::to_string),
+            token,
+            protocol: m
+                .get("protocol")
+                .and_then(Value::as_str)
+                .map(str::to_string),
+        })
+    }
+
+    /// The later of `written_at` and `released_at` as a time, if either parses.
+    pub fn last_write_time(&self) -> Option<DateTime<Utc>> {
+        let w = parse_time(&self.written_at);
+        let r = parse_time(&self.released_at);
+        w.max(r)
+    }
+}
+
+fn number(v: &Value) -> Option<f64> {
+    match v {
+        Value::Number(n) => n.as_f64(),
+        // A number written as a string by some hand or tool.
+        Value::String(s) => s.trim().parse().ok(),
+        _ => None,
+    }
+}
+
+/// A field for people: a string as is, a number in decimal, anything else empty.
+fn text(m: &Map<String, Value>, key: &str) -> String {
+    match m.get(key) {
+        Some(Value::String(s)) => s.clone(),
+        Some(Value::Number(n)) => n.to_string(),
+        _ => String::new(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn round_trip() {
+        let lf = LockFile::acquired("abc", Duration::from_secs(30), 7, Protocol::Cas);
+        let back = LockFile::decode(&lf.encode()).unwrap();
+        assert_eq!(lf, back);
+        assert!(!back.is_released());
+        let rel = back.released();
+        assert!(rel.is_released());
+        assert_eq!(rel.token, 7);
+        assert_eq!(rel.writer_id, "abc");
+    }
+
+    #[test]
+    fn rejects_what_is_not_a_lockfile() {
+        for (bytes, why) in [
+            (&b"not json"[..], "not JSON"),
+            (b"[1,2]", "not a JSON object"),
+            (b"{}", "no `writer_id`"),
+            (b"{\"writer_id\": 3, \"expire_s\": 1}", "not a string"),
+            (b"{\"writer_id\": \"a\"}", "no `expire_s`"),
+            (
+                b"{\"writer_id\": \"a\", \"expire_s\": -1}",
+                "not a positive",
+            ),
+            (
+                b"{\"writer_id\": \"a\", \"expire_s\": 1e300}",
+                "not a positive",
+            ),
+            (
+                b"{\"writer_id\": \"a\", \"expire_s\": 1, \"token\": -2}",
+                "token",
+            ),
+        ] {
+            let err = LockFile::decode(bytes).unwrap_err();
+            assert!(err.0.contains(why), "{err} should mention {why}");
+        }
+        let huge = vec![b' '; MAX_LOCKFILE_BYTES + 1];
+        assert!(LockFile::decode(&huge).unwrap_err().0.contains("larger"));
+    }
+
+    #[test]
+    fn reads_mops_style_fields_leniently() {
+        let body = br#"{"writer_id": "w", "written_at": "2026-01-02T03:04:05.123456+00:00",
+            "expire_s": 30, "released_at": "", "pid": 123, "tid": 5, "hostname": "h",
+            "first_written_at": "", "first_acquired_at": "", "write_count": 2}"#;
+        let lf = LockFile::decode(body).unwrap();
+        assert_eq!(lf.pid, "123");
+        assert_eq!(lf.token, 0);
+        assert_eq!(lf.expire(), Duration::from_secs(30));
+        assert!(lf.last_write_time().is_some());
+    }
+}

@@ -1,0 +1,454 @@
+//! The two lock protocols, as single steps over a [`LockStore`]: one acquisition attempt, one
+//! renewal, one release. The loops around them (waiting, heartbeating) live in `lease`.
+//!
+//! Invariants, kept here and nowhere else:
+//! - A waiter takes over a held lock only after it has seen the *same version* of the
+//!   lockfile for the holder's `expire_s` on its own monotonic clock (or, beyond the skew
+//!   allowance, by wall clock). A holder's lease runs from the *start* of its last successful
+//!   write to `start + expire - margin`, which is earlier than any waiter's takeover.
+//! - A write whose outcome is unknown (a conflict that may be our own retried request) is
+//!   settled by reading the lockfile and comparing owner and token, never by guessing.
+//! - A release never deletes the lockfile, so the fencing token keeps growing.
+
+use crate::errors::{Error, Result};
+use crate::lockfile::{LockFile, Protocol};
+use crate::store::{LockStore, Snapshot, Version, Write};
+use crate::timing::Timing;
+use bytes::Bytes;
+use chrono::Utc;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::time::Instant;
+
+/// What a holder knows about the lock it holds.
+#[derive(Debug, Clone)]
+pub struct Held {
+    /// The owner id.
+    pub owner: String,
+    /// The fencing token of this acquisition.
+    pub token: u64,
+    /// The version of our last write.
+    pub version: Version,
+    /// The body of our last write.
+    pub body: LockFile,
+    /// When our last successful write started: the lease runs from here.
+    pub lease_start: Instant,
+}
+
+/// A waiter's memory of the lockfile version it is watching.
+#[derive(Debug, Clone)]
+pub struct Watch {
+    version: Version,
+    since: Instant,
+}
+
+/// The outcome of one acquisition attempt.
+#[derive(Debug)]
+pub enum Attempt {
+    /// We hold it.
+    Acquired(Held),
+    /// Someone else does. `expires_in` is how long until we may take it over if nothing
+    /// changes; `None` when the lockfile vanished or changed under us (poll again soon).
+    Busy {
+        /// The holder, as the lockfile says.
+        holder: Option<LockFile>,
+        /// Time left until expiry by our clock.
+        expires_in: Option<Duration>,
+    },
+}
+
+/// What a release found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ReleaseStatus {
+    /// We held it and now it is released.
+    Released,
+    /// There is no lockfile.
+    NoLockfile,
+    /// Another owner holds it; nothing was written.
+    HeldByOther(String),
+    /// It was already released; nothing was written.
+    AlreadyReleased,
+}
+
+impl ReleaseStatus {
+    /// The status's name, as the Python API returns it.
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            ReleaseStatus::Released => "released",
+            ReleaseStatus::NoLockfile => "no_lockfile",
+            ReleaseStatus::HeldByOther(_) => "held_by_other",
+            ReleaseStatus::AlreadyReleased => "already_released",
+        }
+    }
+}
+
+/// One protocol over one lockfile.
+#[derive(Debug, Clone)]
+pub struct Engine {
+    /// The lockfile.
+    pub store: Arc<dyn LockStore>,
+    /// Which protocol.
+    pub protocol: Protocol,
+    /// Its timing.
+    pub timing: Timing,
+}
+
+fn lost(uri: &str, reason: String) -> Error {
+    Error::Lost {
+        uri: uri.to_string(),
+        reason,
+    }
+}
+
+impl Engine {
+    /// The lockfile's URI.
+    pub fn uri(&self) -> &str {
+        self.store.uri()
+    }
+
+    /// Reads and decodes the lockfile. A lockfile we cannot decode is an error, never
+    /// something to overwrite: it may be a live lock of a tool we do not understand.
+    pub async fn read(&self) -> Result<Option<(LockFile, Snapshot)>> {
+        let Some(snap) = self.store.read().await? else {
+            return Ok(None);
+        };
+        match LockFile::decode(&snap.bytes) {
+            Ok(lf) => Ok(Some((lf, snap))),
+            Err(e) => Err(Error::InvalidLockFile {
+                uri: self.uri().to_string(),
+                reason: e.0,
+            }),
+        }
+    }
+
+    /// One acquisition attempt for `owner`. `watch` carries what this waiter has seen
+    /// between attempts.
+    pub async fn attempt(&self, owner: &str, watch: &mut Option<Watch>) -> Result<Attempt> {
+        match self.protocol {
+            Protocol::Cas => self.attempt_cas(owner, watch).await,
+            Protocol::Lww => self.attempt_lww(owner, watch).await,
+        }
+    }
+
+    /// Decides whether the lock read at `read_done` may be taken. `Ok(())` when it is free
+    /// (missing, released, expired); otherwise the `Busy` answer to give.
+    fn judge(
+        &self,
+        lf: &LockFile,
+        snap: &Snapshot,
+        read_done: Instant,
+        watch: &mut Option<Watch>,
+    ) -> std::result::Result<(), Attempt> {
+        if lf.is_released() {
+            return Ok(());
+        }
+        let since = match watch {
+            Some(w) if w.version == snap.version => w.since,
+            _ => {
+                *watch = Some(Watch {
+                    version: snap.version.clone(),
+                    since: read_done,
+                });
+                read_done
+            }
+        };
+        let seen = read_done.saturating_duration_since(since);
+        if seen >= lf.expire() {
+            log::debug!(
+                "{}: {} unchanged for {:.3}s, expired",
+                self.uri(),
+                lf.describe(),
+                seen.as_secs_f64()
+            );
+            return Ok(());
+        }
+        if let Some(skew) = self.timing.skew {
+            // Both the store's clock and the writer's must put the write beyond expiry.
+            let last = lf
+                .last_write_time()
+                .map_or(snap.last_modified, |t| t.max(snap.last_modified));
+            let age = (Utc::now() - last).to_std().unwrap_or_default();
+            if age > lf.expire() + skew {
+                log::debug!(
+                    "{}: {} last written {:.1}s ago by wall clock, beyond expiry and skew",
+                    self.uri(),
+                    lf.describe(),
+                    age.as_secs_f64()
+                );
+                return Ok(());
+            }
+        }
+        Err(Attempt::Busy {
+            holder: Some(lf.clone()),
+            expires_in: Some(lf.expire() - seen),
+        })
+    }
+
+    async fn attempt_cas(&self, owner: &str, watch: &mut Option<Watch>) -> Result<Attempt> {
+        let expire = self.timing.expire;
+        let body = LockFile::acquired(owner, expire, 1, Protocol::Cas);
+        let start = Instant::now();
+        if let Write::Done(version) = self.store.create(Bytes::from(body.encode())).await? {
+            return Ok(Attempt::Acquired(self.held(owner, body, version, start)));
+        }
+        let Some((lf, snap)) = self.read().await? else {
+            // Gone between our create and our read (deleted by hand): try again at once.
+            return Ok(Attempt::Busy {
+                holder: None,
+                expires_in: None,
+            });
+        };
+        if lf.writer_id == owner && !lf.is_released() && lf.token == 1 {
+            // A create of ours that landed but came back as a conflict (a retried request).
+            return Ok(Attempt::Acquired(self.held(owner, lf, snap.version, start)));
+        }
+        if let Err(busy) = self.judge(&lf, &snap, Instant::now(), watch) {
+            return Ok(busy);
+        }
+        let token = lf.token + 1;
+        let body = LockFile::acquired(owner, expire, token, Protocol::Cas);
+        let start = Instant::now();
+        match self
+            .store
+            .update(Bytes::from(body.encode()), &snap.version)
+            .await?
+        {
+            Write::Done(version) => Ok(Attempt::Acquired(self.held(owner, body, version, start))),
+            Write::Conflict => {
+                *watch = None;
+                match self.read().await? {
+                    Some((now, snap))
+                        if now.writer_id == owner && now.token == token && !now.is_released() =>
+                    {
+                        Ok(Attempt::Acquired(self.held(
+                            owner,
+                            now,
+                            snap.version,
+                            start,
+                        )))
+                    }
+                    other => Ok(Attempt::Busy {
+                        holder: other.map(|(lf, _)| lf),
+                        expires_in: None,
+                    }),
+                }
+            }
+        }
+    }
+
+    async fn attempt_lww(&self, owner: &str, watch: &mut Option<Watch>) -> Result<Attempt> {
+        let read_start = Instant::now();
+        let current = self.read().await?;
+        let read_time = read_start.elapsed();
+        let next_token = match &current {
+            None => 1,
+            Some((lf, snap)) => {
+                if lf.writer_id != owner {
+                    if let Err(busy) = self.judge(lf, snap, Instant::now(), watch) {
+                        return Ok(busy);
+                    }
+                }
+                lf.token + 1
+            }
+        };
+        let body = LockFile::acquired(owner, self.timing.expire, next_token, Protocol::Lww);
+        let start = Instant::now();
+        self.store.overwrite(Bytes::from(body.encode())).await?;
+        let write_time = start.elapsed();
+        // Another writer that read before our write may still be about to write; wait for
+        // the larger of the set margin and twice the round trips we measured, then look.
+        let settle = self.timing.settle.max((read_time + write_time) * 2);
+        tokio::time::sleep(settle).await;
+        *watch = None;
+        match self.read().await? {
+            Some((lf, snap))
+                if lf.writer_id == owner && lf.token == next_token && !lf.is_released() =>
+            {
+                Ok(Attempt::Acquired(self.held(owner, lf, snap.version, start)))
+            }
+            other => Ok(Attempt::Busy {
+                holder: other.map(|(lf, _)| lf),
+                expires_in: None,
+            }),
+        }
+    }
+
+    fn held(&self, owner: &str, body: LockFile, version: Version, start: Instant) -> Held {
+        Held {
+            owner: owner.to_string(),
+            token: body.token,
+            version,
+            body,
+            lease_start: start,
+        }
+    }
+
+    /// Is `lf` still the lock `held` holds (same owner, same acquisition, not released)?
+    fn still_ours(held: &Held, lf: &LockFile) -> bool {
+        lf.writer_id == held.owner && lf.token == held.token && !lf.is_released()
+    }
+
+    fn why_not_ours(held: &Held, lf: Option<&LockFile>) -> String {
+        match lf {
+            None => "the lockfile was deleted".into(),
+            Some(lf) if lf.writer_id == held.owner && lf.is_released() => {
+                format!("it was released at {}", lf.released_at)
+            }
+            Some(lf) => format!(
+                "it was taken over by {} with token {} (ours was {})",
+                lf.describe(),
+                lf.token,
+                held.token
+            ),
+        }
+    }
+
+    /// One renewal (heartbeat) of `held`. `Err(Error::Lost)` when the lock is no longer
+    /// ours; other errors are store errors the caller may retry.
+    pub async fn renew(&self, held: &mut Held, writer_name: Option<&str>) -> Result<()> {
+        match self.protocol {
+            Protocol::Cas => {
+                // A co-owner (the remote, or the orchestrator) renewing between our read and
+                // our write shows up as a conflict: adopt its version and write again.
+                for _ in 0..8 {
+                    let body = held.body.renewed(writer_name);
+                    let start = Instant::now();
+                    match self
+                        .store
+                        .update(Bytes::from(body.encode()), &held.version)
+                        .await?
+                    {
+                        Write::Done(version) => {
+                            held.version = version;
+                            held.body = body;
+                            held.lease_start = start;
+                            return Ok(());
+                        }
+                        Write::Conflict => match self.read().await? {
+                            Some((lf, snap)) if Self::still_ours(held, &lf) => {
+                                let landed = lf == body;
+                                held.version = snap.version;
+                                held.body = lf;
+                                if landed {
+                                    // Our own write, retried by the client: it counts.
+                                    held.lease_start = start;
+                                    return Ok(());
+                                }
+                            }
+                            other => {
+                                return Err(lost(
+                                    self.uri(),
+                                    Self::why_not_ours(held, other.as_ref().map(|(lf, _)| lf)),
+                                ))
+                            }
+                        },
+                    }
+                }
+                Err(Error::Store {
+                    uri: self.uri().to_string(),
+                    message: "the lockfile kept changing under our renewal".into(),
+                    kind: crate::errors::StoreErrorKind::Transient,
+                })
+            }
+            Protocol::Lww => {
+                // mops writes blindly; we read first and stop if the owner changed.
+                match self.read().await? {
+                    Some((lf, _)) if Self::still_ours(held, &lf) => {
+                        let body = lf.renewed(writer_name);
+                        let start = Instant::now();
+                        let version = self.store.overwrite(Bytes::from(body.encode())).await?;
+                        held.version = version;
+                        held.body = body;
+                        held.lease_start = start;
+                        Ok(())
+                    }
+                    other => Err(lost(
+                        self.uri(),
+                        Self::why_not_ours(held, other.as_ref().map(|(lf, _)| lf)),
+                    )),
+                }
+            }
+        }
+    }
+
+    /// Takes up a lock that `owner` holds elsewhere (the remote's keep_alive): the lockfile
+    /// must name `owner` and not be released. Then renews it once, so that our lease is
+    /// counted from a write of our own.
+    pub async fn adopt(&self, owner: &str, writer_name: Option<&str>) -> Result<Held> {
+        let Some((lf, snap)) = self.read().await? else {
+            return Err(Error::NotFound {
+                uri: self.uri().to_string(),
+            });
+        };
+        let stolen = |found: String| Error::Stolen {
+            uri: self.uri().to_string(),
+            owner: owner.to_string(),
+            found,
+        };
+        if lf.writer_id != owner {
+            return Err(stolen(format!("it is held by {}", lf.describe())));
+        }
+        if lf.is_released() {
+            return Err(stolen(format!("it was released at {}", lf.released_at)));
+        }
+        let mut held = self.held(owner, lf, snap.version, Instant::now());
+        match self.renew(&mut held, writer_name).await {
+            Ok(()) => Ok(held),
+            Err(Error::Lost { reason, .. }) => Err(stolen(reason)),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Releases the lock of `owner`. With `held`, only that acquisition is released; without,
+    /// whatever acquisition the lockfile shows for `owner`.
+    pub async fn release(&self, owner: &str, held: Option<&Held>) -> Result<ReleaseStatus> {
+        let mut known: Option<(LockFile, Version)> =
+            held.map(|h| (h.body.clone(), h.version.clone()));
+        let token = held.map(|h| h.token);
+        for _ in 0..8 {
+            let (lf, version) = match known.take() {
+                Some(k) => k,
+                None => match self.read().await? {
+                    None => return Ok(ReleaseStatus::NoLockfile),
+                    Some((lf, snap)) => (lf, snap.version),
+                },
+            };
+            if lf.writer_id != owner || token.is_some_and(|t| t != lf.token) {
+                return Ok(ReleaseStatus::HeldByOther(lf.describe()));
+            }
+            if lf.is_released() {
+                return Ok(ReleaseStatus::AlreadyReleased);
+            }
+            let body = lf.released();
+            match self.protocol {
+                Protocol::Lww => {
+                    self.store.overwrite(Bytes::from(body.encode())).await?;
+                    return Ok(ReleaseStatus::Released);
+                }
+                Protocol::Cas => {
+                    match self
+                        .store
+                        .update(Bytes::from(body.encode()), &version)
+                        .await?
+                    {
+                        Write::Done(_) => return Ok(ReleaseStatus::Released),
+                        Write::Conflict => {
+                            // Settle by reading: a co-owner's renewal (write again over it),
+                            // our own retried release that landed, or a takeover.
+                            if let Some((now, _)) = self.read().await? {
+                                if now == body {
+                                    return Ok(ReleaseStatus::Released);
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        Err(Error::Store {
+            uri: self.uri().to_string(),
+            message: "the lockfile kept changing under our release".into(),
+            kind: crate::errors::StoreErrorKind::Transient,
+        })
+    }
+}

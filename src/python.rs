@@ -1,0 +1,353 @@
+//! The Python bindings: a thin layer over the lock core. Every wait releases the GIL and
+//! stays interruptible (Ctrl-C); every core error becomes one class of
+//! `blob_lock.exceptions`. The user-facing API (timedelta, context managers, the CLI) is
+//! the pure-Python package in python/blob_lock, which wraps these classes.
+
+use crate::errors::Error;
+use crate::lease::{self, Lease, Lock, LockOptions};
+use crate::lockfile::Protocol;
+use crate::runtime::runtime;
+use crate::timing::{seconds_or_zero, Timing};
+use pyo3::exceptions::{PyRuntimeError, PyValueError};
+use pyo3::prelude::*;
+use std::collections::HashMap;
+use std::future::Future;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+pyo3::import_exception!(blob_lock.exceptions, LockError);
+pyo3::import_exception!(blob_lock.exceptions, LockTimeout);
+pyo3::import_exception!(blob_lock.exceptions, LockLost);
+pyo3::import_exception!(blob_lock.exceptions, LockStolen);
+pyo3::import_exception!(blob_lock.exceptions, LockNotFound);
+pyo3::import_exception!(blob_lock.exceptions, InvalidLockFile);
+pyo3::import_exception!(blob_lock.exceptions, StoreError);
+
+fn to_py(e: Error) -> PyErr {
+    let msg = e.to_string();
+    match e {
+        Error::InvalidArgument(_) => PyValueError::new_err(msg),
+        Error::Timeout { uri, .. } => LockTimeout::new_err((msg, uri)),
+        Error::Lost { uri, .. } => LockLost::new_err((msg, uri)),
+        Error::Stolen { uri, .. } => LockStolen::new_err((msg, uri)),
+        Error::NotFound { uri } => LockNotFound::new_err((msg, uri)),
+        Error::InvalidLockFile { uri, .. } => InvalidLockFile::new_err((msg, uri)),
+        Error::Store { uri, kind, .. } => {
+            StoreError::new_err((msg, uri, kind == crate::errors::StoreErrorKind::Transient))
+        }
+    }
+}
+
+/// Runs `fut` on the shared runtime and waits for it without the GIL, waking every 100 ms
+/// to let Python deliver signals. On an exception (KeyboardInterrupt) the future is
+/// dropped and `on_cancel` runs in the background.
+fn wait<T, F>(py: Python<'_>, fut: F, on_cancel: Option<CancelHook>) -> PyResult<T>
+where
+    T: Send + 'static,
+    F: Future<Output = crate::Result<T>> + Send + 'static,
+{
+    let rt = runtime();
+    let mut handle = rt.spawn(fut);
+    loop {
+        let step = py.detach(|| {
+            rt.block_on(async {
+                tokio::time::timeout(Duration::from_millis(100), &mut handle).await
+            })
+        });
+        match step {
+            Ok(Ok(result)) => return result.map_err(to_py),
+            Ok(Err(join)) => {
+                return Err(PyRuntimeError::new_err(format!(
+                    "blob-lock internal error: {join}"
+                )))
+            }
+            Err(_elapsed) => {
+                if let Err(signal) = py.check_signals() {
+                    handle.abort();
+                    if let Some(hook) = on_cancel {
+                        rt.spawn(hook);
+                    }
+                    return Err(signal);
+                }
+            }
+        }
+    }
+}
+
+type CancelHook = std::pin::Pin<Box<dyn Future<Output = ()> + Send>>;
+
+fn options(
+    expire: f64,
+    heartbeat: Option<f64>,
+    protocol: &str,
+    storage_options: Option<HashMap<String, String>>,
+    settle: Option<f64>,
+    clock_skew: Option<f64>,
+) -> PyResult<LockOptions> {
+    let protocol = match protocol {
+        "auto" | "cas" => Protocol::Cas,
+        "lww" => Protocol::Lww,
+        other => {
+            return Err(PyValueError::new_err(format!(
+                "protocol must be \"auto\", \"cas\" or \"lww\", got {other:?}"
+            )))
+        }
+    };
+    Ok(LockOptions {
+        protocol: Some(protocol),
+        timing: Timing::new(expire, heartbeat, settle, Some(clock_skew)).map_err(to_py)?,
+        storage_options: storage_options.unwrap_or_default(),
+    })
+}
+
+fn timeout(t: Option<f64>) -> PyResult<Option<Duration>> {
+    t.map(|t| seconds_or_zero("timeout", t).map_err(to_py))
+        .transpose()
+}
+
+/// The native lock behind `blob_lock.BlobLock`.
+#[pyclass(frozen, module = "blob_lock._blob_lock")]
+struct NativeLock {
+    lock: Lock,
+    lease: Mutex<Option<Arc<Lease>>>,
+}
+
+impl NativeLock {
+    fn lease(&self) -> Option<Arc<Lease>> {
+        self.lease.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    fn hold(&self, lease: Lease) {
+        *self.lease.lock().unwrap_or_else(|e| e.into_inner()) = Some(Arc::new(lease));
+    }
+
+    fn refuse_if_held(&self) -> PyResult<()> {
+        match self.lease() {
+            Some(l) if !l.is_lost() => Err(LockError::new_err((
+                format!(
+                    "this BlobLock already holds {}; release it first (locks are not reentrant)",
+                    self.lock.uri()
+                ),
+                self.lock.uri().to_string(),
+            ))),
+            _ => Ok(()),
+        }
+    }
+
+    fn cancel_hook(&self) -> CancelHook {
+        // An interrupted acquisition may have written the lockfile: release it if so.
+        let lock = self.lock.clone();
+        Box::pin(async move {
+            let _ = lock.release_unheld().await;
+        })
+    }
+}
+
+#[pymethods]
+impl NativeLock {
+    #[new]
+    #[pyo3(signature = (uri, *, expire, heartbeat, protocol, storage_options, settle, clock_skew))]
+    fn new(
+        uri: &str,
+        expire: f64,
+        heartbeat: Option<f64>,
+        protocol: &str,
+        storage_options: Option<HashMap<String, String>>,
+        settle: Option<f64>,
+        clock_skew: Option<f64>,
+    ) -> PyResult<Self> {
+        let opts = options(
+            expire,
+            heartbeat,
+            protocol,
+            storage_options,
+            settle,
+            clock_skew,
+        )?;
+        Ok(NativeLock {
+            lock: Lock::new(uri, &opts).map_err(to_py)?,
+            lease: Mutex::new(None),
+        })
+    }
+
+    /// Waits for the lock; False on timeout, or raises LockTimeout when `raise_timeout`.
+    #[pyo3(signature = (timeout, raise_timeout))]
+    fn acquire(&self, py: Python<'_>, timeout: Option<f64>, raise_timeout: bool) -> PyResult<bool> {
+        self.refuse_if_held()?;
+        let t = self::timeout(timeout)?;
+        let lock = self.lock.clone();
+        match wait(
+            py,
+            async move { lock.acquire(t).await },
+            Some(self.cancel_hook()),
+        ) {
+            Ok(lease) => {
+                self.hold(lease);
+                Ok(true)
+            }
+            Err(e) if !raise_timeout && e.is_instance_of::<LockTimeout>(py) => Ok(false),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// One attempt; never waits.
+    fn try_acquire(&self, py: Python<'_>) -> PyResult<bool> {
+        self.refuse_if_held()?;
+        let lock = self.lock.clone();
+        match wait(
+            py,
+            async move { lock.try_acquire().await },
+            Some(self.cancel_hook()),
+        )? {
+            Some(lease) => {
+                self.hold(lease);
+                Ok(true)
+            }
+            None => Ok(false),
+        }
+    }
+
+    /// Releases; returns the status name.
+    fn release(&self, py: Python<'_>) -> PyResult<&'static str> {
+        let taken = self.lease.lock().unwrap_or_else(|e| e.into_inner()).take();
+        let status = match taken {
+            Some(lease) => wait(py, async move { lease.release().await }, None)?,
+            None => {
+                let lock = self.lock.clone();
+                wait(py, async move { lock.release_unheld().await }, None)?
+            }
+        };
+        Ok(status.as_str())
+    }
+
+    #[getter]
+    fn owner(&self) -> &str {
+        self.lock.owner()
+    }
+
+    #[getter]
+    fn uri(&self) -> &str {
+        self.lock.uri()
+    }
+
+    #[getter]
+    fn protocol(&self) -> &'static str {
+        self.lock.protocol().as_str()
+    }
+
+    #[getter]
+    fn expire(&self) -> f64 {
+        self.lock.timing().expire.as_secs_f64()
+    }
+
+    #[getter]
+    fn heartbeat(&self) -> f64 {
+        self.lock.timing().heartbeat.as_secs_f64()
+    }
+
+    #[getter]
+    fn token(&self) -> Option<u64> {
+        self.lease().map(|l| l.token())
+    }
+
+    #[getter]
+    fn held(&self) -> bool {
+        self.lease().is_some_and(|l| !l.is_lost())
+    }
+
+    #[getter]
+    fn lost(&self) -> bool {
+        self.lease().is_some_and(|l| l.is_lost())
+    }
+
+    #[getter]
+    fn lost_reason(&self) -> Option<String> {
+        self.lease().and_then(|l| l.lost_reason())
+    }
+}
+
+/// The native handle behind `blob_lock.keep_alive`.
+#[pyclass(frozen, module = "blob_lock._blob_lock")]
+struct NativeKeepAlive {
+    lease: Arc<Lease>,
+    uri: String,
+}
+
+#[pymethods]
+impl NativeKeepAlive {
+    /// Stops heartbeating (never releases).
+    fn stop(&self, py: Python<'_>) -> PyResult<()> {
+        let lease = self.lease.clone();
+        wait(
+            py,
+            async move {
+                lease.stop().await;
+                Ok(())
+            },
+            None,
+        )
+    }
+
+    #[getter]
+    fn owner(&self) -> &str {
+        self.lease.owner()
+    }
+
+    #[getter]
+    fn uri(&self) -> &str {
+        &self.uri
+    }
+
+    #[getter]
+    fn token(&self) -> u64 {
+        self.lease.token()
+    }
+
+    #[getter]
+    fn lost(&self) -> bool {
+        self.lease.is_lost()
+    }
+
+    #[getter]
+    fn lost_reason(&self) -> Option<String> {
+        self.lease.lost_reason()
+    }
+}
+
+/// Starts keeping `owner`'s lock at `uri` alive.
+#[pyfunction]
+#[pyo3(signature = (uri, owner, *, storage_options, protocol))]
+fn keep_alive(
+    py: Python<'_>,
+    uri: &str,
+    owner: &str,
+    storage_options: Option<HashMap<String, String>>,
+    protocol: &str,
+) -> PyResult<NativeKeepAlive> {
+    // The lockfile's own expire_s governs the heartbeat; this expire only sizes the client.
+    let opts = options(30.0, None, protocol, storage_options, None, None)?;
+    let (uri_owned, owner) = (uri.to_string(), owner.to_string());
+    let lease = wait(
+        py,
+        async move { lease::keep_alive(&uri_owned, &owner, &opts).await },
+        None,
+    )?;
+    Ok(NativeKeepAlive {
+        lease: Arc::new(lease),
+        uri: uri.to_string(),
+    })
+}
+
+#[pymodule]
+fn _blob_lock(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    // Rust log records go to Python's `logging` under the logger "blob_lock".
+    let _ = pyo3_log::Logger::new(m.py(), pyo3_log::Caching::LoggersAndLevels)?
+        .filter(log::LevelFilter::Warn)
+        .filter_target("blob_lock".to_string(), log::LevelFilter::Trace)
+        .install();
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    m.add_class::<NativeLock>()?;
+    m.add_class::<NativeKeepAlive>()?;
+    m.add_function(wrap_pyfunction!(keep_alive, m)?)?;
+    Ok(())
+}

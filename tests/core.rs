@@ -1,0 +1,174 @@
+//! The lock core on its own, without Python: memory stores on tokio's paused clock (so
+//! expiry waits cost no real time), and the file store with real threads and processes' view.
+
+use blob_lock::store::{self, LockStore};
+use blob_lock::{keep_alive_on, Error, Lock, LockOptions, Protocol, ReleaseStatus};
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+fn opts(protocol: Protocol, expire: f64) -> LockOptions {
+    let mut o = LockOptions::new(expire).unwrap();
+    o.protocol = Some(protocol);
+    o
+}
+
+fn memory(name: &str, o: &LockOptions) -> Arc<dyn LockStore> {
+    store::open(&format!("memory://{name}/lock"), &HashMap::new(), &o.timing).unwrap()
+}
+
+async fn exclusion(store: Arc<dyn LockStore>, protocol: Protocol) {
+    let o = opts(protocol, 2.0);
+    let inside = Arc::new(AtomicUsize::new(0));
+    let done = Arc::new(AtomicUsize::new(0));
+    let mut tasks = Vec::new();
+    for _ in 0..6 {
+        let lock = Lock::with_store("test", store.clone(), &o);
+        let (inside, done) = (inside.clone(), done.clone());
+        tasks.push(tokio::spawn(async move {
+            for _ in 0..3 {
+                let lease = lock.acquire(None).await.unwrap();
+                assert_eq!(
+                    inside.fetch_add(1, Ordering::SeqCst),
+                    0,
+                    "two holders at once"
+                );
+                tokio::time::sleep(Duration::from_millis(30)).await;
+                inside.fetch_sub(1, Ordering::SeqCst);
+                assert!(!lease.is_lost());
+                assert_eq!(lease.release().await.unwrap(), ReleaseStatus::Released);
+                done.fetch_add(1, Ordering::SeqCst);
+            }
+        }));
+    }
+    for t in tasks {
+        t.await.unwrap();
+    }
+    assert_eq!(done.load(Ordering::SeqCst), 18);
+}
+
+#[tokio::test(start_paused = true)]
+async fn cas_excludes_on_memory() {
+    let o = opts(Protocol::Cas, 2.0);
+    exclusion(memory("cas-excl", &o), Protocol::Cas).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn cas_excludes_on_files() {
+    let dir = tempfile::tempdir().unwrap();
+    let o = opts(Protocol::Cas, 2.0);
+    let s = store::open(dir.path().to_str().unwrap(), &HashMap::new(), &o.timing).unwrap();
+    exclusion(s, Protocol::Cas).await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn tokens_grow_and_expired_locks_are_taken_over() {
+    let o = opts(Protocol::Cas, 3.0);
+    let s = memory("takeover", &o);
+    let a = Lock::with_store("t", s.clone(), &o);
+    let b = Lock::with_store("t", s.clone(), &o);
+    let la = a.acquire(None).await.unwrap();
+    assert_eq!(la.token(), 1);
+    // A holder that stops renewing (crashed): its lease is not released.
+    la.stop().await;
+    let start = tokio::time::Instant::now();
+    let lb = b.acquire(Some(Duration::from_secs(60))).await.unwrap();
+    let waited = start.elapsed();
+    assert!(
+        waited >= Duration::from_secs(3),
+        "taken over early: {waited:?}"
+    );
+    assert!(
+        waited < Duration::from_secs(5),
+        "taken over late: {waited:?}"
+    );
+    assert_eq!(lb.token(), 2);
+    assert!(la.is_lost(), "the stopped holder still claims the lock");
+    assert_eq!(lb.release().await.unwrap(), ReleaseStatus::Released);
+    let lc = a.acquire(None).await.unwrap();
+    assert_eq!(lc.token(), 3, "a release keeps the token");
+}
+
+#[tokio::test(start_paused = true)]
+async fn heartbeats_keep_it_and_waiters_time_out() {
+    let o = opts(Protocol::Cas, 2.0);
+    let s = memory("hb", &o);
+    let a = Lock::with_store("t", s.clone(), &o);
+    let b = Lock::with_store("t", s.clone(), &o);
+    let la = a.acquire(None).await.unwrap();
+    let err = b.acquire(Some(Duration::from_secs(10))).await.unwrap_err();
+    assert!(matches!(err, Error::Timeout { .. }), "{err}");
+    assert!(!la.is_lost());
+    assert!(b.try_acquire().await.unwrap().is_none());
+    // b never held it: its release is refused and writes nothing.
+    assert!(matches!(
+        b.release_unheld().await.unwrap(),
+        ReleaseStatus::HeldByOther(_)
+    ));
+    assert!(!la.is_lost());
+    assert_eq!(la.release().await.unwrap(), ReleaseStatus::Released);
+    assert_eq!(la.release().await.unwrap(), ReleaseStatus::AlreadyReleased);
+}
+
+#[tokio::test(start_paused = true)]
+async fn keep_alive_co_owns_and_refuses_strangers() {
+    for protocol in [Protocol::Cas, Protocol::Lww] {
+        let o = opts(protocol, 2.0);
+        let s = memory(&format!("ka-{}", protocol.as_str()), &o);
+        let err = keep_alive_on(s.clone(), "nobody", &o).await.unwrap_err();
+        assert!(matches!(err, Error::NotFound { .. }), "{err}");
+        let orchestrator = Lock::with_store("t", s.clone(), &o);
+        let held = orchestrator.acquire(None).await.unwrap();
+        let err = keep_alive_on(s.clone(), "stranger", &o).await.unwrap_err();
+        assert!(matches!(err, Error::Stolen { .. }), "{err}");
+        let remote = keep_alive_on(s.clone(), orchestrator.owner(), &o)
+            .await
+            .unwrap();
+        assert_eq!(remote.token(), held.token());
+        // Both renew for many lifetimes without counting each other's writes as a steal.
+        tokio::time::sleep(Duration::from_secs(10)).await;
+        assert!(!held.is_lost(), "{:?}", held.lost_reason());
+        assert!(!remote.is_lost(), "{:?}", remote.lost_reason());
+        // The orchestrator dies; the remote alone keeps it past expiry.
+        held.stop().await;
+        drop(held);
+        let waiter = Lock::with_store("t", s.clone(), &o);
+        assert!(waiter.acquire(Some(Duration::from_secs(8))).await.is_err());
+        remote.stop().await;
+        let next = waiter.acquire(Some(Duration::from_secs(8))).await.unwrap();
+        assert!(next.token() > remote.token());
+        assert!(remote.is_lost());
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_holder_whose_lock_was_taken_sees_it_lost() {
+    let o = opts(Protocol::Cas, 2.0);
+    let s = memory("stolen", &o);
+    let a = Lock::with_store("t", s.clone(), &o);
+    let la = a.acquire(None).await.unwrap();
+    // Someone breaks the lock by hand (a release in a.owner's name, as `break` would).
+    assert_eq!(a.release_unheld().await.unwrap(), ReleaseStatus::Released);
+    let b = Lock::with_store("t", s.clone(), &o);
+    let _lb = b.acquire(None).await.unwrap();
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert!(la.is_lost(), "{:?}", la.lost_reason());
+    assert!(la.lost_reason().unwrap().contains("taken over"));
+}
+
+#[tokio::test]
+async fn corrupt_lockfiles_are_reported_not_overwritten() {
+    let dir = tempfile::tempdir().unwrap();
+    let o = opts(Protocol::Cas, 2.0);
+    let lockfile = dir.path().join("lock.json");
+    for body in [&b"{not json"[..], b"{}", b"[]", &vec![b'x'; 100_000]] {
+        std::fs::write(&lockfile, body).unwrap();
+        let s = store::open(dir.path().to_str().unwrap(), &HashMap::new(), &o.timing).unwrap();
+        let lock = Lock::with_store("t", s, &o);
+        let err = lock.try_acquire().await.unwrap_err();
+        assert!(matches!(err, Error::InvalidLockFile { .. }), "{err}");
+        assert!(err.to_string().contains("lock.json"), "{err}");
+        assert_eq!(std::fs::read(&lockfile).unwrap(), body);
+    }
+}
