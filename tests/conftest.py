@@ -1,0 +1,307 @@
+"""Test backends: memory, file, S3 (moto's server) and Azure (Azurite), the servers started
+here on free loopback ports and stopped after the session. Every test that takes the
+``backend`` fixture runs on all four."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Optional
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+AZURITE_ACCOUNT = "devstoreaccount1"
+AZURITE_KEY = (
+    "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw=="
+)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_for_port(port: int, proc: subprocess.Popen, what: str, timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"{what} exited with {proc.returncode} before listening")
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+                return
+        except OSError:
+            time.sleep(0.1)
+    raise RuntimeError(f"{what} did not listen on port {port} within {timeout}s")
+
+
+def stop(proc: subprocess.Popen) -> None:
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+@pytest.fixture(scope="session")
+def moto_endpoint(tmp_path_factory):
+    port = free_port()
+    log = open(tmp_path_factory.mktemp("moto") / "moto.log", "w")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+    try:
+        wait_for_port(port, proc, "moto_server")
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        stop(proc)
+
+
+def azurite_command() -> list[str]:
+    explicit = os.environ.get("AZURITE_BLOB")
+    candidates = [explicit] if explicit else []
+    candidates += [
+        str(ROOT / ".cache" / "azurite" / "node_modules" / ".bin" / "azurite-blob"),
+        shutil.which("azurite-blob") or "",
+    ]
+    for c in candidates:
+        if c and Path(c).exists():
+            return [c]
+    raise RuntimeError(
+        "azurite-blob not found: run the test command of the README (make test), which "
+        "installs it with npm, or set AZURITE_BLOB to its path"
+    )
+
+
+@pytest.fixture(scope="session")
+def azurite_url(tmp_path_factory):
+    port = free_port()
+    work = tmp_path_factory.mktemp("azurite")
+    log = open(work / "azurite.log", "w")
+    proc = subprocess.Popen(
+        [
+            *azurite_command(),
+            "--blobHost",
+            "127.0.0.1",
+            "--blobPort",
+            str(port),
+            "--inMemoryPersistence",
+            "--skipApiVersionCheck",
+            "--disableTelemetry",
+        ],
+        cwd=work,  # Azurite writes its debug log and temp files into its working folder
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+    try:
+        wait_for_port(port, proc, "azurite-blob")
+        url = f"http://127.0.0.1:{port}"
+        # object_store reads the emulator's address from here only; subprocesses inherit it.
+        os.environ["AZURITE_BLOB_STORAGE_URL"] = url
+        yield url
+    finally:
+        stop(proc)
+
+
+@dataclass
+class Backend:
+    """One store as the tests see it."""
+
+    name: str
+    root: str
+    storage_options: dict = field(default_factory=dict)
+    # Writes raw bytes to a lockfile, bypassing the lock (to plant corrupt or foreign files).
+    raw_put: Optional[Callable[[str, bytes], None]] = None
+    raw_get: Optional[Callable[[str], Optional[bytes]]] = None
+    # Whether other processes see the same store (memory:// is per process).
+    shared_across_processes: bool = True
+
+    def uri(self, name: Optional[str] = None) -> str:
+        return f"{self.root}/{name or uuid.uuid4().hex}"
+
+    def lock(self, uri: str, **kw):
+        from blob_lock import BlobLock
+
+        return BlobLock(uri, storage_options=self.storage_options or None, **kw)
+
+    def keep_alive(self, uri: str, owner: str):
+        from blob_lock import keep_alive
+
+        return keep_alive(uri, owner, storage_options=self.storage_options or None)
+
+    def key(self, uri: str) -> str:
+        """The object key (or path) of ``<uri>/lock.json`` in the bucket."""
+        return uri.split("://", 1)[1].split("/", 1)[1] + "/lock.json"
+
+    def options_json(self) -> str:
+        return json.dumps(self.storage_options)
+
+
+def _s3_backend(endpoint: str) -> Backend:
+    import boto3
+
+    bucket = f"b-{uuid.uuid4().hex[:12]}"
+    opts = {
+        "aws_endpoint": endpoint,
+        "aws_allow_http": "true",
+        "aws_region": "us-east-1",
+        "aws_access_key_id": "testing",
+        "aws_secret_access_key": "testing",
+        "aws_virtual_hosted_style_request": "false",
+    }
+    client = boto3.client(
+        "s3",
+        endpoint_url=endpoint,
+        region_name="us-east-1",
+        aws_access_key_id="testing",
+        aws_secret_access_key="testing",
+    )
+    client.create_bucket(Bucket=bucket)
+    b = Backend("s3", f"s3://{bucket}", opts)
+
+    def put(uri: str, data: bytes) -> None:
+        client.put_object(Bucket=bucket, Key=b.key(uri), Body=data)
+
+    def get(uri: str) -> Optional[bytes]:
+        try:
+            return client.get_object(Bucket=bucket, Key=b.key(uri))["Body"].read()
+        except client.exceptions.NoSuchKey:
+            return None
+
+    b.raw_put, b.raw_get = put, get
+    return b
+
+
+def _az_backend(url: str) -> Backend:
+    from azure.storage.blob import BlobServiceClient
+
+    conn = (
+        f"DefaultEndpointsProtocol=http;AccountName={AZURITE_ACCOUNT};"
+        f"AccountKey={AZURITE_KEY};BlobEndpoint={url}/{AZURITE_ACCOUNT};"
+    )
+    service = BlobServiceClient.from_connection_string(conn)
+    container = f"c-{uuid.uuid4().hex[:12]}"
+    service.create_container(container)
+    b = Backend("az", f"az://{container}", {"azure_storage_use_emulator": "true"})
+    cc = service.get_container_client(container)
+
+    def put(uri: str, data: bytes) -> None:
+        cc.upload_blob(b.key(uri), data, overwrite=True)
+
+    def get(uri: str) -> Optional[bytes]:
+        from azure.core.exceptions import ResourceNotFoundError
+
+        try:
+            return cc.download_blob(b.key(uri)).readall()
+        except ResourceNotFoundError:
+            return None
+
+    b.raw_put, b.raw_get = put, get
+    return b
+
+
+def _file_backend(tmp: Path) -> Backend:
+    b = Backend("file", str(tmp))
+
+    def put(uri: str, data: bytes) -> None:
+        p = Path(uri) / "lock.json"
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_bytes(data)
+
+    def get(uri: str) -> Optional[bytes]:
+        p = Path(uri) / "lock.json"
+        return p.read_bytes() if p.exists() else None
+
+    b.raw_put, b.raw_get = put, get
+    return b
+
+
+BACKENDS = ["memory", "file", "s3", "az"]
+
+
+@pytest.fixture(params=BACKENDS)
+def backend(request, tmp_path) -> Backend:
+    name = request.param
+    if name == "memory":
+        return Backend(
+            "memory", f"memory://t-{uuid.uuid4().hex[:8]}", shared_across_processes=False
+        )
+    if name == "file":
+        return _file_backend(tmp_path)
+    if name == "s3":
+        return _s3_backend(request.getfixturevalue("moto_endpoint"))
+    return _az_backend(request.getfixturevalue("azurite_url"))
+
+
+@pytest.fixture(params=[b for b in BACKENDS if b != "memory"])
+def shared_backend(request, tmp_path) -> Backend:
+    """The backends that several processes can share."""
+    name = request.param
+    if name == "file":
+        return _file_backend(tmp_path)
+    if name == "s3":
+        return _s3_backend(request.getfixturevalue("moto_endpoint"))
+    return _az_backend(request.getfixturevalue("azurite_url"))
+
+
+class Worker:
+    """A real process running tests/worker.py; killed with real signals."""
+
+    def __init__(self, *args: str) -> None:
+        self.proc = subprocess.Popen(
+            [sys.executable, str(Path(__file__).parent / "worker.py"), *args],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+
+    def line(self, timeout: float = 60.0) -> dict:
+        """The next JSON line the worker prints (waiting at most ``timeout``)."""
+        import selectors
+
+        sel = selectors.DefaultSelector()
+        sel.register(self.proc.stdout, selectors.EVENT_READ)
+        if not sel.select(timeout):
+            self.kill()
+            raise AssertionError(f"worker printed nothing in {timeout}s: {self.proc.stderr.read()}")
+        text = self.proc.stdout.readline()
+        if not text:
+            raise AssertionError(f"worker exited {self.proc.wait()}: {self.proc.stderr.read()}")
+        return json.loads(text)
+
+    def kill(self, sig: int = signal.SIGKILL) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+        if sig == signal.SIGKILL:
+            self.proc.wait()
+
+    def wait(self, timeout: float = 120.0) -> int:
+        return self.proc.wait(timeout)
+
+
+@pytest.fixture
+def workers():
+    started: list[Worker] = []
+
+    def start(*args: str) -> Worker:
+        w = Worker(*args)
+        started.append(w)
+        return w
+
+    yield start
+    for w in started:
+        w.kill()

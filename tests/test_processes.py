@@ -1,0 +1,61 @@
+"""Separate processes on shared stores (file, S3 on moto, Azure on Azurite), killed with
+real signals."""
+
+from __future__ import annotations
+
+import time
+
+from blob_lock import ReleaseStatus
+
+
+def test_processes_count_exactly_under_the_lock(shared_backend, workers, tmp_path):
+    uri = shared_backend.uri()
+    counter = tmp_path / "counter"
+    counter.write_text("0")
+    n_proc, n_each = 4, 8
+    procs = [
+        workers("counter", uri, shared_backend.options_json(), str(counter), str(n_each), "5")
+        for _ in range(n_proc)
+    ]
+    for p in procs:
+        assert p.line()["event"] == "ready"
+    for p in procs:
+        assert p.line(timeout=180)["event"] == "done"
+        assert p.wait() == 0
+    assert int(counter.read_text()) == n_proc * n_each
+
+
+def test_sigkilled_holder_is_taken_over_after_expire(shared_backend, workers):
+    uri, expire = shared_backend.uri(), 2.0
+    holder = workers("hold", uri, shared_backend.options_json(), str(expire))
+    first = holder.line()
+    assert first["event"] == "acquired"
+    holder.kill()
+    killed = time.monotonic()
+    waiter = shared_backend.lock(uri, expire=expire)
+    assert waiter.acquire(timeout=60)
+    waited = time.monotonic() - killed
+    # Not before the lock could have expired (the waiter watches it for `expire`)...
+    assert waited >= expire * 0.9
+    # ...and within a generous liveness bound after.
+    assert waited < expire * 5 + 5
+    assert waiter.token == first["token"] + 1
+    assert waiter.release() == ReleaseStatus.RELEASED
+
+
+def test_remote_keeps_lock_after_orchestrator_is_killed(shared_backend, workers):
+    uri, expire = shared_backend.uri(), 2.0
+    opts = shared_backend.options_json()
+    orchestrator = workers("hold", uri, opts, str(expire))
+    held = orchestrator.line()
+    remote = workers("keep", uri, opts, held["owner"])
+    assert remote.line()["event"] == "alive"
+    orchestrator.kill()
+    # A restarted orchestrator sees the lock held well past expire...
+    restarted = shared_backend.lock(uri, expire=expire)
+    assert restarted.acquire(timeout=expire * 3) is False
+    # ...until the remote stops; then it expires and can be taken.
+    remote.kill()
+    assert restarted.acquire(timeout=60)
+    assert restarted.token == held["token"] + 1
+    restarted.release()

@@ -1,0 +1,46 @@
+"""A process for the tests: takes locks as an orchestrator or keeps them alive as a remote.
+Prints one JSON line per event and flushes, so the test can follow it."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+
+from blob_lock import BlobLock, keep_alive
+
+
+def say(**kw) -> None:
+    print(json.dumps(kw), flush=True)
+
+
+def main() -> None:
+    mode, uri, options = sys.argv[1], sys.argv[2], json.loads(sys.argv[3]) or None
+    if mode == "counter":
+        # N acquisitions, each a non-atomic read-modify-write of a shared counter file.
+        counter, n, expire = Path(sys.argv[4]), int(sys.argv[5]), float(sys.argv[6])
+        say(event="ready")
+        for _ in range(n):
+            with BlobLock(uri, expire=expire, storage_options=options) as held:
+                value = int(counter.read_text())
+                time.sleep(0.002)  # widen the window a broken lock would let others into
+                counter.write_text(str(value + 1))
+                assert not held.lost
+        say(event="done")
+    elif mode == "hold":
+        expire = float(sys.argv[4])
+        lock = BlobLock(uri, expire=expire, storage_options=options)
+        lock.acquire()
+        say(event="acquired", owner=lock.owner, token=lock.token)
+        time.sleep(3600)
+    elif mode == "keep":
+        handle = keep_alive(uri, sys.argv[4], storage_options=options)
+        say(event="alive", token=handle.token)
+        time.sleep(3600)
+    else:
+        raise SystemExit(f"unknown mode {mode}")
+
+
+if __name__ == "__main__":
+    main()
