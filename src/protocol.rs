@@ -130,17 +130,17 @@ impl Engine {
         }
     }
 
-    /// Decides whether the lock read at `read_done` may be taken. `Ok(())` when it is free
-    /// (missing, released, expired); otherwise the `Busy` answer to give.
+    /// Decides whether the lock read at `read_done` may be taken: `None` when it is free
+    /// (released, expired), otherwise the `Busy` answer to give.
     fn judge(
         &self,
         lf: &LockFile,
         snap: &Snapshot,
         read_done: Instant,
         watch: &mut Option<Watch>,
-    ) -> std::result::Result<(), Attempt> {
+    ) -> Option<Attempt> {
         if lf.is_released() {
-            return Ok(());
+            return None;
         }
         let since = match watch {
             Some(w) if w.version == snap.version => w.since,
@@ -160,7 +160,7 @@ impl Engine {
                 lf.describe(),
                 seen.as_secs_f64()
             );
-            return Ok(());
+            return None;
         }
         if let Some(skew) = self.timing.skew {
             // Both the store's clock and the writer's must put the write beyond expiry.
@@ -175,10 +175,10 @@ impl Engine {
                     lf.describe(),
                     age.as_secs_f64()
                 );
-                return Ok(());
+                return None;
             }
         }
-        Err(Attempt::Busy {
+        Some(Attempt::Busy {
             holder: Some(lf.clone()),
             expires_in: Some(lf.expire() - seen),
         })
@@ -202,7 +202,7 @@ impl Engine {
             // A create of ours that landed but came back as a conflict (a retried request).
             return Ok(Attempt::Acquired(self.held(owner, lf, snap.version, start)));
         }
-        if let Err(busy) = self.judge(&lf, &snap, Instant::now(), watch) {
+        if let Some(busy) = self.judge(&lf, &snap, Instant::now(), watch) {
             return Ok(busy);
         }
         let token = lf.token + 1;
@@ -244,7 +244,7 @@ impl Engine {
             None => 1,
             Some((lf, snap)) => {
                 if lf.writer_id != owner {
-                    if let Err(busy) = self.judge(lf, snap, Instant::now(), watch) {
+                    if let Some(busy) = self.judge(lf, snap, Instant::now(), watch) {
                         return Ok(busy);
                     }
                 }
@@ -284,8 +284,20 @@ impl Engine {
     }
 
     /// Is `lf` still the lock `held` holds (same owner, same acquisition, not released)?
+    /// A write by our owner id without a token is a co-owner that does not know tokens
+    /// (mops's remote writer rewrites the whole body with its own fields): still ours.
     fn still_ours(held: &Held, lf: &LockFile) -> bool {
-        lf.writer_id == held.owner && lf.token == held.token && !lf.is_released()
+        lf.writer_id == held.owner && (lf.token == held.token || lf.token == 0) && !lf.is_released()
+    }
+
+    /// Takes a co-owner's body as the base of our next write, keeping our token.
+    fn adopt_body(held: &mut Held, mut lf: LockFile, version: Version) {
+        lf.token = held.token;
+        if lf.protocol.is_none() {
+            lf.protocol = held.body.protocol.clone();
+        }
+        held.version = version;
+        held.body = lf;
     }
 
     fn why_not_ours(held: &Held, lf: Option<&LockFile>) -> String {
@@ -327,8 +339,7 @@ impl Engine {
                         Write::Conflict => match self.read().await? {
                             Some((lf, snap)) if Self::still_ours(held, &lf) => {
                                 let landed = lf == body;
-                                held.version = snap.version;
-                                held.body = lf;
+                                Self::adopt_body(held, lf, snap.version);
                                 if landed {
                                     // Our own write, retried by the client: it counts.
                                     held.lease_start = start;
@@ -353,8 +364,9 @@ impl Engine {
             Protocol::Lww => {
                 // mops writes blindly; we read first and stop if the owner changed.
                 match self.read().await? {
-                    Some((lf, _)) if Self::still_ours(held, &lf) => {
-                        let body = lf.renewed(writer_name);
+                    Some((lf, snap)) if Self::still_ours(held, &lf) => {
+                        Self::adopt_body(held, lf, snap.version);
+                        let body = held.body.renewed(writer_name);
                         let start = Instant::now();
                         let version = self.store.overwrite(Bytes::from(body.encode())).await?;
                         held.version = version;
@@ -413,11 +425,15 @@ impl Engine {
                     Some((lf, snap)) => (lf, snap.version),
                 },
             };
-            if lf.writer_id != owner || token.is_some_and(|t| t != lf.token) {
+            if lf.writer_id != owner || token.is_some_and(|t| t != lf.token && lf.token != 0) {
                 return Ok(ReleaseStatus::HeldByOther(lf.describe()));
             }
             if lf.is_released() {
                 return Ok(ReleaseStatus::AlreadyReleased);
+            }
+            let mut lf = lf;
+            if let Some(t) = token {
+                lf.token = t; // a co-owner may have dropped it (mops); the next token follows ours
             }
             let body = lf.released();
             match self.protocol {

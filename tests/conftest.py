@@ -15,7 +15,7 @@ import time
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Optional
+from typing import Callable
 
 import pytest
 
@@ -125,12 +125,12 @@ class Backend:
     root: str
     storage_options: dict = field(default_factory=dict)
     # Writes raw bytes to a lockfile, bypassing the lock (to plant corrupt or foreign files).
-    raw_put: Optional[Callable[[str, bytes], None]] = None
-    raw_get: Optional[Callable[[str], Optional[bytes]]] = None
+    raw_put: Callable[[str, bytes], None] | None = None
+    raw_get: Callable[[str], bytes | None] | None = None
     # Whether other processes see the same store (memory:// is per process).
     shared_across_processes: bool = True
 
-    def uri(self, name: Optional[str] = None) -> str:
+    def uri(self, name: str | None = None) -> str:
         return f"{self.root}/{name or uuid.uuid4().hex}"
 
     def lock(self, uri: str, **kw):
@@ -176,7 +176,7 @@ def _s3_backend(endpoint: str) -> Backend:
     def put(uri: str, data: bytes) -> None:
         client.put_object(Bucket=bucket, Key=b.key(uri), Body=data)
 
-    def get(uri: str) -> Optional[bytes]:
+    def get(uri: str) -> bytes | None:
         try:
             return client.get_object(Bucket=bucket, Key=b.key(uri))["Body"].read()
         except client.exceptions.NoSuchKey:
@@ -202,7 +202,7 @@ def _az_backend(url: str) -> Backend:
     def put(uri: str, data: bytes) -> None:
         cc.upload_blob(b.key(uri), data, overwrite=True)
 
-    def get(uri: str) -> Optional[bytes]:
+    def get(uri: str) -> bytes | None:
         from azure.core.exceptions import ResourceNotFoundError
 
         try:
@@ -222,7 +222,7 @@ def _file_backend(tmp: Path) -> Backend:
         p.parent.mkdir(parents=True, exist_ok=True)
         p.write_bytes(data)
 
-    def get(uri: str) -> Optional[bytes]:
+    def get(uri: str) -> bytes | None:
         p = Path(uri) / "lock.json"
         return p.read_bytes() if p.exists() else None
 

@@ -7,7 +7,6 @@ import threading
 import time
 
 import pytest
-
 from blob_lock import (
     BlobLock,
     InvalidLockFile,

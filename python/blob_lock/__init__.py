@@ -1,7 +1,7 @@
 """blob_lock: a lease lock on blob stores for orchestrators and their remotes.
 
-    with BlobLock("s3://bucket/memo/abc/lock") as held:
-        launch_remote(uri, held.owner)      # the remote calls keep_alive(uri, owner)
+with BlobLock("s3://bucket/memo/abc/lock") as held:
+    launch_remote(uri, held.owner)      # the remote calls keep_alive(uri, owner)
 """
 
 from blob_lock._blob_lock import __version__

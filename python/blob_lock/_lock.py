@@ -9,7 +9,7 @@ import weakref
 from collections.abc import Mapping
 from datetime import timedelta
 from types import TracebackType
-from typing import Optional, Union
+from typing import Union
 
 from blob_lock import _blob_lock
 
@@ -18,7 +18,7 @@ __all__ = ["BlobLock", "KeepAlive", "ReleaseStatus", "keep_alive"]
 Seconds = Union[float, int, timedelta]
 
 
-def _seconds(name: str, value: Optional[Seconds]) -> Optional[float]:
+def _seconds(name: str, value: Seconds | None) -> float | None:
     if value is None:
         return None
     if isinstance(value, timedelta):
@@ -28,7 +28,7 @@ def _seconds(name: str, value: Optional[Seconds]) -> Optional[float]:
     return float(value)
 
 
-def _options(storage_options: Optional[Mapping[str, str]]) -> Optional[dict[str, str]]:
+def _options(storage_options: Mapping[str, str] | None) -> dict[str, str] | None:
     if storage_options is None:
         return None
     return {str(k): str(v) for k, v in storage_options.items()}
@@ -52,7 +52,7 @@ class ReleaseStatus(str, enum.Enum):
 
 # Locks and keep-alives still running at interpreter exit: released (locks) or stopped
 # (keep-alives) by the atexit hook, so that nothing heartbeats into a dying interpreter.
-_live: weakref.WeakSet[Union[BlobLock, KeepAlive]] = weakref.WeakSet()
+_live: weakref.WeakSet[BlobLock | KeepAlive] = weakref.WeakSet()
 _live_guard = threading.Lock()
 
 
@@ -95,12 +95,12 @@ class BlobLock:
         uri: str,
         *,
         expire: Seconds = 30.0,
-        heartbeat: Optional[Seconds] = None,
-        timeout: Optional[Seconds] = None,
+        heartbeat: Seconds | None = None,
+        timeout: Seconds | None = None,
         protocol: str = "auto",
-        storage_options: Optional[Mapping[str, str]] = None,
-        settle: Optional[Seconds] = None,
-        clock_skew: Optional[Seconds] = 60.0,
+        storage_options: Mapping[str, str] | None = None,
+        settle: Seconds | None = None,
+        clock_skew: Seconds | None = 60.0,
     ) -> None:
         if not isinstance(uri, str):
             uri = str(uri)  # accept pathlib.Path
@@ -119,7 +119,7 @@ class BlobLock:
 
     # -- acquisition -------------------------------------------------------------------
 
-    def acquire(self, timeout: Optional[Seconds] = None) -> bool:
+    def acquire(self, timeout: Seconds | None = None) -> bool:
         """Waits until the lock is ours; True then, False when ``timeout`` passes.
 
         ``timeout`` None uses the lock's own ``timeout`` (which None makes for ever).
@@ -157,9 +157,9 @@ class BlobLock:
 
     def __exit__(
         self,
-        exc_type: Optional[type[BaseException]],
-        exc: Optional[BaseException],
-        tb: Optional[TracebackType],
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
     ) -> None:
         self.release()
 
@@ -176,7 +176,7 @@ class BlobLock:
         return self._native.owner
 
     @property
-    def token(self) -> Optional[int]:
+    def token(self) -> int | None:
         """The fencing token of the current acquisition (grows at each), or None."""
         return self._native.token
 
@@ -191,7 +191,7 @@ class BlobLock:
         return self._native.lost
 
     @property
-    def lost_reason(self) -> Optional[str]:
+    def lost_reason(self) -> str | None:
         """Why the lease was lost, if it was."""
         return self._native.lost_reason
 
@@ -236,7 +236,7 @@ class KeepAlive:
         return self._native.lost
 
     @property
-    def lost_reason(self) -> Optional[str]:
+    def lost_reason(self) -> str | None:
         """Why it was lost, if it was."""
         return self._native.lost_reason
 
@@ -260,9 +260,9 @@ class KeepAlive:
 
     def __exit__(
         self,
-        exc_type: Optional[type[BaseException]],
-        exc: Optional[BaseException],
-        tb: Optional[TracebackType],
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
     ) -> None:
         self.stop()
 
@@ -275,7 +275,7 @@ def keep_alive(
     uri: str,
     owner: str,
     *,
-    storage_options: Optional[Mapping[str, str]] = None,
+    storage_options: Mapping[str, str] | None = None,
     protocol: str = "auto",
 ) -> KeepAlive:
     """What a remote calls before it runs user code: renews ``owner``'s lock at ``uri``.

@@ -11,7 +11,6 @@ import argparse
 import logging
 import subprocess
 import sys
-from typing import Optional
 
 from blob_lock._lock import BlobLock
 from blob_lock.exceptions import LockError, LockTimeout
@@ -35,7 +34,9 @@ def _parser() -> argparse.ArgumentParser:
         ),
     )
     run.add_argument("uri", metavar="URI", help="lock URI; the lockfile is URI/lock.json")
-    run.add_argument("cmd", metavar="COMMAND", nargs=argparse.REMAINDER, help="after --")
+    run.add_argument(
+        "cmd", metavar="COMMAND", nargs="*", help="the command and its arguments, after --"
+    )
     run.add_argument("--expire", type=float, default=30.0, help="seconds (default 30)")
     run.add_argument(
         "--timeout", type=float, default=None, help="seconds to wait (default: for ever)"
@@ -45,8 +46,7 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
-def _run(args: argparse.Namespace) -> int:
-    cmd = args.cmd[1:] if args.cmd[:1] == ["--"] else args.cmd
+def _run(args: argparse.Namespace, cmd: list[str]) -> int:
     if not cmd:
         print("blob-lock run: no command given (blob-lock run URI -- COMMAND...)", file=sys.stderr)
         return 2
@@ -66,16 +66,26 @@ def _run(args: argparse.Namespace) -> int:
         lost = lock.lost_reason
         lock.release()
     if lost:
-        print(f"blob-lock: warning: the lock was lost while the command ran: {lost}", file=sys.stderr)
+        print(
+            f"blob-lock: warning: the lock was lost while the command ran: {lost}", file=sys.stderr
+        )
     return code
 
 
-def main(argv: Optional[list[str]] = None) -> int:
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    # Everything after the first "--" is the command, options and all; argparse would
+    # otherwise read the command's own options (or ours placed after URI) wrongly.
+    cmd: list[str] = []
+    if "--" in argv:
+        cut = argv.index("--")
+        argv, cmd = argv[:cut], argv[cut + 1 :]
     args = _parser().parse_args(argv)
+    cmd = cmd or list(getattr(args, "cmd", None) or [])
     if args.verbose:
         logging.basicConfig(level=logging.DEBUG, format="%(asctime)s %(name)s %(message)s")
     try:
-        return _run(args)
+        return _run(args, cmd)
     except ValueError as e:
         print(f"blob-lock: {e}", file=sys.stderr)
         return 2

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Optional
-
 __all__ = [
     "InvalidLockFile",
     "LockError",
@@ -18,7 +16,7 @@ __all__ = [
 class LockError(Exception):
     """Base class of every blob_lock error. ``uri`` names the lock or lockfile concerned."""
 
-    def __init__(self, message: str, uri: Optional[str] = None) -> None:
+    def __init__(self, message: str, uri: str | None = None) -> None:
         super().__init__(message)
         self.message = message
         self.uri = uri
@@ -57,7 +55,7 @@ class StoreError(LockError):
     missing buckets or containers, and bad configuration.
     """
 
-    def __init__(self, message: str, uri: Optional[str] = None, transient: bool = False) -> None:
+    def __init__(self, message: str, uri: str | None = None, transient: bool = False) -> None:
         super().__init__(message, uri)
         self.transient = transient
 

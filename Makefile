@@ -1,0 +1,43 @@
+# One word per step. `make test` is the whole check on a fresh machine: it installs what it
+# needs (a virtualenv with the test tools, Azurite from npm), builds the extension, and runs
+# the linters, the Rust tests and the Python tests against moto and Azurite servers that the
+# tests start on free loopback ports.
+
+VENV ?= .venv
+PY := $(VENV)/bin/python
+AZURITE_VERSION := 3.35.0
+AZURITE := .cache/azurite/node_modules/.bin/azurite-blob
+
+.PHONY: test install-test-deps build-dev lint rust-test py-test azurite
+
+test: lint rust-test py-test
+
+$(PY):
+	python3 -m venv $(VENV)
+
+install-test-deps: $(PY)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -r tests/requirements.txt
+
+# A debug build installed in place: what the Python tests exercise.
+build-dev: install-test-deps
+	$(VENV)/bin/maturin develop --quiet
+
+$(AZURITE):
+	mkdir -p .cache/azurite
+	npm install --prefix .cache/azurite --no-audit --no-fund --loglevel=error azurite@$(AZURITE_VERSION)
+
+azurite: $(AZURITE)
+
+lint: install-test-deps
+	cargo fmt --check
+	cargo clippy --all-targets -- -D warnings
+	cargo clippy --all-targets --features python -- -D warnings
+	$(VENV)/bin/ruff check python tests
+	$(VENV)/bin/ruff format --check python tests
+
+rust-test:
+	cargo test
+
+py-test: build-dev azurite
+	AZURITE_BLOB=$(abspath $(AZURITE)) $(PY) -m pytest -q
