@@ -117,6 +117,15 @@ def azurite_url(tmp_path_factory):
         stop(proc)
 
 
+@pytest.fixture(scope="session")
+def fake_gcs():
+    from fake_gcs import FakeGcs
+
+    server = FakeGcs()
+    yield server
+    server.close()
+
+
 @dataclass
 class Backend:
     """One store as the tests see it."""
@@ -214,6 +223,15 @@ def _az_backend(url: str) -> Backend:
     return b
 
 
+def _gs_backend(server) -> Backend:
+    bucket = f"g-{uuid.uuid4().hex[:12]}"
+    server.create_bucket(bucket)
+    b = Backend("gs", f"gs://{bucket}", server.storage_options())
+    b.raw_put = lambda uri, data: server.put(bucket, b.key(uri), data)
+    b.raw_get = lambda uri: server.get(bucket, b.key(uri))
+    return b
+
+
 def _file_backend(tmp: Path) -> Backend:
     b = Backend("file", str(tmp))
 
@@ -230,12 +248,10 @@ def _file_backend(tmp: Path) -> Backend:
     return b
 
 
-BACKENDS = ["memory", "file", "s3", "az"]
+BACKENDS = ["memory", "file", "s3", "az", "gs"]
 
 
-@pytest.fixture(params=BACKENDS)
-def backend(request, tmp_path) -> Backend:
-    name = request.param
+def _make_backend(name: str, request, tmp_path: Path) -> Backend:
     if name == "memory":
         return Backend(
             "memory", f"memory://t-{uuid.uuid4().hex[:8]}", shared_across_processes=False
@@ -244,18 +260,21 @@ def backend(request, tmp_path) -> Backend:
         return _file_backend(tmp_path)
     if name == "s3":
         return _s3_backend(request.getfixturevalue("moto_endpoint"))
-    return _az_backend(request.getfixturevalue("azurite_url"))
+    if name == "az":
+        return _az_backend(request.getfixturevalue("azurite_url"))
+    return _gs_backend(request.getfixturevalue("fake_gcs"))
+
+
+@pytest.fixture(params=BACKENDS)
+def backend(request, tmp_path) -> Backend:
+    """Every store: memory, file, S3 on moto, Azure on Azurite, GCS on tests/fake_gcs.py."""
+    return _make_backend(request.param, request, tmp_path)
 
 
 @pytest.fixture(params=[b for b in BACKENDS if b != "memory"])
 def shared_backend(request, tmp_path) -> Backend:
-    """The backends that several processes can share."""
-    name = request.param
-    if name == "file":
-        return _file_backend(tmp_path)
-    if name == "s3":
-        return _s3_backend(request.getfixturevalue("moto_endpoint"))
-    return _az_backend(request.getfixturevalue("azurite_url"))
+    """The stores that several processes can share."""
+    return _make_backend(request.param, request, tmp_path)
 
 
 class Worker:

@@ -3,6 +3,7 @@ Prints one JSON line per event and flushes, so the test can follow it."""
 
 from __future__ import annotations
 
+import gc
 import json
 import sys
 import time
@@ -35,8 +36,10 @@ def main() -> None:
         say(event="acquired", owner=lock.owner, token=lock.token)
         time.sleep(3600)
     elif mode == "keep":
-        handle = keep_alive(uri, sys.argv[4], storage_options=options)
-        say(event="alive", token=handle.token)
+        # The handle is dropped at once, as a careless remote would: renewal must go on.
+        token = keep_alive(uri, sys.argv[4], storage_options=options).token
+        gc.collect()
+        say(event="alive", token=token)
         time.sleep(3600)
     else:
         raise SystemExit(f"unknown mode {mode}")

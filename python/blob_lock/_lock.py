@@ -5,7 +5,6 @@ from __future__ import annotations
 import atexit
 import enum
 import threading
-import weakref
 from collections.abc import Mapping
 from datetime import timedelta
 from types import TracebackType
@@ -50,9 +49,11 @@ class ReleaseStatus(str, enum.Enum):
         return self.value
 
 
-# Locks and keep-alives still running at interpreter exit: released (locks) or stopped
-# (keep-alives) by the atexit hook, so that nothing heartbeats into a dying interpreter.
-_live: weakref.WeakSet[BlobLock | KeepAlive] = weakref.WeakSet()
+# Held locks and running keep-alives. Held strongly: a remote that calls keep_alive(uri,
+# owner) and drops the handle must go on renewing, and a held lock stays held until it is
+# released. At interpreter exit the locks are released and the keep-alives stopped, so that
+# nothing renews into a dying interpreter.
+_live: set[BlobLock | KeepAlive] = set()
 _live_guard = threading.Lock()
 
 

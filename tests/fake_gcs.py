@@ -1,0 +1,136 @@
+"""A GCS XML-API server for tests, in memory: no emulator on PyPI or npm serves object_store's
+GCS client with generation preconditions (see shared TESTING.md), so this one does just
+that: PUT with ``x-goog-if-generation-match`` (0: create only; N: update only generation N),
+GET and HEAD with ETag, ``x-goog-generation`` and Last-Modified, and DELETE."""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+import time
+from email.utils import formatdate
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from urllib.parse import unquote, urlsplit
+
+
+class _Store:
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.buckets: set[str] = set()
+        self.objects: dict[tuple[str, str], tuple[bytes, int, float]] = {}
+        self.generation = 0
+
+
+class _Handler(BaseHTTPRequestHandler):
+    disable_nagle_algorithm = True  # else every request stalls on delayed ACKs
+    protocol_version = "HTTP/1.1"
+    store: _Store
+
+    def log_message(self, *args) -> None:  # quiet
+        pass
+
+    def _target(self) -> tuple[str, str]:
+        path = unquote(urlsplit(self.path).path).lstrip("/")
+        bucket, _, key = path.partition("/")
+        return bucket, key
+
+    def _reply(self, status: int, body: bytes = b"", headers: dict | None = None) -> None:
+        self.send_response(status)
+        for k, v in (headers or {}).items():
+            self.send_header(k, v)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(body)
+
+    def _error(self, status: int, code: str) -> None:
+        self._reply(status, f"<Error><Code>{code}</Code></Error>".encode())
+
+    def _meta(self, data: bytes, gen: int, mtime: float) -> dict:
+        return {
+            "ETag": f'"{hashlib.md5(data + str(gen).encode()).hexdigest()}"',
+            "x-goog-generation": str(gen),
+            "Last-Modified": formatdate(mtime, usegmt=True),
+        }
+
+    def do_PUT(self) -> None:
+        bucket, key = self._target()
+        data = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        match = self.headers.get("x-goog-if-generation-match")
+        s = self.store
+        with s.lock:
+            if bucket not in s.buckets:
+                return self._error(404, "NoSuchBucket")
+            current = s.objects.get((bucket, key))
+            if match is not None:
+                want = int(match)
+                have = current[1] if current else 0
+                if want != have:
+                    return self._error(412, "PreconditionFailed")
+            s.generation += 1
+            s.objects[(bucket, key)] = (data, s.generation, time.time())
+            self._reply(200, b"", self._meta(data, s.generation, time.time()))
+
+    def do_GET(self) -> None:
+        bucket, key = self._target()
+        s = self.store
+        with s.lock:
+            if bucket not in s.buckets:
+                return self._error(404, "NoSuchBucket")
+            obj = s.objects.get((bucket, key))
+        if obj is None:
+            return self._error(404, "NoSuchKey")
+        data, gen, mtime = obj
+        self._reply(200, data, self._meta(data, gen, mtime))
+
+    do_HEAD = do_GET
+
+    def do_DELETE(self) -> None:
+        bucket, key = self._target()
+        with self.store.lock:
+            self.store.objects.pop((bucket, key), None)
+        self._reply(204)
+
+
+class FakeGcs:
+    """Serves on a free loopback port in a thread until ``close()``."""
+
+    def __init__(self) -> None:
+        store = _Store()
+        handler = type("Handler", (_Handler,), {"store": store})
+        self.store = store
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        self.server.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    def create_bucket(self, name: str) -> None:
+        with self.store.lock:
+            self.store.buckets.add(name)
+
+    def put(self, bucket: str, key: str, data: bytes) -> None:
+        with self.store.lock:
+            self.store.generation += 1
+            self.store.objects[(bucket, key)] = (data, self.store.generation, time.time())
+
+    def get(self, bucket: str, key: str) -> bytes | None:
+        with self.store.lock:
+            obj = self.store.objects.get((bucket, key))
+        return obj[0] if obj else None
+
+    def storage_options(self) -> dict[str, str]:
+        import json
+
+        key = {
+            "gcs_base_url": self.url,
+            "disable_oauth": True,
+            "client_email": "test@example.invalid",
+            "private_key": "",
+            "private_key_id": "",
+        }
+        return {"google_service_account_key": json.dumps(key), "allow_http": "true"}
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
