@@ -2,9 +2,10 @@
 //! background heartbeat that renews a held lease, and release. Used by orchestrators
 //! ([`Lock::acquire`]) and by remotes ([`keep_alive`]), which renew the same lease as co-owners.
 
+use crate::clock::{self, Clock};
 use crate::errors::{Error, Result};
 use crate::lockfile::{LockFile, Protocol};
-use crate::protocol::{Attempt, Engine, Held, ReleaseStatus, Watch};
+use crate::protocol::{Attempt, Engine, Held, Pursuit, ReleaseStatus};
 use crate::store::{self, LockStore};
 use crate::timing::Timing;
 use rand::Rng;
@@ -24,6 +25,8 @@ pub struct LockOptions {
     pub timing: Timing,
     /// object_store configuration keys on top of the environment.
     pub storage_options: HashMap<String, String>,
+    /// The clocks; the system's unless a simulation brings its own.
+    pub clock: Arc<dyn Clock>,
 }
 
 impl LockOptions {
@@ -33,6 +36,7 @@ impl LockOptions {
             protocol: None,
             timing: Timing::with_expire(expire)?,
             storage_options: HashMap::new(),
+            clock: clock::system(),
         })
     }
 }
@@ -64,6 +68,7 @@ impl Lock {
                 store,
                 protocol: options.protocol.unwrap_or(Protocol::Cas),
                 timing: options.timing,
+                clock: options.clock.clone(),
             },
             owner: new_owner_id(),
             uri: uri.to_string(),
@@ -91,25 +96,34 @@ impl Lock {
     }
 
     /// Waits until the lock is ours, or `timeout` passes (`Error::Timeout`); `None` waits
-    /// for ever. Starts the heartbeat on the current tokio runtime.
+    /// for ever. Transient store errors are retried within the timeout; permanent ones end
+    /// the wait at once. Starts the heartbeat on the current tokio runtime.
     pub async fn acquire(&self, timeout: Option<Duration>) -> Result<Lease> {
-        let began = Instant::now();
+        let clock = &self.engine.clock;
+        let began = clock.now();
         let deadline = timeout.map(|t| began + t);
-        let mut watch: Option<Watch> = None;
+        let mut pursuit = Pursuit::default();
         let timing = &self.engine.timing;
         let mut backoff = timing.poll_min;
         let mut logged_holder = String::new();
         loop {
-            let (holder, expires_in) = match self.engine.attempt(&self.owner, &mut watch).await? {
-                Attempt::Acquired(held) => return Ok(self.start(held, None)),
-                Attempt::Busy { holder, expires_in } => (holder, expires_in),
+            let (who, expires_in) = match self.engine.attempt(&self.owner, &mut pursuit).await {
+                Ok(Attempt::Acquired(held)) => return Ok(self.start(held, None)),
+                Ok(Attempt::Busy { holder, expires_in }) => (
+                    holder.as_ref().map(LockFile::describe).unwrap_or_default(),
+                    expires_in,
+                ),
+                Err(e) if e.is_transient() => {
+                    log::warn!("{}: acquisition attempt failed, retrying: {e}", self.uri);
+                    (format!("unknown ({e})"), None)
+                }
+                Err(e) => return Err(e),
             };
-            let who = holder.as_ref().map(LockFile::describe).unwrap_or_default();
             if who != logged_holder {
                 log::debug!("{}: held by {who}, waiting", self.uri);
                 logged_holder = who.clone();
             }
-            let now = Instant::now();
+            let now = clock.now();
             if deadline.is_some_and(|d| now >= d) {
                 return Err(Error::Timeout {
                     uri: self.uri.clone(),
@@ -128,14 +142,17 @@ impl Lock {
             if let Some(d) = deadline {
                 pause = pause.min(d - now);
             }
-            tokio::time::sleep(pause).await;
+            clock.sleep(pause).await;
         }
     }
 
     /// One attempt; never waits. `None` when someone else holds the lock.
     pub async fn try_acquire(&self) -> Result<Option<Lease>> {
-        let mut watch = None;
-        match self.engine.attempt(&self.owner, &mut watch).await? {
+        match self
+            .engine
+            .attempt(&self.owner, &mut Pursuit::default())
+            .await?
+        {
             Attempt::Acquired(held) => Ok(Some(self.start(held, None))),
             Attempt::Busy { .. } => Ok(None),
         }
@@ -181,6 +198,7 @@ pub async fn keep_alive_on(
         store,
         protocol: options.protocol.unwrap_or(Protocol::Cas),
         timing: options.timing,
+        clock: options.clock.clone(),
     };
     let held = engine.adopt(owner, Some("remote")).await?;
     // The remote renews on the orchestrator's schedule: the lockfile's expire_s, not ours.
@@ -240,7 +258,7 @@ impl Shared {
         let deadline = *self.deadline.lock().unwrap_or_else(|e| e.into_inner());
         // A stopped lease (the remote's keep_alive after stop()) is lost at its deadline too;
         // only a release ends the claim without loss.
-        if Instant::now() >= deadline && !self.released.load(Ordering::SeqCst) {
+        if self.engine.clock.now() >= deadline && !self.released.load(Ordering::SeqCst) {
             self.mark_lost(format!(
                 "no successful renewal before the lease deadline ({}s after the last write, less the margin)",
                 self.engine.timing.expire.as_secs_f64()
@@ -349,7 +367,7 @@ async fn heartbeat(shared: Arc<Shared>) {
     let mut retry = Duration::from_millis(50);
     loop {
         tokio::select! {
-            _ = tokio::time::sleep_until(next) => {}
+            _ = shared.engine.clock.sleep_until(next) => {}
             _ = shared.stop.notified() => {}
         }
         if shared.stopped.load(Ordering::SeqCst) || shared.lost_reason().is_some() {
@@ -377,7 +395,7 @@ async fn heartbeat(shared: Arc<Shared>) {
             }
             Err(e) => {
                 let deadline = *shared.deadline.lock().unwrap_or_else(|e| e.into_inner());
-                let now = Instant::now();
+                let now = shared.engine.clock.now();
                 if now >= deadline {
                     shared.mark_lost(format!("renewal failed until the lease deadline: {e}"));
                     return;

@@ -77,12 +77,7 @@ impl std::fmt::Display for DecodeError {
     }
 }
 
-/// Now, in the ISO format mops writes (`datetime.isoformat()` of an aware UTC time).
-pub fn iso_now() -> String {
-    format_time(Utc::now())
-}
-
-/// A time in the lockfile's ISO format.
+/// A time in the ISO format mops writes (`datetime.isoformat()` of an aware UTC time).
 pub fn format_time(t: DateTime<Utc>) -> String {
     t.to_rfc3339_opts(SecondsFormat::Micros, false)
 }
@@ -110,8 +105,14 @@ fn this_hostname() -> String {
 
 impl LockFile {
     /// The body written by an acquisition.
-    pub fn acquired(owner: &str, expire: Duration, token: u64, protocol: Protocol) -> Self {
-        let now = iso_now();
+    pub fn acquired(
+        owner: &str,
+        expire: Duration,
+        token: u64,
+        protocol: Protocol,
+        wall: DateTime<Utc>,
+    ) -> Self {
+        let now = format_time(wall);
         LockFile {
             writer_id: owner.to_string(),
             written_at: now.clone(),
@@ -130,9 +131,9 @@ impl LockFile {
     }
 
     /// The body of a renewal of `self` by the same owner (orchestrator or remote).
-    pub fn renewed(&self, writer_name: Option<&str>) -> Self {
+    pub fn renewed(&self, writer_name: Option<&str>, wall: DateTime<Utc>) -> Self {
         let mut next = self.clone();
-        next.written_at = iso_now();
+        next.written_at = format_time(wall);
         next.hostname = this_hostname();
         next.pid = std::process::id().to_string();
         next.tid = this_thread_id();
@@ -147,8 +148,8 @@ impl LockFile {
 
     /// The released body: keeps `writer_id` and `token` (so the next token follows on) and
     /// empties `written_at`, as mops does.
-    pub fn released(&self) -> Self {
-        let mut next = self.renewed(self.writer_name.as_deref());
+    pub fn released(&self, wall: DateTime<Utc>) -> Self {
+        let mut next = self.renewed(self.writer_name.as_deref(), wall);
         next.released_at = next.written_at.clone();
         next.written_at = String::new();
         next
@@ -295,11 +296,11 @@ mod tests {
 
     #[test]
     fn round_trip() {
-        let lf = LockFile::acquired("abc", Duration::from_secs(30), 7, Protocol::Cas);
+        let lf = LockFile::acquired("abc", Duration::from_secs(30), 7, Protocol::Cas, Utc::now());
         let back = LockFile::decode(&lf.encode()).unwrap();
         assert_eq!(lf, back);
         assert!(!back.is_released());
-        let rel = back.released();
+        let rel = back.released(Utc::now());
         assert!(rel.is_released());
         assert_eq!(rel.token, 7);
         assert_eq!(rel.writer_id, "abc");

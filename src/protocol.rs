@@ -10,12 +10,12 @@
 //!   settled by reading the lockfile and comparing owner and token, never by guessing.
 //! - A release never deletes the lockfile, so the fencing token keeps growing.
 
+use crate::clock::Clock;
 use crate::errors::{Error, Result};
 use crate::lockfile::{LockFile, Protocol};
 use crate::store::{LockStore, Snapshot, Version, Write};
 use crate::timing::Timing;
 use bytes::Bytes;
-use chrono::Utc;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::time::Instant;
@@ -35,11 +35,34 @@ pub struct Held {
     pub lease_start: Instant,
 }
 
-/// A waiter's memory of the lockfile version it is watching.
-#[derive(Debug, Clone)]
-pub struct Watch {
-    version: Version,
-    since: Instant,
+/// What one acquisition carries from attempt to attempt.
+#[derive(Debug, Clone, Default)]
+pub struct Pursuit {
+    /// The lockfile version this waiter is watching, and since when by its clock.
+    watch: Option<(Version, Instant)>,
+    /// Our writes whose outcome we do not know (an error, or a conflict that may be our own
+    /// retried request): the token each wrote and the earliest start of a write with it.
+    /// A later read that shows our owner id with one of these tokens settles it: ours, with
+    /// the lease counted from that start.
+    unsettled: Vec<(u64, Instant)>,
+}
+
+impl Pursuit {
+    fn note(&mut self, token: u64, start: Instant) {
+        if !self.unsettled.iter().any(|(t, _)| *t == token) {
+            self.unsettled.push((token, start));
+        }
+    }
+
+    fn settles(&self, owner: &str, lf: &LockFile) -> Option<Instant> {
+        if lf.writer_id != owner || lf.is_released() {
+            return None;
+        }
+        self.unsettled
+            .iter()
+            .find(|(t, _)| *t == lf.token)
+            .map(|(_, start)| *start)
+    }
 }
 
 /// The outcome of one acquisition attempt.
@@ -91,6 +114,8 @@ pub struct Engine {
     pub protocol: Protocol,
     /// Its timing.
     pub timing: Timing,
+    /// Its clocks.
+    pub clock: Arc<dyn Clock>,
 }
 
 fn lost(uri: &str, reason: String) -> Error {
@@ -121,12 +146,12 @@ impl Engine {
         }
     }
 
-    /// One acquisition attempt for `owner`. `watch` carries what this waiter has seen
-    /// between attempts.
-    pub async fn attempt(&self, owner: &str, watch: &mut Option<Watch>) -> Result<Attempt> {
+    /// One acquisition attempt for `owner`. `pursuit` carries what this acquisition has
+    /// seen and written between attempts.
+    pub async fn attempt(&self, owner: &str, pursuit: &mut Pursuit) -> Result<Attempt> {
         match self.protocol {
-            Protocol::Cas => self.attempt_cas(owner, watch).await,
-            Protocol::Lww => self.attempt_lww(owner, watch).await,
+            Protocol::Cas => self.attempt_cas(owner, pursuit).await,
+            Protocol::Lww => self.attempt_lww(owner, pursuit).await,
         }
     }
 
@@ -137,18 +162,15 @@ impl Engine {
         lf: &LockFile,
         snap: &Snapshot,
         read_done: Instant,
-        watch: &mut Option<Watch>,
+        pursuit: &mut Pursuit,
     ) -> Option<Attempt> {
         if lf.is_released() {
             return None;
         }
-        let since = match watch {
-            Some(w) if w.version == snap.version => w.since,
+        let since = match &pursuit.watch {
+            Some((version, since)) if *version == snap.version => *since,
             _ => {
-                *watch = Some(Watch {
-                    version: snap.version.clone(),
-                    since: read_done,
-                });
+                pursuit.watch = Some((snap.version.clone(), read_done));
                 read_done
             }
         };
@@ -167,7 +189,7 @@ impl Engine {
             let last = lf
                 .last_write_time()
                 .map_or(snap.last_modified, |t| t.max(snap.last_modified));
-            let age = (Utc::now() - last).to_std().unwrap_or_default();
+            let age = (self.clock.wall() - last).to_std().unwrap_or_default();
             if age > lf.expire() + skew {
                 log::debug!(
                     "{}: {} last written {:.1}s ago by wall clock, beyond expiry and skew",
@@ -184,10 +206,20 @@ impl Engine {
         })
     }
 
-    async fn attempt_cas(&self, owner: &str, watch: &mut Option<Watch>) -> Result<Attempt> {
-        let expire = self.timing.expire;
-        let body = LockFile::acquired(owner, expire, 1, Protocol::Cas);
-        let start = Instant::now();
+    fn body(&self, owner: &str, token: u64) -> LockFile {
+        LockFile::acquired(
+            owner,
+            self.timing.expire,
+            token,
+            self.protocol,
+            self.clock.wall(),
+        )
+    }
+
+    async fn attempt_cas(&self, owner: &str, pursuit: &mut Pursuit) -> Result<Attempt> {
+        let body = self.body(owner, 1);
+        let start = self.clock.now();
+        pursuit.note(1, start);
         if let Write::Done(version) = self.store.create(Bytes::from(body.encode())).await? {
             return Ok(Attempt::Acquired(self.held(owner, body, version, start)));
         }
@@ -198,16 +230,17 @@ impl Engine {
                 expires_in: None,
             });
         };
-        if lf.writer_id == owner && !lf.is_released() && lf.token == 1 {
-            // A create of ours that landed but came back as a conflict (a retried request).
+        if let Some(start) = pursuit.settles(owner, &lf) {
+            // A write of ours landed though it came back as an error or a conflict.
             return Ok(Attempt::Acquired(self.held(owner, lf, snap.version, start)));
         }
-        if let Some(busy) = self.judge(&lf, &snap, Instant::now(), watch) {
+        if let Some(busy) = self.judge(&lf, &snap, self.clock.now(), pursuit) {
             return Ok(busy);
         }
         let token = lf.token + 1;
-        let body = LockFile::acquired(owner, expire, token, Protocol::Cas);
-        let start = Instant::now();
+        let body = self.body(owner, token);
+        let start = self.clock.now();
+        pursuit.note(token, start);
         match self
             .store
             .update(Bytes::from(body.encode()), &snap.version)
@@ -215,20 +248,22 @@ impl Engine {
         {
             Write::Done(version) => Ok(Attempt::Acquired(self.held(owner, body, version, start))),
             Write::Conflict => {
-                *watch = None;
+                pursuit.watch = None;
                 match self.read().await? {
-                    Some((now, snap))
-                        if now.writer_id == owner && now.token == token && !now.is_released() =>
-                    {
-                        Ok(Attempt::Acquired(self.held(
+                    Some((now, snap)) => match pursuit.settles(owner, &now) {
+                        Some(start) => Ok(Attempt::Acquired(self.held(
                             owner,
                             now,
                             snap.version,
                             start,
-                        )))
-                    }
-                    other => Ok(Attempt::Busy {
-                        holder: other.map(|(lf, _)| lf),
+                        ))),
+                        None => Ok(Attempt::Busy {
+                            holder: Some(now),
+                            expires_in: None,
+                        }),
+                    },
+                    None => Ok(Attempt::Busy {
+                        holder: None,
                         expires_in: None,
                     }),
                 }
@@ -236,34 +271,45 @@ impl Engine {
         }
     }
 
-    async fn attempt_lww(&self, owner: &str, watch: &mut Option<Watch>) -> Result<Attempt> {
-        let read_start = Instant::now();
+    async fn attempt_lww(&self, owner: &str, pursuit: &mut Pursuit) -> Result<Attempt> {
+        let read_start = self.clock.now();
         let current = self.read().await?;
-        let read_time = read_start.elapsed();
-        let next_token = match &current {
-            None => 1,
-            Some((lf, snap)) => {
-                if lf.writer_id != owner {
-                    if let Some(busy) = self.judge(lf, snap, Instant::now(), watch) {
-                        return Ok(busy);
+        let read_time = self.clock.now() - read_start;
+        let mut write_time = std::time::Duration::ZERO;
+        let (token, start) = match current
+            .as_ref()
+            .and_then(|(lf, _)| pursuit.settles(owner, lf).map(|s| (lf.token, s)))
+        {
+            // A write of ours from an earlier attempt landed: settle, then read it back.
+            Some(settled) => settled,
+            None => {
+                let token = match &current {
+                    None => 1,
+                    Some((lf, snap)) => {
+                        if lf.writer_id != owner {
+                            let now = self.clock.now();
+                            if let Some(busy) = self.judge(lf, snap, now, pursuit) {
+                                return Ok(busy);
+                            }
+                        }
+                        lf.token + 1
                     }
-                }
-                lf.token + 1
+                };
+                let body = self.body(owner, token);
+                let start = self.clock.now();
+                pursuit.note(token, start);
+                self.store.overwrite(Bytes::from(body.encode())).await?;
+                write_time = self.clock.now() - start;
+                (token, start)
             }
         };
-        let body = LockFile::acquired(owner, self.timing.expire, next_token, Protocol::Lww);
-        let start = Instant::now();
-        self.store.overwrite(Bytes::from(body.encode())).await?;
-        let write_time = start.elapsed();
         // Another writer that read before our write may still be about to write; wait for
         // the larger of the set margin and twice the round trips we measured, then look.
         let settle = self.timing.settle.max((read_time + write_time) * 2);
-        tokio::time::sleep(settle).await;
-        *watch = None;
+        self.clock.sleep(settle).await;
+        pursuit.watch = None;
         match self.read().await? {
-            Some((lf, snap))
-                if lf.writer_id == owner && lf.token == next_token && !lf.is_released() =>
-            {
+            Some((lf, snap)) if lf.writer_id == owner && lf.token == token && !lf.is_released() => {
                 Ok(Attempt::Acquired(self.held(owner, lf, snap.version, start)))
             }
             other => Ok(Attempt::Busy {
@@ -323,8 +369,8 @@ impl Engine {
                 // A co-owner (the remote, or the orchestrator) renewing between our read and
                 // our write shows up as a conflict: adopt its version and write again.
                 for _ in 0..8 {
-                    let body = held.body.renewed(writer_name);
-                    let start = Instant::now();
+                    let body = held.body.renewed(writer_name, self.clock.wall());
+                    let start = self.clock.now();
                     match self
                         .store
                         .update(Bytes::from(body.encode()), &held.version)
@@ -366,8 +412,8 @@ impl Engine {
                 match self.read().await? {
                     Some((lf, snap)) if Self::still_ours(held, &lf) => {
                         Self::adopt_body(held, lf, snap.version);
-                        let body = held.body.renewed(writer_name);
-                        let start = Instant::now();
+                        let body = held.body.renewed(writer_name, self.clock.wall());
+                        let start = self.clock.now();
                         let version = self.store.overwrite(Bytes::from(body.encode())).await?;
                         held.version = version;
                         held.body = body;
@@ -403,7 +449,7 @@ impl Engine {
         if lf.is_released() {
             return Err(stolen(format!("it was released at {}", lf.released_at)));
         }
-        let mut held = self.held(owner, lf, snap.version, Instant::now());
+        let mut held = self.held(owner, lf, snap.version, self.clock.now());
         match self.renew(&mut held, writer_name).await {
             Ok(()) => Ok(held),
             Err(Error::Lost { reason, .. }) => Err(stolen(reason)),
@@ -435,7 +481,7 @@ impl Engine {
             if let Some(t) = token {
                 lf.token = t; // a co-owner may have dropped it (mops); the next token follows ours
             }
-            let body = lf.released();
+            let body = lf.released(self.clock.wall());
             match self.protocol {
                 Protocol::Lww => {
                     self.store.overwrite(Bytes::from(body.encode())).await?;

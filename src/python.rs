@@ -97,6 +97,7 @@ fn options(
         protocol: Some(protocol),
         timing: Timing::new(expire, heartbeat, settle, Some(clock_skew)).map_err(to_py)?,
         storage_options: storage_options.unwrap_or_default(),
+        clock: crate::clock::system(),
     })
 }
 

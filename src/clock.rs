@@ -1,0 +1,88 @@
+//! Time as the lock sees it: a monotonic clock for leases and expiry, a wall clock for the
+//! lockfile's ISO times, and sleeping. Production uses tokio's clock; the simulation gives
+//! each contender its own clock, running fast or slow, on tokio's paused virtual time.
+
+use chrono::{DateTime, Utc};
+use std::fmt::Debug;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::time::Instant;
+
+/// A boxed sleep.
+pub type Sleep = Pin<Box<dyn Future<Output = ()> + Send>>;
+
+/// The clocks a lock runs on.
+pub trait Clock: Send + Sync + Debug + 'static {
+    /// Now, on this process's monotonic clock.
+    fn now(&self) -> Instant;
+    /// Now, on this machine's wall clock.
+    fn wall(&self) -> DateTime<Utc>;
+    /// Sleeps until `deadline` on this clock.
+    fn sleep_until(&self, deadline: Instant) -> Sleep;
+    /// Sleeps for `d` on this clock.
+    fn sleep(&self, d: Duration) -> Sleep {
+        self.sleep_until(self.now() + d)
+    }
+}
+
+/// tokio's clock and the system's wall clock.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct SystemClock;
+
+impl Clock for SystemClock {
+    fn now(&self) -> Instant {
+        Instant::now()
+    }
+    fn wall(&self) -> DateTime<Utc> {
+        Utc::now()
+    }
+    fn sleep_until(&self, deadline: Instant) -> Sleep {
+        Box::pin(tokio::time::sleep_until(deadline))
+    }
+}
+
+/// The clock of production code.
+pub fn system() -> Arc<dyn Clock> {
+    Arc::new(SystemClock)
+}
+
+/// A clock that runs at `rate` times true (tokio) time from `base`, with its wall clock off
+/// by `offset`: the simulation's model of clock drift and skew between machines.
+#[derive(Debug, Clone)]
+pub struct DriftingClock {
+    base: Instant,
+    wall_base: DateTime<Utc>,
+    rate: f64,
+    offset: chrono::Duration,
+}
+
+impl DriftingClock {
+    /// A clock starting now, running at `rate` (1.0 is true time), wall clock off by `offset`.
+    pub fn new(rate: f64, wall_base: DateTime<Utc>, offset: chrono::Duration) -> Self {
+        assert!(rate > 0.0, "a clock rate is positive");
+        DriftingClock {
+            base: Instant::now(),
+            wall_base,
+            rate,
+            offset,
+        }
+    }
+}
+
+impl Clock for DriftingClock {
+    fn now(&self) -> Instant {
+        self.base + (Instant::now() - self.base).mul_f64(self.rate)
+    }
+    fn wall(&self) -> DateTime<Utc> {
+        let local = self.now() - self.base;
+        self.wall_base + chrono::Duration::from_std(local).unwrap_or_default() + self.offset
+    }
+    fn sleep_until(&self, deadline: Instant) -> Sleep {
+        let local = deadline.saturating_duration_since(self.base);
+        Box::pin(tokio::time::sleep_until(
+            self.base + local.div_f64(self.rate),
+        ))
+    }
+}
