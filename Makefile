@@ -36,8 +36,12 @@ lint: install-test-deps
 	$(VENV)/bin/ruff check python tests
 	$(VENV)/bin/ruff format --check python tests
 
+# SIM_SEEDS: seeds per protocol of the deterministic simulation (tests/simulation.rs).
+SIM_SEEDS ?= 2000
+
 rust-test:
 	cargo test
+	SIM_SEEDS=$(SIM_SEEDS) cargo test --release --test simulation -- --nocapture
 
 py-test: build-dev azurite
 	AZURITE_BLOB=$(abspath $(AZURITE)) $(PY) -m pytest -q

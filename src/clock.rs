@@ -25,6 +25,12 @@ pub trait Clock: Send + Sync + Debug + 'static {
     fn sleep(&self, d: Duration) -> Sleep {
         self.sleep_until(self.now() + d)
     }
+    /// A random factor in [0.5, 1) to jitter poll intervals. Part of the clock so that a
+    /// simulation can seed it and replay a run exactly.
+    fn jitter(&self) -> f64 {
+        use rand::Rng;
+        rand::rng().random_range(0.5..1.0)
+    }
 }
 
 /// tokio's clock and the system's wall clock.
@@ -50,23 +56,27 @@ pub fn system() -> Arc<dyn Clock> {
 
 /// A clock that runs at `rate` times true (tokio) time from `base`, with its wall clock off
 /// by `offset`: the simulation's model of clock drift and skew between machines.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub struct DriftingClock {
     base: Instant,
     wall_base: DateTime<Utc>,
     rate: f64,
     offset: chrono::Duration,
+    rng: std::sync::Mutex<rand::rngs::StdRng>,
 }
 
 impl DriftingClock {
-    /// A clock starting now, running at `rate` (1.0 is true time), wall clock off by `offset`.
-    pub fn new(rate: f64, wall_base: DateTime<Utc>, offset: chrono::Duration) -> Self {
+    /// A clock starting now, running at `rate` (1.0 is true time), wall clock off by
+    /// `offset`, with jitter drawn from `seed`.
+    pub fn new(rate: f64, wall_base: DateTime<Utc>, offset: chrono::Duration, seed: u64) -> Self {
+        use rand::SeedableRng;
         assert!(rate > 0.0, "a clock rate is positive");
         DriftingClock {
             base: Instant::now(),
             wall_base,
             rate,
             offset,
+            rng: std::sync::Mutex::new(rand::rngs::StdRng::seed_from_u64(seed)),
         }
     }
 }
@@ -84,5 +94,12 @@ impl Clock for DriftingClock {
         Box::pin(tokio::time::sleep_until(
             self.base + local.div_f64(self.rate),
         ))
+    }
+    fn jitter(&self) -> f64 {
+        use rand::Rng;
+        self.rng
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .random_range(0.5..1.0)
     }
 }

@@ -8,7 +8,6 @@ use crate::lockfile::{LockFile, Protocol};
 use crate::protocol::{Attempt, Engine, Held, Pursuit, ReleaseStatus};
 use crate::store::{self, LockStore};
 use crate::timing::Timing;
-use rand::Rng;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -75,6 +74,12 @@ impl Lock {
         }
     }
 
+    /// The same lock with a given owner id (a restarted process that kept its id; tests).
+    pub fn with_owner(mut self, owner: impl Into<String>) -> Lock {
+        self.owner = owner.into();
+        self
+    }
+
     /// The owner id this lock writes: hand it to the remote.
     pub fn owner(&self) -> &str {
         &self.owner
@@ -108,7 +113,10 @@ impl Lock {
         let mut logged_holder = String::new();
         loop {
             let (who, expires_in) = match self.engine.attempt(&self.owner, &mut pursuit).await {
-                Ok(Attempt::Acquired(held)) => return Ok(self.start(held, None)),
+                Ok(Attempt::Acquired(held)) => match self.fresh(held).await {
+                    Some(held) => return Ok(self.start(held, None)),
+                    None => ("ourselves, too late to claim".to_string(), None),
+                },
                 Ok(Attempt::Busy { holder, expires_in }) => (
                     holder.as_ref().map(LockFile::describe).unwrap_or_default(),
                     expires_in,
@@ -133,8 +141,7 @@ impl Lock {
             }
             // Poll with capped exponential backoff and jitter, but wake at the moment the
             // watched version would expire, and at the deadline.
-            let jitter = rand::rng().random_range(0.5..1.0);
-            let mut pause = backoff.mul_f64(jitter);
+            let mut pause = backoff.mul_f64(clock.jitter());
             backoff = (backoff * 2).min(timing.poll_max);
             if let Some(left) = expires_in {
                 pause = pause.min(left + Duration::from_millis(1));
@@ -153,7 +160,7 @@ impl Lock {
             .attempt(&self.owner, &mut Pursuit::default())
             .await?
         {
-            Attempt::Acquired(held) => Ok(Some(self.start(held, None))),
+            Attempt::Acquired(held) => Ok(self.fresh(held).await.map(|h| self.start(h, None))),
             Attempt::Busy { .. } => Ok(None),
         }
     }
@@ -162,6 +169,23 @@ impl Lock {
     /// lease in hand. Refuses (and writes nothing) when another owner holds it.
     pub async fn release_unheld(&self) -> Result<ReleaseStatus> {
         self.engine.release(&self.owner, None).await
+    }
+
+    /// An acquisition whose write took so long that its lease has already run out (a
+    /// request delayed past `expire - margin`) must not be claimed: a waiter may have taken
+    /// the lock over meanwhile. Renew it first; claim it only if that succeeds.
+    async fn fresh(&self, mut held: Held) -> Option<Held> {
+        let t = &self.engine.timing;
+        if self.engine.clock.now() < held.lease_start + t.expire - t.margin {
+            return Some(held);
+        }
+        log::debug!("{}: acquired too late to claim; renewing first", self.uri);
+        match self.engine.renew(&mut held, None).await {
+            Ok(()) if self.engine.clock.now() < held.lease_start + t.expire - t.margin => {
+                Some(held)
+            }
+            _ => None,
+        }
     }
 
     fn start(&self, held: Held, writer_name: Option<&'static str>) -> Lease {
@@ -367,6 +391,7 @@ async fn heartbeat(shared: Arc<Shared>) {
     let mut retry = Duration::from_millis(50);
     loop {
         tokio::select! {
+            biased; // deterministic under simulation
             _ = shared.engine.clock.sleep_until(next) => {}
             _ = shared.stop.notified() => {}
         }
