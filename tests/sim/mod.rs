@@ -1,0 +1,606 @@
+//! The simulator shared by tests/simulation.rs and tests/cautionary.rs: a simulated world
+//! (the store's true history, a trace, the events the oracle judges), each process's faulty
+//! view of the store, its drifting clock and its pauses, and the oracle.
+#![allow(dead_code)]
+
+use async_trait::async_trait;
+use blob_lock::clock::{Clock, DriftingClock};
+use blob_lock::store::{LockStore, Snapshot, Version, Write};
+use blob_lock::{Error, LockOptions, Protocol, StoreErrorKind, Timing};
+use bytes::Bytes;
+use chrono::{DateTime, TimeZone, Utc};
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::time::Instant;
+
+pub const EXPIRE: f64 = 3.0;
+/// Clocks run at a rate within this fraction of true time. The holder's margin of
+/// `expire / 10` covers a ratio of rates up to 1/0.9; 4% each way gives at most 1.083.
+pub const DRIFT: f64 = 0.04;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// Small latencies and clock drift only.
+    Healthy,
+    /// Every fault but stale reads.
+    Faulty,
+    /// Every fault, and reads that may return an older version.
+    Eventual,
+    /// Healthy but for a few requests delayed up to 3 x expire (lww's first weakness).
+    SlowWriter,
+    /// Healthy but for reads that may return a version up to expire / 2 old (lww's second).
+    StaleReads,
+}
+
+#[derive(Debug, Clone)]
+pub struct Faults {
+    pub latency: Duration,
+    pub slow_p: f64,
+    pub slow_latency: Duration,
+    pub lost_write_p: f64,
+    pub ghost_write_p: f64,
+    pub echo_conflict_p: f64,
+    pub read_error_p: f64,
+    pub stale_for: Duration,
+    /// Reads lag by exactly `stale_for` rather than up to it (scripted schedules).
+    pub exact_lag: bool,
+    pub pauses: bool,
+    pub crashes: bool,
+}
+
+impl Faults {
+    pub fn of(mode: Mode) -> Faults {
+        let expire = Duration::from_secs_f64(EXPIRE);
+        let healthy = Faults {
+            latency: Duration::from_millis(30),
+            slow_p: 0.0,
+            slow_latency: Duration::ZERO,
+            lost_write_p: 0.0,
+            ghost_write_p: 0.0,
+            echo_conflict_p: 0.0,
+            read_error_p: 0.0,
+            stale_for: Duration::ZERO,
+            exact_lag: false,
+            pauses: false,
+            crashes: true,
+        };
+        let faulty = Faults {
+            latency: Duration::from_millis(80),
+            slow_p: 0.04,
+            slow_latency: expire * 3,
+            lost_write_p: 0.03,
+            ghost_write_p: 0.03,
+            echo_conflict_p: 0.03,
+            read_error_p: 0.03,
+            pauses: true,
+            ..healthy.clone()
+        };
+        let calm = Faults {
+            crashes: false,
+            ..healthy.clone()
+        };
+        match mode {
+            Mode::SlowWriter => Faults {
+                slow_p: 0.04,
+                slow_latency: expire * 3,
+                ..calm
+            },
+            Mode::StaleReads => Faults {
+                stale_for: expire / 2,
+                ..calm
+            },
+            Mode::Healthy => healthy,
+            Mode::Faulty => faulty,
+            Mode::Eventual => Faults {
+                stale_for: expire / 2,
+                ..faulty
+            },
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+pub enum Event {
+    Acquired {
+        owner: String,
+        token: u64,
+        at: f64,
+    },
+    Belief {
+        owner: String,
+        token: u64,
+        at: f64,
+    },
+    Lost {
+        owner: String,
+        remote: bool,
+        at: f64,
+    },
+    Crashed,
+}
+
+pub struct Stored {
+    pub bytes: Bytes,
+    pub version: u64,
+    pub at: Instant,
+}
+
+/// The simulated world: the store's true state, the trace and the events.
+pub struct World {
+    pub start: Instant,
+    pub wall_base: DateTime<Utc>,
+    pub history: Mutex<Vec<Stored>>,
+    pub trace: Mutex<Vec<String>>,
+    pub events: Mutex<Vec<Event>>,
+    /// Set for the final phase: every fault off.
+    pub healed: AtomicBool,
+}
+
+impl World {
+    pub fn new() -> Arc<World> {
+        Arc::new(World {
+            start: Instant::now(),
+            wall_base: Utc.with_ymd_and_hms(2026, 1, 1, 0, 0, 0).unwrap(),
+            history: Mutex::new(Vec::new()),
+            trace: Mutex::new(Vec::new()),
+            events: Mutex::new(Vec::new()),
+            healed: AtomicBool::new(false),
+        })
+    }
+
+    pub fn t(&self) -> f64 {
+        (Instant::now() - self.start).as_secs_f64()
+    }
+
+    pub fn log(&self, who: &str, what: impl AsRef<str>) {
+        let line = format!("{:>9.3}s {who:<8} {}", self.t(), what.as_ref());
+        self.trace.lock().unwrap().push(line);
+    }
+
+    pub fn event(&self, e: Event) {
+        self.events.lock().unwrap().push(e);
+    }
+
+    pub fn wall_at(&self, at: Instant) -> DateTime<Utc> {
+        self.wall_base + chrono::Duration::from_std(at - self.start).unwrap()
+    }
+}
+
+/// A process's pauses (GC, VM): windows of true time in which it neither sends, receives
+/// nor acts.
+#[derive(Default)]
+pub struct Pauses(pub Mutex<Vec<(Instant, Instant)>>);
+
+impl Pauses {
+    pub async fn wait(&self) {
+        loop {
+            let now = Instant::now();
+            let end = self
+                .0
+                .lock()
+                .unwrap()
+                .iter()
+                .find(|(s, e)| *s <= now && now < *e)
+                .map(|(_, e)| *e);
+            match end {
+                Some(e) => tokio::time::sleep_until(e).await,
+                None => return,
+            }
+        }
+    }
+}
+
+/// One process's view of the store, with its own faults.
+pub struct NodeStore {
+    /// Exact latencies for the legs of the next requests (two legs a request: there and
+    /// back), before the random ones resume: how scripted schedules are written.
+    pub script: Mutex<std::collections::VecDeque<Duration>>,
+    pub world: Arc<World>,
+    pub name: String,
+    pub faults: Faults,
+    pub rng: Mutex<StdRng>,
+    pub pauses: Arc<Pauses>,
+}
+
+impl std::fmt::Debug for NodeStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "NodeStore({})", self.name)
+    }
+}
+
+pub enum Fate {
+    Normal,
+    Lost,
+    Ghost,
+    Echo,
+}
+
+pub fn transient(msg: &str) -> Error {
+    Error::Store {
+        uri: "sim".into(),
+        message: msg.into(),
+        kind: StoreErrorKind::Transient,
+    }
+}
+
+impl NodeStore {
+    fn healed(&self) -> bool {
+        self.world.healed.load(Ordering::SeqCst)
+    }
+
+    fn roll(&self) -> f64 {
+        self.rng.lock().unwrap().random::<f64>()
+    }
+
+    /// One leg of a request's trip: latency, then waiting out any pause of this process.
+    pub async fn travel(&self) {
+        let scripted = self.script.lock().unwrap().pop_front();
+        if let Some(d) = scripted {
+            tokio::time::sleep(d).await;
+        } else if !self.healed() {
+            let (slow, r) = {
+                let mut rng = self.rng.lock().unwrap();
+                (
+                    rng.random::<f64>() < self.faults.slow_p,
+                    rng.random::<f64>(),
+                )
+            };
+            let bound = if slow {
+                self.faults.slow_latency
+            } else {
+                self.faults.latency
+            };
+            tokio::time::sleep(bound.mul_f64(r)).await;
+        }
+        self.pauses.wait().await;
+    }
+
+    fn fate(&self) -> Fate {
+        if self.healed() {
+            return Fate::Normal;
+        }
+        let r = self.roll();
+        let f = &self.faults;
+        if r < f.lost_write_p {
+            Fate::Lost
+        } else if r < f.lost_write_p + f.ghost_write_p {
+            Fate::Ghost
+        } else if r < f.lost_write_p + f.ghost_write_p + f.echo_conflict_p {
+            Fate::Echo
+        } else {
+            Fate::Normal
+        }
+    }
+
+    fn describe(bytes: &[u8]) -> String {
+        match blob_lock::LockFile::decode(bytes) {
+            Ok(lf) if lf.is_released() => format!("{} t{} released", lf.writer_id, lf.token),
+            Ok(lf) => format!("{} t{} #{}", lf.writer_id, lf.token, lf.write_count),
+            Err(e) => format!("invalid: {e}"),
+        }
+    }
+
+    async fn write(
+        &self,
+        op: &str,
+        body: Bytes,
+        expected: Option<Option<u64>>,
+    ) -> Result<Write, Error> {
+        let fate = self.fate();
+        self.travel().await;
+        if matches!(fate, Fate::Lost) {
+            self.travel().await;
+            self.world.log(
+                &self.name,
+                format!("{op} {} -> lost before landing", Self::describe(&body)),
+            );
+            return Err(transient("connection reset before the write landed"));
+        }
+        let outcome = {
+            let mut history = self.world.history.lock().unwrap();
+            let current = history.last().map(|s| s.version);
+            let allowed = match expected {
+                None => true,                  // overwrite
+                Some(want) => want == current, // None: create; Some(v): update
+            };
+            if allowed {
+                let version = history.len() as u64 + 1;
+                history.push(Stored {
+                    bytes: body.clone(),
+                    version,
+                    at: Instant::now(),
+                });
+                Write::Done(Version {
+                    e_tag: Some(version.to_string()),
+                    version: None,
+                })
+            } else {
+                Write::Conflict
+            }
+        };
+        let landed = match &outcome {
+            Write::Done(v) => format!("landed v{}", v.e_tag.as_deref().unwrap_or("?")),
+            Write::Conflict => "conflict".to_string(),
+        };
+        self.travel().await;
+        let (said, result) = match fate {
+            Fate::Ghost => (
+                "reported as an error",
+                Err(transient("timed out after sending")),
+            ),
+            Fate::Echo if matches!(outcome, Write::Done(_)) => {
+                ("reported as a conflict", Ok(Write::Conflict))
+            }
+            _ => ("", Ok(outcome)),
+        };
+        self.world.log(
+            &self.name,
+            format!("{op} {} -> {landed} {said}", Self::describe(&body)),
+        );
+        result
+    }
+}
+
+pub fn version_number(v: &Version) -> u64 {
+    v.e_tag.as_deref().and_then(|s| s.parse().ok()).unwrap_or(0)
+}
+
+#[async_trait]
+impl LockStore for NodeStore {
+    async fn read(&self) -> blob_lock::Result<Option<Snapshot>> {
+        let fail = !self.healed() && self.roll() < self.faults.read_error_p;
+        let lag = if self.healed() {
+            Duration::ZERO
+        } else {
+            self.faults.stale_for.mul_f64(if self.faults.exact_lag {
+                1.0
+            } else {
+                self.roll()
+            })
+        };
+        self.travel().await;
+        let seen = {
+            let history = self.world.history.lock().unwrap();
+            let now = Instant::now();
+            history
+                .iter()
+                .rev()
+                .find(|s| s.at + lag <= now)
+                .map(|s| Snapshot {
+                    bytes: s.bytes.clone(),
+                    version: Version {
+                        e_tag: Some(s.version.to_string()),
+                        version: None,
+                    },
+                    last_modified: self.world.wall_at(s.at),
+                })
+        };
+        self.travel().await;
+        if fail {
+            self.world.log(&self.name, "read -> 503");
+            return Err(transient("503 Slow Down"));
+        }
+        let what = seen.as_ref().map_or("absent".to_string(), |s| {
+            format!(
+                "v{} {}",
+                version_number(&s.version),
+                Self::describe(&s.bytes)
+            )
+        });
+        self.world.log(&self.name, format!("read -> {what}"));
+        Ok(seen)
+    }
+
+    async fn create(&self, body: Bytes) -> blob_lock::Result<Write> {
+        self.write("create", body, Some(None)).await
+    }
+
+    async fn update(&self, body: Bytes, expected: &Version) -> blob_lock::Result<Write> {
+        let op = format!("update@v{}", version_number(expected));
+        self.write(&op, body, Some(Some(version_number(expected))))
+            .await
+    }
+
+    async fn overwrite(&self, body: Bytes) -> blob_lock::Result<Version> {
+        match self.write("overwrite", body, None).await? {
+            Write::Done(v) => Ok(v),
+            Write::Conflict => Err(transient("conflict on an overwrite")),
+        }
+    }
+
+    fn uri(&self) -> &str {
+        "sim"
+    }
+}
+
+/// One simulated process: its clock, its pauses and its randomness.
+pub struct Process {
+    pub world: Arc<World>,
+    pub name: String,
+    pub clock: Arc<dyn Clock>,
+    pub pauses: Arc<Pauses>,
+    pub faults: Faults,
+    pub seed: u64,
+}
+
+impl Process {
+    pub fn new(world: &Arc<World>, name: &str, faults: &Faults, rng: &mut StdRng) -> Process {
+        let rate = 1.0 + rng.random_range(-DRIFT..=DRIFT);
+        let pauses = Arc::new(Pauses::default());
+        if faults.pauses && rng.random::<f64>() < 0.3 {
+            let at = Instant::now() + Duration::from_secs_f64(rng.random_range(0.0..12.0) * EXPIRE);
+            let len = Duration::from_secs_f64(rng.random_range(0.5..3.0) * EXPIRE);
+            pauses.0.lock().unwrap().push((at, at + len));
+            world.log(
+                name,
+                format!(
+                    "will pause at {:.3}s for {:.3}s",
+                    (at - world.start).as_secs_f64(),
+                    len.as_secs_f64()
+                ),
+            );
+        }
+        let seed = rng.random();
+        Process {
+            world: world.clone(),
+            name: name.to_string(),
+            clock: Arc::new(DriftingClock::new(
+                rate,
+                world.wall_base,
+                chrono::Duration::zero(),
+                seed,
+            )),
+            pauses,
+            faults: faults.clone(),
+            seed,
+        }
+    }
+
+    pub fn store(&self, salt: u64) -> Arc<dyn LockStore> {
+        self.scripted_store(salt, &[])
+    }
+
+    /// A view of the store whose next request legs take exactly `legs`.
+    pub fn scripted_store(&self, salt: u64, legs: &[Duration]) -> Arc<NodeStore> {
+        Arc::new(NodeStore {
+            script: Mutex::new(legs.iter().copied().collect()),
+            world: self.world.clone(),
+            name: self.name.clone(),
+            faults: self.faults.clone(),
+            rng: Mutex::new(StdRng::seed_from_u64(self.seed ^ salt)),
+            pauses: self.pauses.clone(),
+        })
+    }
+
+    pub fn options(&self, protocol: Protocol) -> LockOptions {
+        let mut o = LockOptions::new(EXPIRE).unwrap();
+        o.protocol = Some(protocol);
+        o.timing = Timing::new(EXPIRE, None, None, Some(None)).unwrap();
+        o.clock = self.clock.clone();
+        o
+    }
+
+    /// Acts as a holder until `until` (true time) or loss: each step, a process that is
+    /// running checks its lease and, if it still claims the lock, records that belief.
+    pub async fn hold(
+        &self,
+        lease: &blob_lock::Lease,
+        until: Instant,
+        rng: &mut StdRng,
+        remote: bool,
+    ) -> bool {
+        while Instant::now() < until {
+            let step = Duration::from_secs_f64(rng.random_range(0.01..0.15) * EXPIRE);
+            tokio::time::sleep(step).await;
+            self.pauses.wait().await;
+            if lease.is_lost() {
+                self.world.log(
+                    &self.name,
+                    format!(
+                        "sees the lock lost: {}",
+                        lease.lost_reason().unwrap_or_default()
+                    ),
+                );
+                self.world.event(Event::Lost {
+                    owner: lease.owner().to_string(),
+                    remote,
+                    at: self.world.t(),
+                });
+                return false;
+            }
+            self.world.event(Event::Belief {
+                owner: lease.owner().to_string(),
+                token: lease.token(),
+                at: self.world.t(),
+            });
+        }
+        true
+    }
+}
+
+pub struct Outcome {
+    pub violations: Vec<String>,
+    pub trace: Vec<String>,
+}
+
+/// The oracle.
+pub fn check(events: &[Event], mode: Mode) -> Vec<String> {
+    let mut v = Vec::new();
+    // Belief intervals per owner (an orchestrator and its remote share the owner id).
+    let mut spans: Vec<(String, u64, f64, f64)> = Vec::new();
+    for e in events {
+        if let Event::Belief { owner, token, at } = e {
+            match spans.iter_mut().find(|s| &s.0 == owner) {
+                Some(s) => {
+                    s.2 = s.2.min(*at);
+                    s.3 = s.3.max(*at);
+                }
+                None => spans.push((owner.clone(), *token, *at, *at)),
+            }
+        }
+    }
+    for (i, a) in spans.iter().enumerate() {
+        for b in &spans[i + 1..] {
+            if a.2 <= b.3 && b.2 <= a.3 {
+                v.push(format!(
+                    "{} (token {}) and {} (token {}) both held the lock in [{:.3}s, {:.3}s]",
+                    a.0,
+                    a.1,
+                    b.0,
+                    b.1,
+                    a.2.max(b.2),
+                    a.3.min(b.3)
+                ));
+            }
+        }
+    }
+    let mut acquired: Vec<(f64, &str, u64)> = events
+        .iter()
+        .filter_map(|e| match e {
+            Event::Acquired { owner, token, at } => Some((*at, owner.as_str(), *token)),
+            _ => None,
+        })
+        .collect();
+    acquired.sort_by(|a, b| a.0.total_cmp(&b.0));
+    for w in acquired.windows(2) {
+        if w[1].2 <= w[0].2 {
+            v.push(format!(
+                "token did not grow: {} got {} at {:.3}s after {} got {} at {:.3}s",
+                w[1].1, w[1].2, w[1].0, w[0].1, w[0].2, w[0].0
+            ));
+        }
+    }
+    if mode == Mode::Healthy {
+        // On a healthy store a running orchestrator is never told it lost the lock. (A
+        // remote is, legitimately, when its orchestrator crashed and the lock moved on.)
+        for e in events {
+            if let Event::Lost {
+                owner,
+                remote: false,
+                at,
+            } = e
+            {
+                v.push(format!(
+                    "{owner} was told it lost the lock at {at:.3}s on a healthy store"
+                ));
+            }
+        }
+    }
+    v
+}
+
+pub fn report(seed: u64, protocol: Protocol, out: &Outcome) {
+    eprintln!(
+        "--- seed {seed} ({}): replay with SIM_SEED={seed}",
+        protocol.as_str()
+    );
+    for line in &out.trace {
+        eprintln!("{line}");
+    }
+    for violation in &out.violations {
+        eprintln!("VIOLATION: {violation}");
+    }
+}
