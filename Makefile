@@ -43,5 +43,11 @@ rust-test:
 	cargo test
 	SIM_SEEDS=$(SIM_SEEDS) cargo test --release --test simulation -- --nocapture
 
+# pytest-timeout (pyproject.toml) fails a slow test, but nothing in Python can interrupt a
+# main thread blocked in native code with the GIL held (a deadlock): past this bound SIGABRT makes
+# faulthandler print every thread's stack, so such a run fails with a diagnosis, not a stall.
+PY_TEST_BOUND ?= 30m
+
 py-test: build-dev azurite
-	AZURITE_BLOB=$(abspath $(AZURITE)) $(PY) -m pytest -q
+	AZURITE_BLOB=$(abspath $(AZURITE)) timeout --signal=ABRT --kill-after=30 $(PY_TEST_BOUND) \
+		$(PY) -m pytest -q

@@ -264,15 +264,20 @@ impl Shared {
     }
 
     fn mark_lost(&self, reason: String) {
-        let mut lost = self.lost.lock().unwrap_or_else(|e| e.into_inner());
-        if lost.is_none() {
-            log::warn!(
-                "{}: lock lost by owner {}: {reason}",
-                self.engine.uri(),
-                self.owner
-            );
-            *lost = Some(reason);
+        {
+            let mut lost = self.lost.lock().unwrap_or_else(|e| e.into_inner());
+            if lost.is_some() {
+                return;
+            }
+            *lost = Some(reason.clone());
         }
+        // Log only after the mutex is dropped: in Python, logging takes the GIL, and a
+        // thread that holds the GIL may be waiting for this mutex (`held.lost`): deadlock.
+        log::warn!(
+            "{}: lock lost by owner {}: {reason}",
+            self.engine.uri(),
+            self.owner
+        );
     }
 
     fn lost_reason(&self) -> Option<String> {

@@ -268,3 +268,23 @@ def test_many_held_locks_share_one_runtime():
     assert threads() - before < 8, "a thread per lock?"
     for lock in locks:
         assert lock.release() == ReleaseStatus.RELEASED
+
+
+def test_polling_lost_while_losses_are_logged_does_not_deadlock(tmp_path):
+    # Regression: the heartbeat thread logged a loss (logging takes the GIL) while holding
+    # the mutex that `lock.lost` takes with the GIL held; a poller could hang for ever.
+    import logging
+
+    logging.getLogger("blob_lock").setLevel(logging.WARNING)
+    locks = [BlobLock(str(tmp_path / f"l{i}"), expire=1.0) for i in range(40)]
+    for lock in locks:
+        assert lock.try_acquire()
+    for i in range(len(locks)):
+        path = tmp_path / f"l{i}" / "lock.json"
+        body = json.loads(path.read_text())
+        body.update(writer_id="thief", token=body["token"] + 1)
+        path.write_text(json.dumps(body))
+    deadline = time.monotonic() + 60
+    while not all(lock.lost for lock in locks):  # no sleep: hold the GIL as much as we can
+        assert time.monotonic() < deadline, "losses not seen"
+    assert all("thief" in lock.lost_reason for lock in locks)
