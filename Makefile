@@ -36,12 +36,15 @@ lint: install-test-deps
 	$(VENV)/bin/ruff check python tests
 	$(VENV)/bin/ruff format --check python tests
 
-# SIM_SEEDS: seeds per protocol of the deterministic simulation (tests/simulation.rs).
+# Seeds per protocol of the deterministic simulation (tests/simulation.rs): SIM_SEEDS for
+# the campaigns, SIM_MATRIX_SEEDS for each row of the fault matrix. Together about 30 s.
 SIM_SEEDS ?= 2000
+SIM_MATRIX_SEEDS ?= 100
 
 rust-test:
 	cargo test
-	SIM_SEEDS=$(SIM_SEEDS) cargo test --release --test simulation -- --nocapture
+	SIM_SEEDS=$(SIM_SEEDS) SIM_MATRIX_SEEDS=$(SIM_MATRIX_SEEDS) \
+		cargo test --release --test simulation -- --nocapture
 
 # pytest-timeout (pyproject.toml) fails a slow test, but nothing in Python can interrupt a
 # main thread blocked in native code with the GIL held (a deadlock): past this bound SIGABRT makes

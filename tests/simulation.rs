@@ -18,7 +18,10 @@
 //!
 //! `cargo test --release --test simulation` runs `SIM_SEEDS` seeds per protocol (default
 //! 200) and prints `simulation <protocol>: <N> seeds, <V> violations`. A violation prints
-//! the run's trace; `SIM_SEED=<seed>` replays exactly that run, trace included.
+//! the run's trace; `SIM_SEED=<seed>` replays exactly that run, trace included (with
+//! `SIM_MODE=...` as the trace's first line says, for runs of the fault matrix).
+//! `fault_matrix` runs each fault alone for `SIM_MATRIX_SEEDS` seeds per protocol and
+//! prints the table of the README's guarantees.
 
 mod sim;
 
@@ -181,7 +184,11 @@ async fn simulate(seed: u64, protocol: Protocol, mode: Mode) -> Outcome {
     let events = world.events.lock().unwrap().clone();
     violations.extend(check(&events, mode));
     let trace = world.trace.lock().unwrap().clone();
-    Outcome { violations, trace }
+    Outcome {
+        mode,
+        violations,
+        trace,
+    }
 }
 
 fn run_one(seed: u64, protocol: Protocol, mode: Mode) -> Outcome {
@@ -197,7 +204,13 @@ fn run_one(seed: u64, protocol: Protocol, mode: Mode) -> Outcome {
 fn campaign(protocol: Protocol, print_failures: bool) -> (u64, Vec<u64>) {
     if let Ok(one) = std::env::var("SIM_SEED") {
         let seed: u64 = one.parse().expect("SIM_SEED is a number");
-        let out = run_one(seed, protocol, mode_of(seed));
+        // The campaigns pick the mode from the seed; the fault matrix names it.
+        let mode = match std::env::var("SIM_MODE") {
+            Ok(name) => Mode::named(&name)
+                .unwrap_or_else(|| panic!("SIM_MODE {name:?} is none of {:?}", Mode::all())),
+            Err(_) => mode_of(seed),
+        };
+        let out = run_one(seed, protocol, mode);
         report(seed, protocol, &out);
         return (
             1,
@@ -213,14 +226,26 @@ fn campaign(protocol: Protocol, print_failures: bool) -> (u64, Vec<u64>) {
         .map(|s| s.parse().expect("SIM_SEEDS is a number"))
         .unwrap_or(200);
     let mut bad = Vec::new();
+    let modes = [Mode::Healthy, Mode::Faulty, Mode::Eventual];
+    let mut per_mode = [(0u64, 0u64); 3];
     for seed in 0..n {
-        let out = run_one(seed, protocol, mode_of(seed));
+        let mode = mode_of(seed);
+        let out = run_one(seed, protocol, mode);
+        let m = modes.iter().position(|x| *x == mode).unwrap();
+        per_mode[m].0 += 1;
         if !out.violations.is_empty() {
+            per_mode[m].1 += 1;
             if print_failures && bad.is_empty() {
                 report(seed, protocol, &out);
             }
             bad.push(seed);
         }
+    }
+    for (mode, (runs, broken)) in modes.iter().zip(per_mode) {
+        println!(
+            "simulation {} {mode:?}: {broken} of {runs} seeds with violations",
+            protocol.as_str()
+        );
     }
     (n, bad)
 }
@@ -260,6 +285,80 @@ fn simulation_lww() {
             &bad[..bad.len().min(10)]
         );
     }
+}
+
+/// Which protocol survives which fault: for each fault alone (and all together),
+/// `SIM_MATRIX_SEEDS` seeds per protocol (default 50), printed as the table in the README's
+/// guarantees. cas must survive every row; lww's counts are what it really does.
+#[test]
+fn fault_matrix() {
+    let n: u64 = std::env::var("SIM_MATRIX_SEEDS")
+        .ok()
+        .map(|s| s.parse().expect("SIM_MATRIX_SEEDS is a number"))
+        .unwrap_or(50);
+    let rows = [
+        (
+            "none: latency up to 30 ms, clock drift within 4%, crashed holders",
+            Mode::Healthy,
+        ),
+        (
+            "4% of requests delayed up to 3 x expire",
+            Mode::Only(Fault::SlowRequests),
+        ),
+        (
+            "3% of writes lost before landing",
+            Mode::Only(Fault::LostWrites),
+        ),
+        (
+            "3% of writes land but report an error",
+            Mode::Only(Fault::GhostWrites),
+        ),
+        (
+            "3% of writes land but report a conflict (retried request)",
+            Mode::Only(Fault::EchoedConflicts),
+        ),
+        ("3% of reads fail", Mode::Only(Fault::ReadErrors)),
+        (
+            "holders paused 0.5-3 x expire (GC, VM), then resumed",
+            Mode::Only(Fault::Pauses),
+        ),
+        (
+            "reads up to expire / 2 stale (eventual consistency)",
+            Mode::Only(Fault::StaleReads),
+        ),
+        ("all of the above but stale reads", Mode::Faulty),
+        ("all of the above", Mode::Eventual),
+    ];
+    // Printed in one piece at the end: the campaigns run beside it and print too.
+    let mut table = format!(
+        "| fault ({n} seeds each) | cas: runs with a violation | lww: runs with a violation |\n"
+    );
+    table += "|---|---|---|\n";
+    let mut cas_bad = Vec::new();
+    for (name, mode) in rows {
+        let count = |protocol| {
+            (0..n)
+                .filter(|&seed| {
+                    let out = run_one(seed, protocol, mode);
+                    let bad = !out.violations.is_empty();
+                    if bad && protocol == Protocol::Cas {
+                        report(seed, protocol, &out);
+                    }
+                    bad
+                })
+                .count()
+        };
+        let (cas, lww) = (count(Protocol::Cas), count(Protocol::Lww));
+        table += &format!("| {name} | {cas} | {lww} |\n");
+        if cas > 0 {
+            cas_bad.push(format!("{mode:?}: {cas} seeds"));
+        }
+    }
+    print!("{table}");
+    assert!(
+        cas_bad.is_empty(),
+        "cas violated the oracle (traces above): {cas_bad:?}"
+    );
 }
 
 fn assert_lww_breaks_and_cas_holds(seed: u64, mode: Mode) {

@@ -33,6 +33,28 @@ pub enum Mode {
     SlowWriter,
     /// Healthy but for reads that may return a version up to expire / 2 old (lww's second).
     StaleReads,
+    /// Healthy (drift and crashes included) plus one fault at the rate `Faulty` has it:
+    /// the rows of the README's table of which protocol survives which fault.
+    Only(Fault),
+}
+
+/// The faults one at a time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fault {
+    /// A few requests delayed up to 3 x expire.
+    SlowRequests,
+    /// Writes that fail without landing.
+    LostWrites,
+    /// Writes that land but report an error.
+    GhostWrites,
+    /// Writes that land but come back as a conflict (a retried request).
+    EchoedConflicts,
+    /// Reads that fail transiently.
+    ReadErrors,
+    /// Processes paused past expire, then resumed.
+    Pauses,
+    /// Reads that may return a version up to expire / 2 old (eventual consistency).
+    StaleReads,
 }
 
 #[derive(Debug, Clone)]
@@ -49,6 +71,37 @@ pub struct Faults {
     pub exact_lag: bool,
     pub pauses: bool,
     pub crashes: bool,
+}
+
+impl Mode {
+    /// Every mode, for `SIM_MODE` (written as the replay hint prints it).
+    pub fn all() -> Vec<Mode> {
+        let mut all = vec![
+            Mode::Healthy,
+            Mode::Faulty,
+            Mode::Eventual,
+            Mode::SlowWriter,
+            Mode::StaleReads,
+        ];
+        all.extend(
+            [
+                Fault::SlowRequests,
+                Fault::LostWrites,
+                Fault::GhostWrites,
+                Fault::EchoedConflicts,
+                Fault::ReadErrors,
+                Fault::Pauses,
+                Fault::StaleReads,
+            ]
+            .map(Mode::Only),
+        );
+        all
+    }
+
+    /// The mode named `name` as `{:?}` prints it.
+    pub fn named(name: &str) -> Option<Mode> {
+        Mode::all().into_iter().find(|m| format!("{m:?}") == name)
+    }
 }
 
 impl Faults {
@@ -93,6 +146,22 @@ impl Faults {
                 ..calm
             },
             Mode::Healthy => healthy,
+            Mode::Only(fault) => {
+                let mut one = healthy;
+                match fault {
+                    Fault::SlowRequests => {
+                        one.slow_p = faulty.slow_p;
+                        one.slow_latency = faulty.slow_latency;
+                    }
+                    Fault::LostWrites => one.lost_write_p = faulty.lost_write_p,
+                    Fault::GhostWrites => one.ghost_write_p = faulty.ghost_write_p,
+                    Fault::EchoedConflicts => one.echo_conflict_p = faulty.echo_conflict_p,
+                    Fault::ReadErrors => one.read_error_p = faulty.read_error_p,
+                    Fault::Pauses => one.pauses = true,
+                    Fault::StaleReads => one.stale_for = expire / 2,
+                }
+                one
+            }
             Mode::Faulty => faulty,
             Mode::Eventual => Faults {
                 stale_for: expire / 2,
@@ -522,6 +591,8 @@ impl Process {
 }
 
 pub struct Outcome {
+    /// The mode the run was in, for the replay hint.
+    pub mode: Mode,
     pub violations: Vec<String>,
     pub trace: Vec<String>,
 }
@@ -594,8 +665,10 @@ pub fn check(events: &[Event], mode: Mode) -> Vec<String> {
 
 pub fn report(seed: u64, protocol: Protocol, out: &Outcome) {
     eprintln!(
-        "--- seed {seed} ({}): replay with SIM_SEED={seed}",
-        protocol.as_str()
+        "--- seed {seed} ({}, {:?}): replay with SIM_SEED={seed} SIM_MODE='{:?}'",
+        protocol.as_str(),
+        out.mode,
+        out.mode
     );
     for line in &out.trace {
         eprintln!("{line}");
