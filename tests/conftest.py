@@ -59,8 +59,10 @@ def stop(proc: subprocess.Popen) -> None:
 def moto_endpoint(tmp_path_factory):
     port = free_port()
     log = open(tmp_path_factory.mktemp("moto") / "moto.log", "w")
+    # moto's server, with PutObject's conditions made atomic (see tests/moto_server.py).
+    server = ROOT / "tests" / "moto_server.py"
     proc = subprocess.Popen(
-        [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+        [sys.executable, str(server), "-H", "127.0.0.1", "-p", str(port)],
         stdout=log,
         stderr=subprocess.STDOUT,
     )
