@@ -147,15 +147,22 @@ impl FileStore {
     }
 }
 
+/// The mutex of this process for `path`. A child made by fork starts a fresh map: a parent
+/// thread may have held one of the inherited mutexes in mid-update, for ever in the child.
 fn in_process_mutex(path: &Path) -> Arc<Mutex<()>> {
-    static MUTEXES: OnceLock<Mutex<HashMap<PathBuf, Arc<Mutex<()>>>>> = OnceLock::new();
-    MUTEXES
+    type Mutexes = (u32, HashMap<PathBuf, Arc<Mutex<()>>>);
+    static MUTEXES: OnceLock<Mutex<Mutexes>> = OnceLock::new();
+    let mut guard = MUTEXES
         .get_or_init(Default::default)
         .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .entry(path.to_path_buf())
-        .or_default()
-        .clone()
+        .unwrap_or_else(|e| e.into_inner());
+    let (owner, map) = &mut *guard;
+    let pid = std::process::id();
+    if *owner != pid {
+        *owner = pid;
+        map.clear();
+    }
+    map.entry(path.to_path_buf()).or_default().clone()
 }
 
 fn version_of(meta: &fs::Metadata, content: &[u8]) -> Version {

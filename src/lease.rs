@@ -2,6 +2,7 @@
 //! background heartbeat that renews a held lease, and release. Used by orchestrators
 //! ([`Lock::acquire`]) and by remotes ([`keep_alive`]), which renew the same lease as co-owners.
 
+use crate::claim::{Claim, State};
 use crate::clock::{self, Clock};
 use crate::errors::{Error, Result};
 use crate::lockfile::{LockFile, Protocol};
@@ -26,6 +27,19 @@ pub struct LockOptions {
     pub storage_options: HashMap<String, String>,
     /// The clocks; the system's unless a simulation brings its own.
     pub clock: Arc<dyn Clock>,
+    /// Called once when a lease of this lock is lost.
+    pub on_lost: Option<LossHook>,
+}
+
+/// A function called once when a held lease is lost, with the `Error::Lost` that says why.
+/// It runs on the runtime's thread that noticed the loss: hand slow work elsewhere.
+#[derive(Clone)]
+pub struct LossHook(pub Arc<dyn Fn(&Error) + Send + Sync>);
+
+impl std::fmt::Debug for LossHook {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("LossHook")
+    }
 }
 
 impl LockOptions {
@@ -36,6 +50,7 @@ impl LockOptions {
             timing: Timing::with_expire(expire)?,
             storage_options: HashMap::new(),
             clock: clock::system(),
+            on_lost: None,
         })
     }
 }
@@ -51,6 +66,7 @@ pub struct Lock {
     engine: Engine,
     owner: String,
     uri: String,
+    on_lost: Option<LossHook>,
 }
 
 impl Lock {
@@ -71,6 +87,7 @@ impl Lock {
             },
             owner: new_owner_id(),
             uri: uri.to_string(),
+            on_lost: options.on_lost.clone(),
         }
     }
 
@@ -111,21 +128,31 @@ impl Lock {
         let timing = &self.engine.timing;
         let mut backoff = timing.poll_min;
         let mut logged_holder = String::new();
+        let claim = Arc::new(Claim::new(&self.uri, &self.owner));
         loop {
+            claim.enter(State::Acquiring, "attempt");
             let (who, expires_in) = match self.engine.attempt(&self.owner, &mut pursuit).await {
                 Ok(Attempt::Acquired(held)) => match self.fresh(held).await {
-                    Some(held) => return Ok(self.start(held, None)),
-                    None => ("ourselves, too late to claim".to_string(), None),
+                    Some(held) => return Ok(self.start(held, claim)),
+                    None => {
+                        claim.enter(State::Waiting, "acquired too late to claim it");
+                        ("ourselves, too late to claim".to_string(), None)
+                    }
                 },
-                Ok(Attempt::Busy { holder, expires_in }) => (
-                    holder.as_ref().map(LockFile::describe).unwrap_or_default(),
-                    expires_in,
-                ),
+                Ok(Attempt::Busy { holder, expires_in }) => {
+                    let who = holder.as_ref().map(LockFile::describe).unwrap_or_default();
+                    claim.enter(State::Waiting, format_args!("held by {who}"));
+                    (who, expires_in)
+                }
                 Err(e) if e.is_transient() => {
                     log::warn!("{}: acquisition attempt failed, retrying: {e}", self.uri);
+                    claim.enter(State::Retrying, &e);
                     (format!("unknown ({e})"), None)
                 }
-                Err(e) => return Err(e),
+                Err(e) => {
+                    claim.enter(State::Failed, &e);
+                    return Err(e);
+                }
             };
             if who != logged_holder {
                 log::debug!("{}: held by {who}, waiting", self.uri);
@@ -133,11 +160,13 @@ impl Lock {
             }
             let now = clock.now();
             if deadline.is_some_and(|d| now >= d) {
-                return Err(Error::Timeout {
+                let timeout = Error::Timeout {
                     uri: self.uri.clone(),
                     waited: now - began,
                     holder: who,
-                });
+                };
+                claim.enter(State::Failed, &timeout);
+                return Err(timeout);
             }
             // Poll with capped exponential backoff and jitter, but wake at the moment the
             // watched version would expire, and at the deadline.
@@ -155,13 +184,26 @@ impl Lock {
 
     /// One attempt; never waits. `None` when someone else holds the lock.
     pub async fn try_acquire(&self) -> Result<Option<Lease>> {
-        match self
-            .engine
-            .attempt(&self.owner, &mut Pursuit::default())
-            .await?
-        {
-            Attempt::Acquired(held) => Ok(self.fresh(held).await.map(|h| self.start(h, None))),
-            Attempt::Busy { .. } => Ok(None),
+        let claim = Arc::new(Claim::new(&self.uri, &self.owner));
+        claim.enter(State::Acquiring, "one attempt");
+        let mut pursuit = Pursuit::default();
+        match self.engine.attempt(&self.owner, &mut pursuit).await {
+            Ok(Attempt::Acquired(held)) => match self.fresh(held).await {
+                Some(held) => Ok(Some(self.start(held, claim))),
+                None => {
+                    claim.enter(State::Failed, "acquired too late to claim it");
+                    Ok(None)
+                }
+            },
+            Ok(Attempt::Busy { holder, .. }) => {
+                let who = holder.as_ref().map(LockFile::describe).unwrap_or_default();
+                claim.enter(State::Failed, format_args!("held by {who}"));
+                Ok(None)
+            }
+            Err(e) => {
+                claim.enter(State::Failed, &e);
+                Err(e)
+            }
         }
     }
 
@@ -188,14 +230,9 @@ impl Lock {
         }
     }
 
-    fn start(&self, held: Held, writer_name: Option<&'static str>) -> Lease {
-        log::debug!(
-            "{}: acquired by owner {} with token {}",
-            self.uri,
-            held.owner,
-            held.token
-        );
-        Lease::start(self.engine.clone(), held, writer_name)
+    fn start(&self, held: Held, claim: Arc<Claim>) -> Lease {
+        claim.enter(State::Held, format_args!("token {}", held.token));
+        Lease::start(self.engine.clone(), held, None, self.on_lost.clone(), claim)
     }
 }
 
@@ -224,7 +261,18 @@ pub async fn keep_alive_on(
         timing: options.timing,
         clock: options.clock.clone(),
     };
-    let held = engine.adopt(owner, Some("remote")).await?;
+    let claim = Arc::new(Claim::starting_in(engine.uri(), owner, State::Acquiring));
+    let held = match engine.adopt(owner, Some("remote")).await {
+        Ok(held) => held,
+        Err(e) => {
+            claim.enter(State::Failed, &e);
+            return Err(e);
+        }
+    };
+    claim.enter(
+        State::Held,
+        format_args!("kept alive, token {}", held.token),
+    );
     // The remote renews on the orchestrator's schedule: the lockfile's expire_s, not ours.
     if let Ok(t) = Timing::with_expire(held.body.expire_s) {
         engine.timing = Timing {
@@ -233,12 +281,13 @@ pub async fn keep_alive_on(
             ..t
         };
     }
-    log::debug!(
-        "{}: keeping alive owner {owner} with token {}",
-        engine.uri(),
-        held.token
-    );
-    Ok(Lease::start(engine, held, Some("remote")))
+    Ok(Lease::start(
+        engine,
+        held,
+        Some("remote"),
+        options.on_lost.clone(),
+        claim,
+    ))
 }
 
 struct Shared {
@@ -255,6 +304,8 @@ struct Shared {
     stopped: AtomicBool,
     released: AtomicBool,
     stop: Notify,
+    on_lost: Option<LossHook>,
+    claim: Arc<Claim>,
 }
 
 impl Shared {
@@ -278,6 +329,13 @@ impl Shared {
             self.engine.uri(),
             self.owner
         );
+        self.claim.enter(State::Lost, &reason);
+        if let Some(hook) = &self.on_lost {
+            (hook.0)(&Error::Lost {
+                uri: self.engine.uri().to_string(),
+                reason,
+            });
+        }
     }
 
     fn lost_reason(&self) -> Option<String> {
@@ -315,8 +373,16 @@ impl std::fmt::Debug for Lease {
 }
 
 impl Lease {
-    fn start(engine: Engine, held: Held, writer_name: Option<&'static str>) -> Lease {
+    fn start(
+        engine: Engine,
+        held: Held,
+        writer_name: Option<&'static str>,
+        on_lost: Option<LossHook>,
+        claim: Arc<Claim>,
+    ) -> Lease {
         let shared = Arc::new(Shared {
+            on_lost,
+            claim,
             owner: held.owner.clone(),
             token: held.token,
             writer_name,
@@ -356,37 +422,56 @@ impl Lease {
     /// Stops the heartbeat and waits for a renewal in flight; the lease is then ours until
     /// it expires, unless released.
     pub async fn stop(&self) {
-        self.shared.stopped.store(true, Ordering::SeqCst);
-        self.shared.stop.notify_one();
+        self.halt();
         drop(self.shared.held.lock().await);
+        self.shared.claim.enter(State::Stopped, "renewal stopped");
+    }
+
+    /// Where the claim of this lease is in its lifecycle.
+    pub fn state(&self) -> State {
+        self.shared.claim.state()
     }
 
     /// Stops the heartbeat and releases.
     pub async fn release(&self) -> Result<ReleaseStatus> {
-        self.stop().await;
+        self.halt();
         let held = self.shared.held.lock().await;
-        let status = self
+        self.shared.claim.enter(State::Releasing, "release");
+        let status = match self
             .shared
             .engine
             .release(&self.shared.owner, Some(&held))
-            .await?;
+            .await
+        {
+            Ok(status) => status,
+            Err(e) => {
+                self.shared.claim.enter(State::Failed, &e);
+                return Err(e);
+            }
+        };
         if status == ReleaseStatus::Released {
             self.shared.released.store(true, Ordering::SeqCst);
+            self.shared.claim.enter(State::Released, "released");
+        } else {
+            // Someone else holds it, released it, or deleted the lockfile: not ours.
+            self.shared.claim.enter(State::Lost, status.as_str());
         }
-        log::debug!(
-            "{}: release by owner {}: {}",
-            self.shared.engine.uri(),
-            self.shared.owner,
-            status.as_str()
-        );
         Ok(status)
+    }
+
+    /// Tells the heartbeat to stop, without waiting for it.
+    fn halt(&self) {
+        self.shared.stopped.store(true, Ordering::SeqCst);
+        self.shared.stop.notify_one();
     }
 }
 
 impl Drop for Lease {
     fn drop(&mut self) {
-        self.shared.stopped.store(true, Ordering::SeqCst);
-        self.shared.stop.notify_one();
+        self.halt();
+        if self.shared.claim.state().is_holding() {
+            self.shared.claim.enter(State::Stopped, "lease dropped");
+        }
     }
 }
 
@@ -404,10 +489,30 @@ async fn heartbeat(shared: Arc<Shared>) {
             return;
         }
         let mut held = shared.held.lock().await;
-        if shared.stopped.load(Ordering::SeqCst) {
-            return;
+        if shared.stopped.load(Ordering::SeqCst)
+            || !shared.claim.enter(State::Renewing, "heartbeat")
+        {
+            return; // stopped, or lost meanwhile
         }
-        match shared.engine.renew(&mut held, shared.writer_name).await {
+        let deadline = *shared.deadline.lock().unwrap_or_else(|e| e.into_inner());
+        let renewal = {
+            let renewal = shared.engine.renew(&mut held, shared.writer_name);
+            tokio::pin!(renewal);
+            tokio::select! {
+                biased;
+                r = &mut renewal => r,
+                _ = shared.engine.clock.sleep_until(deadline) => {
+                    // From the deadline on a waiter may take over, so a renewal still in flight
+                    // cannot save the lease: declare the loss now, not when the request ends.
+                    shared.mark_lost("the renewal in flight did not finish before the lease deadline".into());
+                    // Not cancelled: a request on the wire may land anyway, and its outcome is
+                    // settled like any other (a release waits for it).
+                    let _ = renewal.await;
+                    return;
+                }
+            }
+        };
+        match renewal {
             Ok(()) => {
                 let deadline = shared.deadline_of(&held);
                 // Past the old deadline we may already have told the user the lease is lost;
@@ -416,6 +521,9 @@ async fn heartbeat(shared: Arc<Shared>) {
                     return;
                 }
                 *shared.deadline.lock().unwrap_or_else(|e| e.into_inner()) = deadline;
+                if !shared.claim.enter(State::Held, "renewed") {
+                    return;
+                }
                 next = held.lease_start + timing.heartbeat;
                 retry = Duration::from_millis(50);
             }
@@ -423,14 +531,19 @@ async fn heartbeat(shared: Arc<Shared>) {
                 shared.mark_lost(reason);
                 return;
             }
+            Err(e) if !e.is_transient() => {
+                // Bad credentials, a deleted bucket: no retry can renew the lease.
+                shared.mark_lost(format!("renewal failed and cannot succeed: {e}"));
+                return;
+            }
             Err(e) => {
-                let deadline = *shared.deadline.lock().unwrap_or_else(|e| e.into_inner());
                 let now = shared.engine.clock.now();
                 if now >= deadline {
                     shared.mark_lost(format!("renewal failed until the lease deadline: {e}"));
                     return;
                 }
                 log::warn!("{}: renewal failed, retrying: {e}", shared.engine.uri());
+                shared.claim.enter(State::RenewRetrying, &e);
                 next = (now + retry).min(deadline);
                 retry = (retry * 2).min(timing.heartbeat / 2);
             }

@@ -5,6 +5,7 @@
 #![deny(unsafe_code)]
 #![warn(missing_docs, unreachable_pub)]
 
+pub mod claim;
 pub mod clock;
 pub mod errors;
 pub mod fs_store;

@@ -4,7 +4,7 @@
 //! the pure-Python package in python/blob_lock, which wraps these classes.
 
 use crate::errors::Error;
-use crate::lease::{self, Lease, Lock, LockOptions};
+use crate::lease::{self, Lease, Lock, LockOptions, LossHook};
 use crate::lockfile::Protocol;
 use crate::runtime::runtime;
 use crate::timing::{seconds_or_zero, Timing};
@@ -98,7 +98,31 @@ fn options(
         timing: Timing::new(expire, heartbeat, settle, Some(clock_skew)).map_err(to_py)?,
         storage_options: storage_options.unwrap_or_default(),
         clock: crate::clock::system(),
+        on_lost: None,
     })
+}
+
+/// Calls `callback(LockLost(...))` once when a lease is lost. On a thread of its own: the
+/// hook fires on a runtime thread, whose heartbeats a slow callback must not hold up, and
+/// taking the GIL there could wait on a thread that waits on the runtime. An exception in
+/// the callback goes to `sys.unraisablehook`, as in a `__del__`.
+fn loss_hook(callback: Option<Py<PyAny>>) -> Option<LossHook> {
+    let callback = Arc::new(callback?);
+    Some(LossHook(Arc::new(move |lost: &Error| {
+        let (callback, message) = (callback.clone(), lost.to_string());
+        let uri = match lost {
+            Error::Lost { uri, .. } => uri.clone(),
+            _ => String::new(),
+        };
+        std::thread::spawn(move || {
+            Python::attach(|py| {
+                let exc = LockLost::new_err((message, uri));
+                if let Err(e) = callback.call1(py, (exc.value(py),)) {
+                    e.write_unraisable(py, Some(callback.bind(py)));
+                }
+            })
+        });
+    })))
 }
 
 fn timeout(t: Option<f64>) -> PyResult<Option<Duration>> {
@@ -110,6 +134,8 @@ fn timeout(t: Option<f64>) -> PyResult<Option<Duration>> {
 #[pyclass(frozen, module = "blob_lock._blob_lock")]
 struct NativeLock {
     lock: Lock,
+    /// Kept to reopen the store in a child made by fork (see `for_child`).
+    options: LockOptions,
     lease: Mutex<Option<Arc<Lease>>>,
 }
 
@@ -147,7 +173,8 @@ impl NativeLock {
 #[pymethods]
 impl NativeLock {
     #[new]
-    #[pyo3(signature = (uri, *, expire, heartbeat, protocol, storage_options, settle, clock_skew))]
+    #[pyo3(signature = (uri, *, expire, heartbeat, protocol, storage_options, settle, clock_skew, on_lost))]
+    #[allow(clippy::too_many_arguments)] // the keyword arguments of BlobLock
     fn new(
         uri: &str,
         expire: f64,
@@ -156,8 +183,9 @@ impl NativeLock {
         storage_options: Option<HashMap<String, String>>,
         settle: Option<f64>,
         clock_skew: Option<f64>,
+        on_lost: Option<Py<PyAny>>,
     ) -> PyResult<Self> {
-        let opts = options(
+        let mut opts = options(
             expire,
             heartbeat,
             protocol,
@@ -165,8 +193,21 @@ impl NativeLock {
             settle,
             clock_skew,
         )?;
+        opts.on_lost = loss_hook(on_lost);
         Ok(NativeLock {
             lock: Lock::new(uri, &opts).map_err(to_py)?,
+            options: opts,
+            lease: Mutex::new(None),
+        })
+    }
+
+    /// This lock as a child made by fork sees it: the same URI and options, a fresh owner id
+    /// (the parent's is the parent's), nothing held, and its own store client (the parent's
+    /// connections belong to the parent's runtime, which no thread drives in the child).
+    fn for_child(&self) -> PyResult<NativeLock> {
+        Ok(NativeLock {
+            lock: Lock::new(self.lock.uri(), &self.options).map_err(to_py)?,
+            options: self.options.clone(),
             lease: Mutex::new(None),
         })
     }
@@ -317,16 +358,18 @@ impl NativeKeepAlive {
 
 /// Starts keeping `owner`'s lock at `uri` alive.
 #[pyfunction]
-#[pyo3(signature = (uri, owner, *, storage_options, protocol))]
+#[pyo3(signature = (uri, owner, *, storage_options, protocol, on_lost))]
 fn keep_alive(
     py: Python<'_>,
     uri: &str,
     owner: &str,
     storage_options: Option<HashMap<String, String>>,
     protocol: &str,
+    on_lost: Option<Py<PyAny>>,
 ) -> PyResult<NativeKeepAlive> {
     // The lockfile's own expire_s governs the heartbeat; this expire only sizes the client.
-    let opts = options(30.0, None, protocol, storage_options, None, None)?;
+    let mut opts = options(30.0, None, protocol, storage_options, None, None)?;
+    opts.on_lost = loss_hook(on_lost);
     let (uri_owned, owner) = (uri.to_string(), owner.to_string());
     let lease = wait(
         py,

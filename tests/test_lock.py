@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import re
+import sys
 import threading
 import time
 
@@ -10,6 +12,7 @@ import pytest
 from blob_lock import (
     BlobLock,
     InvalidLockFile,
+    LockLost,
     LockNotFound,
     LockStolen,
     LockTimeout,
@@ -108,15 +111,20 @@ def test_keep_alive_refuses_wrong_owner_and_missing_lock(backend):
         backend.keep_alive(uri, held.owner)
 
 
-def test_holder_sees_lost_when_taken(backend):
+def steal(backend, uri: str) -> None:
+    """Takes the lock over behind its holder's back, as a waiter would after expiry."""
     if backend.raw_put is None:
         pytest.skip("no way to write memory:// from outside; cargo test covers this")
-    uri = backend.uri()
-    lock = backend.lock(uri, expire=1.5)
-    assert lock.acquire()
     thief = json.loads(backend.raw_get(uri))
     thief.update(writer_id="thief", token=thief["token"] + 1)
     backend.raw_put(uri, json.dumps(thief).encode())
+
+
+def test_holder_sees_lost_when_taken(backend):
+    uri = backend.uri()
+    lock = backend.lock(uri, expire=1.5)
+    assert lock.acquire()
+    steal(backend, uri)
     deadline = time.monotonic() + 30
     while not lock.lost and time.monotonic() < deadline:
         time.sleep(0.05)
@@ -125,6 +133,47 @@ def test_holder_sees_lost_when_taken(backend):
     # Releasing a lost lock writes nothing over the new holder.
     assert lock.release() == ReleaseStatus.HELD_BY_OTHER
     assert json.loads(backend.raw_get(uri))["writer_id"] == "thief"
+
+
+def test_loss_is_told_by_callback_and_by_leaving_the_block(backend):
+    uri = backend.uri()
+    told: list[LockLost] = []
+    called = threading.Event()
+
+    def on_lost(error: LockLost) -> None:
+        told.append(error)
+        called.set()
+
+    with pytest.raises(LockLost, match="thief") as info:
+        with backend.lock(uri, expire=1.5, on_lost=on_lost) as held:
+            steal(backend, uri)
+            assert called.wait(30), "on_lost was not called"
+            assert held.lost
+    assert uri in info.value.uri
+    assert len(told) == 1 and "thief" in str(told[0]) and uri in told[0].uri
+    assert json.loads(backend.raw_get(uri))["writer_id"] == "thief"  # left alone
+
+
+def test_loss_can_be_ignored_or_noted_on_the_blocks_own_error(backend):
+    uri = backend.uri()
+    with backend.lock(uri, expire=1.5, raise_on_lost=False) as held:
+        steal(backend, uri)
+        deadline = time.monotonic() + 30
+        while not held.lost and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert held.lost
+    # A block that raises keeps its own error; the loss is added as a note.
+    uri = backend.uri()
+    with pytest.raises(KeyError) as info:
+        with backend.lock(uri, expire=1.5) as held:
+            steal(backend, uri)
+            deadline = time.monotonic() + 30
+            while not held.lost and time.monotonic() < deadline:
+                time.sleep(0.05)
+            raise KeyError("the block's own error")
+    notes = getattr(info.value, "__notes__", [])
+    if sys.version_info >= (3, 11):
+        assert len(notes) == 1 and "was lost" in notes[0] and "thief" in notes[0], notes
 
 
 @pytest.mark.parametrize(
@@ -288,3 +337,38 @@ def test_polling_lost_while_losses_are_logged_does_not_deadlock(tmp_path):
     while not all(lock.lost for lock in locks):  # no sleep: hold the GIL as much as we can
         assert time.monotonic() < deadline, "losses not seen"
     assert all("thief" in lock.lost_reason for lock in locks)
+
+
+LOSES_ITS_LOCK = """
+import json, logging, pathlib, sys, time
+logging.basicConfig(level=logging.DEBUG, format="%(name)s %(message)s")
+from blob_lock import BlobLock
+uri = sys.argv[1]
+lock = BlobLock(uri, expire=1.5)
+assert lock.acquire(timeout=10)
+path = pathlib.Path(uri) / "lock.json"
+body = json.loads(path.read_text())
+body.update(writer_id="thief", token=body["token"] + 1)
+path.write_text(json.dumps(body))
+while not lock.lost:
+    time.sleep(0.05)
+print(lock.release())
+"""
+
+
+def test_a_lost_claim_logs_its_way_there(tmp_path):
+    import subprocess
+
+    done = subprocess.run(
+        [sys.executable, "-c", LOSES_ITS_LOCK, str(tmp_path / "lock")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "held_by_other"
+    steps = re.findall(r"blob_lock.claim .*owner \w+: (\w+) -> (\w+)", done.stderr)
+    assert steps[:2] == [("new", "acquiring"), ("acquiring", "held")], done.stderr
+    assert ("renewing", "lost") in steps, done.stderr
+    assert steps[-2:] == [("lost", "releasing"), ("releasing", "lost")], done.stderr
+    assert ("lost", "held") not in steps and ("lost", "renewing") not in steps

@@ -3,6 +3,7 @@ real signals."""
 
 from __future__ import annotations
 
+import json
 import time
 
 from blob_lock import ReleaseStatus
@@ -59,3 +60,28 @@ def test_remote_keeps_lock_after_orchestrator_is_killed(shared_backend, workers)
     assert restarted.acquire(timeout=60)
     assert restarted.token == held["token"] + 1
     restarted.release()
+
+
+def test_a_forked_child_neither_holds_nor_releases_the_parents_lock(shared_backend, workers):
+    uri, expire = shared_backend.uri(), 1.5
+    proc = workers("fork", uri, shared_backend.options_json(), str(expire))
+    parent = proc.line()
+    assert parent["event"] == "acquired"
+    child = proc.line()
+    assert child["exit"] == 0, child
+    # The inherited lock is not held in the child and has an owner id of its own...
+    assert (child["held"], child["token"]) == (False, None)
+    assert child["owner"] != parent["owner"]
+    assert child["takes_parents_lock"] is False
+    assert child["remote_lost"] is True  # the keep-alive renews in the parent, not here
+    # ...and the child can take locks of its own.
+    assert child["takes_own_lock"] and child["own_token"] == 1
+    assert child["own_release"] == "released"
+    # The child's exit released nothing (the parent sleeps 2 x expire after it)...
+    body = json.loads(shared_backend.raw_get(uri))
+    assert body["writer_id"] == parent["owner"] and not body["released_at"]
+    # ...and the parent's heartbeats went on past expiry.
+    after = proc.line()
+    assert after == {"event": "parent", "held": True, "lost": False, "remote_lost": False}
+    assert proc.line()["status"] == "released"
+    assert proc.wait() == 0

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import gc
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -41,6 +42,42 @@ def main() -> None:
         gc.collect()
         say(event="alive", token=token)
         time.sleep(3600)
+    elif mode == "fork":
+        # The parent holds a lock and co-owns it with a keep-alive, then forks. The child
+        # reports what it sees and exits normally (atexit handlers run, as in a careless
+        # child); the parent then shows that its lock stayed held and renewed.
+        expire = float(sys.argv[4])
+        lock = BlobLock(uri, expire=expire, storage_options=options)
+        assert lock.acquire(timeout=30)
+        remote = keep_alive(uri, lock.owner, storage_options=options)
+        say(event="acquired", owner=lock.owner, token=lock.token)
+        read, write = os.pipe()
+        pid = os.fork()
+        if pid == 0:
+            os.close(read)
+            own = BlobLock(uri + "-child", expire=expire, storage_options=options)
+            seen = {
+                "held": lock.held,
+                "token": lock.token,
+                "owner": lock.owner,
+                "takes_parents_lock": lock.try_acquire(),
+                "remote_lost": remote.lost,
+                "takes_own_lock": own.try_acquire(),
+                "own_token": own.token,
+                "own_release": str(own.release()),
+            }
+            os.write(write, json.dumps(seen).encode())
+            os.close(write)
+            sys.exit(0)
+        os.close(write)
+        with os.fdopen(read) as pipe:
+            seen = json.loads(pipe.read() or "{}")
+        _, status = os.waitpid(pid, 0)
+        say(event="child", exit=os.waitstatus_to_exitcode(status), **seen)
+        time.sleep(expire * 2)  # past expiry: only renewals keep it
+        say(event="parent", held=lock.held, lost=lock.lost, remote_lost=remote.lost)
+        remote.stop()
+        say(event="released", status=str(lock.release()))
     else:
         raise SystemExit(f"unknown mode {mode}")
 

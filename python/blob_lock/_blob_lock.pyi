@@ -1,5 +1,9 @@
 """Stubs of the native module; the public API is in blob_lock._lock."""
 
+from collections.abc import Callable
+
+from blob_lock.exceptions import LockLost
+
 __version__: str
 
 class NativeLock:
@@ -13,7 +17,9 @@ class NativeLock:
         storage_options: dict[str, str] | None,
         settle: float | None,
         clock_skew: float | None,
+        on_lost: Callable[[LockLost], object] | None,
     ) -> None: ...
+    def for_child(self) -> NativeLock: ...
     def acquire(self, timeout: float | None, raise_timeout: bool) -> bool: ...
     def try_acquire(self) -> bool: ...
     def release(self) -> str: ...
@@ -50,5 +56,10 @@ class NativeKeepAlive:
     def lost_reason(self) -> str | None: ...
 
 def keep_alive(
-    uri: str, owner: str, *, storage_options: dict[str, str] | None, protocol: str
+    uri: str,
+    owner: str,
+    *,
+    storage_options: dict[str, str] | None,
+    protocol: str,
+    on_lost: Callable[[LockLost], object] | None,
 ) -> NativeKeepAlive: ...

@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import atexit
 import enum
+import os
 import threading
-from collections.abc import Mapping
+import weakref
+from collections.abc import Callable, Mapping
 from datetime import timedelta
 from types import TracebackType
 from typing import Union
 
 from blob_lock import _blob_lock
+from blob_lock.exceptions import LockLost
 
 __all__ = ["BlobLock", "KeepAlive", "ReleaseStatus", "keep_alive"]
 
@@ -71,6 +74,33 @@ def _at_exit() -> None:
             pass
 
 
+# Every BlobLock, weakly: a child made by fork gives each a fresh owner id (below).
+_all_locks: weakref.WeakSet[BlobLock] = weakref.WeakSet()
+# The parent's native objects in a child made by fork, kept for ever: dropping one would
+# touch the parent's runtime, whose threads do not exist in the child.
+_inherited: list[object] = []
+
+
+def _after_fork_in_child() -> None:
+    """A child made by fork neither holds nor renews its parent's locks, and its exit must
+    not release them. Each BlobLock it inherited becomes a fresh, unheld lock with an owner
+    id of its own (sharing the parent's id would let both believe they hold the lock);
+    each KeepAlive reports itself lost here. The parent's heartbeats go on unaffected."""
+    global _live_guard
+    _live_guard = threading.Lock()  # another thread of the parent may have held it
+    for lock in list(_all_locks):
+        _inherited.append(lock._native)
+        lock._native = lock._native.for_child()
+    for item in list(_live):
+        if isinstance(item, KeepAlive):
+            item._forked = True
+    _live.clear()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
 class BlobLock:
     """A lease lock kept in a blob store at ``<uri>/lock.json``.
 
@@ -89,6 +119,17 @@ class BlobLock:
     on top of what the environment sets. ``clock_skew`` bounds how far machines' wall clocks
     may disagree: a lock last written more than ``expire + clock_skew`` ago is taken at once
     instead of being watched for ``expire`` seconds; ``None`` switches that off.
+
+    A held lock is lost when someone else takes it over, or when no renewal succeeds before
+    its deadline (``expire`` less a safety margin, counted from the last renewal): from then
+    on ``lost`` is True. ``on_lost`` is called once, on a thread of its own, with the
+    ``LockLost`` error that says why; and leaving the ``with`` block raises that error
+    (``raise_on_lost=False`` switches this off), so that the code in the block learns that
+    its exclusion was broken. If the block raised already, its exception goes on with the
+    loss added as a note.
+
+    In a child made by fork (multiprocessing's fork start method) an inherited BlobLock
+    holds nothing and has an owner id of its own; the parent keeps holding and renewing.
     """
 
     def __init__(
@@ -102,7 +143,12 @@ class BlobLock:
         storage_options: Mapping[str, str] | None = None,
         settle: Seconds | None = None,
         clock_skew: Seconds | None = 60.0,
+        on_lost: Callable[[LockLost], object] | None = None,
+        raise_on_lost: bool = True,
     ) -> None:
+        if on_lost is not None and not callable(on_lost):
+            raise TypeError(f"on_lost must be callable, got {on_lost!r}")
+        self._raise_on_lost = raise_on_lost
         if not isinstance(uri, str):
             uri = str(uri)  # accept pathlib.Path
         self._timeout = _seconds("timeout", timeout)
@@ -116,7 +162,9 @@ class BlobLock:
             storage_options=_options(storage_options),
             settle=_seconds("settle", settle),
             clock_skew=_seconds("clock_skew", clock_skew),
+            on_lost=on_lost,
         )
+        _all_locks.add(self)
 
     # -- acquisition -------------------------------------------------------------------
 
@@ -162,7 +210,15 @@ class BlobLock:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
+        lost = self.lost_reason  # before release, which forgets the lease
         self.release()
+        if lost is None or not self._raise_on_lost:
+            return
+        error = LockLost(f"lock {self.uri} was lost while the block ran: {lost}", self.uri)
+        if exc is None:
+            raise error
+        if hasattr(exc, "add_note"):  # Python 3.11+
+            exc.add_note(str(error))
 
     # -- state -------------------------------------------------------------------------
 
@@ -222,6 +278,7 @@ class KeepAlive:
 
     def __init__(self, native: _blob_lock.NativeKeepAlive) -> None:
         self._native = native
+        self._forked = False  # True in a child made by fork: the renewal runs in the parent
         with _live_guard:
             _live.add(self)
 
@@ -229,16 +286,22 @@ class KeepAlive:
         """Stops renewing. The lock then expires unless the orchestrator releases it."""
         with _live_guard:
             _live.discard(self)
-        self._native.stop()
+        if not self._forked:
+            self._native.stop()
 
     @property
     def lost(self) -> bool:
-        """True once the lock stopped being this owner's, or was not renewed in time."""
-        return self._native.lost
+        """True once the lock stopped being this owner's, or was not renewed in time.
+
+        Always True in a child made by fork: the renewal runs in the parent, not here.
+        """
+        return self._forked or self._native.lost
 
     @property
     def lost_reason(self) -> str | None:
         """Why it was lost, if it was."""
+        if self._forked:
+            return "this process is a child made by fork: the renewal runs in the parent"
         return self._native.lost_reason
 
     @property
@@ -278,16 +341,24 @@ def keep_alive(
     *,
     storage_options: Mapping[str, str] | None = None,
     protocol: str = "auto",
+    on_lost: Callable[[LockLost], object] | None = None,
 ) -> KeepAlive:
     """What a remote calls before it runs user code: renews ``owner``'s lock at ``uri``.
 
     Raises ``LockNotFound`` when there is no lockfile and ``LockStolen`` when it names
     another owner or is released. Otherwise renews it as a co-owner, on the schedule of the
     lockfile's ``expire_s``, until ``stop()`` (or the end of the ``with`` block). Never
-    releases: only the orchestrator does.
+    releases: only the orchestrator does. ``on_lost`` is called once, on a thread of its
+    own, with the ``LockLost`` error if the lock stops being this owner's.
     """
+    if on_lost is not None and not callable(on_lost):
+        raise TypeError(f"on_lost must be callable, got {on_lost!r}")
     return KeepAlive(
         _blob_lock.keep_alive(
-            str(uri), owner, storage_options=_options(storage_options), protocol=protocol
+            str(uri),
+            owner,
+            storage_options=_options(storage_options),
+            protocol=protocol,
+            on_lost=on_lost,
         )
     )

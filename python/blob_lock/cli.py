@@ -1,14 +1,19 @@
 """The blob-lock command: ``blob-lock run URI -- COMMAND...`` holds a lock while a command runs.
 
-Exit codes: the command's own code; 75 when the lock was not acquired within ``--timeout``
-(EX_TEMPFAIL, as flock(1) uses for a failed wait); 127 when the command cannot be started;
-2 for bad arguments; 1 for store and lockfile errors.
+Exit codes: the command's own code (128 + N when signal N ended it, as shells report it);
+75 when the lock was not acquired within ``--timeout`` (EX_TEMPFAIL, as flock(1) uses for a
+failed wait); 127 when the command cannot be started; 2 for bad arguments; 1 for store and
+lockfile errors; 128 + N when signal N came before the lock was acquired.
+
+SIGTERM, SIGINT and SIGHUP are passed on to the command; the lock is released once the
+command has ended, so that nobody else starts while it is still cleaning up.
 """
 
 from __future__ import annotations
 
 import argparse
 import logging
+import signal
 import subprocess
 import sys
 
@@ -17,6 +22,15 @@ from blob_lock.exceptions import LockError, LockTimeout
 
 EXIT_TIMEOUT = 75
 EXIT_CANNOT_RUN = 127
+PASSED_ON = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+
+
+class _Signalled(BaseException):
+    """A signal came while waiting for the lock: stop waiting (nothing is held)."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -51,20 +65,39 @@ def _run(args: argparse.Namespace, cmd: list[str]) -> int:
         print("blob-lock run: no command given (blob-lock run URI -- COMMAND...)", file=sys.stderr)
         return 2
     lock = BlobLock(args.uri, expire=args.expire, timeout=args.timeout, protocol=args.protocol)
-    try:
-        lock.__enter__()
-    except LockTimeout as e:
-        print(f"blob-lock: {e}", file=sys.stderr)
-        return EXIT_TIMEOUT
+    child: subprocess.Popen | None = None
+
+    def on_signal(signum: int, _frame: object) -> None:
+        if child is None:
+            raise _Signalled(signum)
+        child.send_signal(signum)
+
+    previous = {s: signal.signal(s, on_signal) for s in PASSED_ON}
     try:
         try:
-            code = subprocess.call(cmd)
-        except OSError as e:
-            print(f"blob-lock: cannot run {cmd[0]!r}: {e}", file=sys.stderr)
-            code = EXIT_CANNOT_RUN
+            lock.__enter__()  # raises LockTimeout naming the holder
+        except LockTimeout as e:
+            print(f"blob-lock: {e}", file=sys.stderr)
+            return EXIT_TIMEOUT
+        except _Signalled as s:
+            # An acquisition cut short releases whatever it may have written (the bindings).
+            return 128 + s.signum
+        try:
+            try:
+                child = subprocess.Popen(cmd)
+            except OSError as e:
+                print(f"blob-lock: cannot run {cmd[0]!r}: {e}", file=sys.stderr)
+                code = EXIT_CANNOT_RUN
+            else:
+                code = child.wait()
+                if code < 0:  # ended by a signal
+                    code = 128 - code
+        finally:
+            lost = lock.lost_reason
+            lock.release()
     finally:
-        lost = lock.lost_reason
-        lock.release()
+        for s, handler in previous.items():
+            signal.signal(s, handler)
     if lost:
         print(
             f"blob-lock: warning: the lock was lost while the command ran: {lost}", file=sys.stderr

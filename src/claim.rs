@@ -1,0 +1,207 @@
+//! The lifecycle of one claim on a lock, from the first acquisition attempt to its end, as an
+//! explicit state machine. Every transition is checked against the table below and logged at
+//! debug level (in Python: the `blob_lock.claim` logger), so that a person reading the log
+//! of a flaky run sees exactly what the lock did and why.
+//!
+//! ```text
+//! new ──> acquiring ──> held ──> renewing ──> held ...
+//!           │  ▲  │      │  ▲       │
+//!           ▼  │  ▼      │  └── renew_retrying (transient error, before the deadline)
+//!     waiting  retrying  │
+//!           │     │      ├──> releasing ──> released
+//!           ▼     ▼      ├──> stopped (a remote's keep-alive ended) ──> lost (ran out)
+//!          failed        └──> lost (taken over, or no renewal before the deadline)
+//! ```
+//!
+//! `failed` ends a claim that never held the lock (timeout, permanent error) or whose release
+//! failed; `released`, `stopped` and `lost` end a claim that held it. A lost claim may still
+//! be released (a lease that ran out unrenewed is still ours in the lockfile).
+
+use std::fmt;
+use std::sync::Mutex;
+
+/// Where a claim is in its lifecycle.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum State {
+    /// Made, no request sent yet.
+    New,
+    /// An acquisition attempt is in flight.
+    Acquiring,
+    /// Someone else holds the lock; polling.
+    Waiting,
+    /// The last attempt failed with a transient store error; trying again.
+    Retrying,
+    /// Ours, renewed in the background.
+    Held,
+    /// A renewal is in flight.
+    Renewing,
+    /// The last renewal failed with a transient store error; trying again before the deadline.
+    RenewRetrying,
+    /// A release is in flight.
+    Releasing,
+    /// Released by us.
+    Released,
+    /// Renewal stopped without release (a remote's keep-alive ended): the lease runs out.
+    Stopped,
+    /// No longer ours: taken over, released by someone else, or not renewed in time.
+    Lost,
+    /// Ended without holding the lock, or the release failed.
+    Failed,
+}
+
+impl State {
+    /// The state's name, as logs and the Python API show it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            State::New => "new",
+            State::Acquiring => "acquiring",
+            State::Waiting => "waiting",
+            State::Retrying => "retrying",
+            State::Held => "held",
+            State::Renewing => "renewing",
+            State::RenewRetrying => "renew_retrying",
+            State::Releasing => "releasing",
+            State::Released => "released",
+            State::Stopped => "stopped",
+            State::Lost => "lost",
+            State::Failed => "failed",
+        }
+    }
+
+    /// Whether a claim in this state holds the lock (as far as it knows).
+    pub fn is_holding(self) -> bool {
+        matches!(
+            self,
+            State::Held | State::Renewing | State::RenewRetrying | State::Releasing
+        )
+    }
+
+    /// The transition table.
+    pub fn may_become(self, next: State) -> bool {
+        use State::*;
+        match (self, next) {
+            (New | Waiting | Retrying, Acquiring) => true,
+            (Acquiring, Held | Waiting | Retrying | Failed) => true,
+            (Waiting | Retrying, Failed) => true,
+            (Held, Renewing | Releasing | Stopped | Lost) => true,
+            (Renewing, Held | RenewRetrying | Lost) => true,
+            (RenewRetrying, Renewing | Releasing | Stopped | Lost) => true,
+            (Releasing, Released | Lost | Failed) => true,
+            (Lost, Releasing) => true,
+            (Stopped, Lost) => true, // a stopped lease runs out at its deadline
+            _ => false,
+        }
+    }
+}
+
+impl fmt::Display for State {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// One claim: its state, and the names its log lines carry.
+#[derive(Debug)]
+pub struct Claim {
+    uri: String,
+    owner: String,
+    state: Mutex<State>,
+}
+
+impl Claim {
+    /// A new claim of `owner` on the lock at `uri`.
+    pub fn new(uri: &str, owner: &str) -> Claim {
+        Claim::starting_in(uri, owner, State::New)
+    }
+
+    /// A claim that starts in `state` (a remote's keep-alive starts as `acquiring`).
+    pub fn starting_in(uri: &str, owner: &str, state: State) -> Claim {
+        log::debug!(target: "blob_lock::claim", "{uri}: owner {owner}: {state}");
+        Claim {
+            uri: uri.to_string(),
+            owner: owner.to_string(),
+            state: Mutex::new(state),
+        }
+    }
+
+    /// The current state.
+    pub fn state(&self) -> State {
+        *self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Moves to `next`, saying why. Returns false, and changes nothing, when the table does
+    /// not allow it: a transition that loses a race (a release after the claim was lost,
+    /// a second loss) is refused rather than rewriting what happened. Staying in the same
+    /// state is allowed and not logged.
+    pub fn enter(&self, next: State, why: impl fmt::Display) -> bool {
+        let prev = {
+            let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+            let prev = *state;
+            if prev == next {
+                return true;
+            }
+            if !prev.may_become(next) {
+                drop(state);
+                log::debug!(
+                    target: "blob_lock::claim",
+                    "{}: owner {}: stays {prev}, not {next} ({why})",
+                    self.uri,
+                    self.owner
+                );
+                return false;
+            }
+            *state = next;
+            prev
+        };
+        // Logged after the mutex is released: in Python, logging takes the GIL.
+        log::debug!(
+            target: "blob_lock::claim",
+            "{}: owner {}: {prev} -> {next} ({why})",
+            self.uri,
+            self.owner
+        );
+        true
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_claim_follows_the_table() {
+        let c = Claim::new("memory://t/x", "o");
+        assert!(!c.enter(State::Held, "no request yet"));
+        assert_eq!(c.state(), State::New);
+        for s in [
+            State::Acquiring,
+            State::Waiting,
+            State::Acquiring,
+            State::Held,
+            State::Renewing,
+            State::RenewRetrying,
+            State::Renewing,
+            State::Held,
+            State::Releasing,
+            State::Released,
+        ] {
+            assert!(c.enter(s, "test"), "to {s}");
+        }
+        // Final: nothing follows a release.
+        for s in [State::Held, State::Lost, State::Acquiring] {
+            assert!(!c.enter(s, "late"));
+        }
+        assert_eq!(c.state(), State::Released);
+    }
+
+    #[test]
+    fn a_lost_claim_may_still_be_released_but_never_held_again() {
+        let c = Claim::starting_in("memory://t/x", "o", State::Held);
+        assert!(c.enter(State::Lost, "deadline"));
+        assert!(!c.enter(State::Held, "a late renewal"));
+        assert!(!c.enter(State::Renewing, "a late renewal"));
+        assert!(c.enter(State::Releasing, "cleanup"));
+        assert!(c.enter(State::Released, "it was still ours"));
+        assert!(!State::Lost.is_holding() && State::Renewing.is_holding());
+    }
+}
