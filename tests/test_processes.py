@@ -4,6 +4,7 @@ real signals."""
 from __future__ import annotations
 
 import json
+import signal
 import time
 
 from blob_lock import ReleaseStatus
@@ -85,3 +86,34 @@ def test_a_forked_child_neither_holds_nor_releases_the_parents_lock(shared_backe
     assert after == {"event": "parent", "held": True, "lost": False, "remote_lost": False}
     assert proc.line()["status"] == "released"
     assert proc.wait() == 0
+
+
+def test_a_stopped_holder_is_overtaken_and_reports_loss_when_resumed(shared_backend, workers):
+    uri, expire = shared_backend.uri(), 2.0
+    holder = workers("watch", uri, shared_backend.options_json(), str(expire))
+    first = holder.line()
+    holder.kill(signal.SIGSTOP)  # a GC or VM pause, longer than expire
+    try:
+        waiter = shared_backend.lock(uri, expire=expire)
+        assert waiter.acquire(timeout=60)
+        assert waiter.token > first["token"]
+    finally:
+        holder.kill(signal.SIGCONT)
+    # At once on waking: its own deadline passed while it was stopped.
+    lost = holder.line(timeout=30)
+    assert lost["event"] == "lost", lost
+    assert waiter.held and not waiter.lost
+    assert waiter.release() == ReleaseStatus.RELEASED
+
+
+def test_process_exit_releases_held_locks(shared_backend, workers):
+    uri = shared_backend.uri()
+    proc = workers("exit", uri, shared_backend.options_json(), "30")
+    held = proc.line()
+    assert proc.wait() == 0
+    body = json.loads(shared_backend.raw_get(uri))
+    assert body["writer_id"] == held["owner"] and body["released_at"]
+    # The next one takes it at once, not after the 30 s expiry.
+    lock = shared_backend.lock(uri)
+    assert lock.try_acquire() and lock.token == held["token"] + 1
+    lock.release()

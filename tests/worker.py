@@ -42,6 +42,21 @@ def main() -> None:
         gc.collect()
         say(event="alive", token=token)
         time.sleep(3600)
+    elif mode == "watch":
+        # Holds the lock and reports the moment it sees the lock lost.
+        lock = BlobLock(uri, expire=float(sys.argv[4]), storage_options=options)
+        lock.acquire()
+        say(event="acquired", owner=lock.owner, token=lock.token)
+        while not lock.lost:
+            time.sleep(0.02)
+        say(event="lost", reason=lock.lost_reason)
+        time.sleep(3600)
+    elif mode == "exit":
+        # Exits normally while holding the lock, without releasing it.
+        lock = BlobLock(uri, expire=float(sys.argv[4]), storage_options=options)
+        lock.acquire()
+        say(event="acquired", owner=lock.owner, token=lock.token)
+        sys.exit(0)
     elif mode == "fork":
         # The parent holds a lock and co-owns it with a keep-alive, then forks. The child
         # reports what it sees and exits normally (atexit handlers run, as in a careless
