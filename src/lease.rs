@@ -210,7 +210,8 @@ impl Lock {
     /// Releases whatever acquisition the lockfile shows for this lock's owner, without a
     /// lease in hand. Refuses (and writes nothing) when another owner holds it.
     pub async fn release_unheld(&self) -> Result<ReleaseStatus> {
-        self.engine.release(&self.owner, None).await
+        let until = self.engine.clock.now() + self.engine.timing.heartbeat;
+        release_retrying(&self.engine, &self.owner, None, until).await
     }
 
     /// An acquisition whose write took so long that its lease has already run out (a
@@ -262,7 +263,12 @@ pub async fn keep_alive_on(
         clock: options.clock.clone(),
     };
     let claim = Arc::new(Claim::starting_in(engine.uri(), owner, State::Acquiring));
-    let held = match engine.adopt(owner, Some("remote")).await {
+    // A remote starting during a store blip retries for a heartbeat before giving up.
+    let until = engine.clock.now() + engine.timing.heartbeat;
+    let adopted = with_retries(&engine, "keep_alive", until, || {
+        engine.adopt(owner, Some("remote"))
+    });
+    let held = match adopted.await.0 {
         Ok(held) => held,
         Err(e) => {
             claim.enter(State::Failed, &e);
@@ -437,12 +443,16 @@ impl Lease {
         self.halt();
         let held = self.shared.held.lock().await;
         self.shared.claim.enter(State::Releasing, "release");
-        let status = match self
+        // Retry within the lease, or a heartbeat if that has run out (nobody may have
+        // taken the lock yet: releasing it still saves the next owner a wait).
+        let engine = &self.shared.engine;
+        let deadline = *self
             .shared
-            .engine
-            .release(&self.shared.owner, Some(&held))
-            .await
-        {
+            .deadline
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        let until = deadline.max(engine.clock.now() + engine.timing.heartbeat);
+        let status = match release_retrying(engine, &self.shared.owner, Some(&held), until).await {
             Ok(status) => status,
             Err(e) => {
                 self.shared.claim.enter(State::Failed, &e);
@@ -463,6 +473,51 @@ impl Lease {
     fn halt(&self) {
         self.shared.stopped.store(true, Ordering::SeqCst);
         self.shared.stop.notify_one();
+    }
+}
+
+/// Runs `op` until it succeeds, fails for good, or `until` passes, retrying transient store
+/// errors with capped exponential backoff and jitter. Also says whether an attempt failed
+/// first: its write may have landed all the same.
+async fn with_retries<T, F, Fut>(
+    engine: &Engine,
+    what: &str,
+    until: Instant,
+    mut op: F,
+) -> (Result<T>, bool)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<T>>,
+{
+    let mut pause = Duration::from_millis(50);
+    let mut retried = false;
+    loop {
+        match op().await {
+            Err(e) if e.is_transient() && engine.clock.now() + pause < until => {
+                log::warn!("{}: {what} failed, retrying: {e}", engine.uri());
+                retried = true;
+                engine
+                    .clock
+                    .sleep(pause.mul_f64(engine.clock.jitter()))
+                    .await;
+                pause = (pause * 2).min(engine.timing.heartbeat / 2);
+            }
+            other => return (other, retried),
+        }
+    }
+}
+
+/// Releases with retries until `until`. Finding our own acquisition released after an
+/// attempt failed means that attempt landed.
+async fn release_retrying(
+    engine: &Engine,
+    owner: &str,
+    held: Option<&Held>,
+    until: Instant,
+) -> Result<ReleaseStatus> {
+    match with_retries(engine, "release", until, || engine.release(owner, held)).await {
+        (Ok(ReleaseStatus::AlreadyReleased), true) => Ok(ReleaseStatus::Released),
+        (result, _) => result,
     }
 }
 

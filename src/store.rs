@@ -225,20 +225,22 @@ fn cloud_store(
     timing: &Timing,
 ) -> Result<Arc<dyn ObjectStore>> {
     // object_store's defaults retry for three minutes; a lock must fail or succeed well within
-    // its own lifetime, so bound retries and requests by the heartbeat.
-    let budget = timing.heartbeat.max(Duration::from_secs(2));
+    // its own lifetime. A request lost in a partition hangs until its timeout, so the timeout
+    // is half a heartbeat: a renewal that hangs is retried in time to land before the lease
+    // deadline (which comes `heartbeat + margin` or more after it was due).
+    let request = (timing.heartbeat / 2).clamp(Duration::from_secs(1), Duration::from_secs(30));
     let retry = RetryConfig {
         backoff: BackoffConfig {
             init_backoff: Duration::from_millis(50),
-            max_backoff: (budget / 4).min(Duration::from_secs(2)),
+            max_backoff: (request / 4).min(Duration::from_secs(2)),
             base: 2.0,
         },
         max_retries: 5,
-        retry_timeout: budget,
+        retry_timeout: request,
     };
     let client = ClientOptions::new()
-        .with_timeout(budget.min(Duration::from_secs(30)))
-        .with_connect_timeout((budget / 2).min(Duration::from_secs(5)));
+        .with_timeout(request)
+        .with_connect_timeout(request / 2);
     let bad_key = |key: &str, store: &str| {
         Error::InvalidArgument(format!(
             "unknown storage option {key:?} for {store}; see object_store's configuration keys for {store}"

@@ -280,29 +280,45 @@ def shared_backend(request, tmp_path) -> Backend:
 
 
 class Worker:
-    """A real process running tests/worker.py; killed with real signals."""
+    """A real process running tests/worker.py; killed with real signals. ``env`` adds to
+    the environment it inherits."""
 
-    def __init__(self, *args: str) -> None:
+    def __init__(self, *args: str, env: dict[str, str] | None = None) -> None:
         self.proc = subprocess.Popen(
             [sys.executable, str(Path(__file__).parent / "worker.py"), *args],
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
+            env={**os.environ, **(env or {})},
         )
+        self._out = b""
 
     def line(self, timeout: float = 60.0) -> dict:
         """The next JSON line the worker prints (waiting at most ``timeout``)."""
-        import selectors
-
-        sel = selectors.DefaultSelector()
-        sel.register(self.proc.stdout, selectors.EVENT_READ)
-        if not sel.select(timeout):
+        got = self.poll(timeout)
+        if got is None:
             self.kill()
             raise AssertionError(f"worker printed nothing in {timeout}s: {self.proc.stderr.read()}")
-        text = self.proc.stdout.readline()
-        if not text:
-            raise AssertionError(f"worker exited {self.proc.wait()}: {self.proc.stderr.read()}")
-        return json.loads(text)
+        return got
+
+    def poll(self, timeout: float) -> dict | None:
+        """The next JSON line if the worker prints one within ``timeout``, else None."""
+        import select
+
+        # Read the pipe ourselves: a buffered readline could swallow a second line that
+        # came in the same chunk, and select would then say there is nothing to read.
+        deadline = time.monotonic() + timeout
+        fd = self.proc.stdout.fileno()
+        while b"\n" not in self._out:
+            left = deadline - time.monotonic()
+            if left <= 0 or not select.select([fd], [], [], left)[0]:
+                return None
+            chunk = os.read(fd, 65536)
+            if not chunk:
+                raise AssertionError(f"worker exited {self.proc.wait()}: {self.proc.stderr.read()}")
+            self._out += chunk
+        line, _, self._out = self._out.partition(b"\n")
+        return json.loads(line)
 
     def kill(self, sig: int = signal.SIGKILL) -> None:
         if self.proc.poll() is None:
@@ -318,8 +334,8 @@ class Worker:
 def workers():
     started: list[Worker] = []
 
-    def start(*args: str) -> Worker:
-        w = Worker(*args)
+    def start(*args: str, env: dict[str, str] | None = None) -> Worker:
+        w = Worker(*args, env=env)
         started.append(w)
         return w
 

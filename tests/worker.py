@@ -49,7 +49,7 @@ def main() -> None:
         say(event="acquired", owner=lock.owner, token=lock.token)
         while not lock.lost:
             time.sleep(0.02)
-        say(event="lost", reason=lock.lost_reason)
+        say(event="lost", reason=lock.lost_reason, at=time.time())
         time.sleep(3600)
     elif mode == "exit":
         # Exits normally while holding the lock, without releasing it.

@@ -1,0 +1,156 @@
+"""A fault-injecting TCP proxy for the tests, on a free loopback port in front of one server.
+
+The kernel here has no netem (see shared TESTING.md), so faults are injected in user space,
+between the client under test and the real server. Switch them at any time:
+
+- ``delay(s)``: every chunk, each way, waits ``s`` seconds before it is passed on;
+- ``blackhole()``: a partition. Bytes in flight and new connections go nowhere and nothing
+  answers; a connection that lost bytes stays dead after ``heal()`` (its HTTP framing is
+  gone), so the client must time out and reconnect, as after a real partition;
+- ``reset()``: every open connection is reset (RST), and so is each new one until ``heal()``;
+- ``fail_http(n, status)``: the next ``n`` requests are answered with ``status`` (503 by
+  default) without reaching the server;
+- ``heal()``: back to passing everything through.
+
+Traffic goes only between loopback addresses; the proxy stops with ``close()``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import struct
+import threading
+
+
+class FaultProxy:
+    def __init__(self, target_host: str, target_port: int) -> None:
+        self.target = (target_host, target_port)
+        self._mode = "pass"
+        self._delay = 0.0
+        self._http_failures = 0
+        self._http_status = 503
+        self._writers: set[asyncio.StreamWriter] = set()
+        self.loop = asyncio.new_event_loop()
+        started = threading.Event()
+        self._thread = threading.Thread(target=self._run, args=(started,), daemon=True)
+        self._thread.start()
+        started.wait(10)
+        self.port = self._server.sockets[0].getsockname()[1]
+        self.url = f"http://127.0.0.1:{self.port}"
+
+    # -- switching faults (from any thread) ---------------------------------------------
+
+    def delay(self, seconds: float) -> None:
+        self._delay = seconds
+
+    def blackhole(self) -> None:
+        self._mode = "blackhole"
+
+    def reset(self) -> None:
+        self._mode = "reset"
+        self.loop.call_soon_threadsafe(self._reset_all)
+
+    def fail_http(self, n: int, status: int = 503) -> None:
+        self._http_status, self._http_failures = status, n
+
+    def heal(self) -> None:
+        self._mode, self._delay, self._http_failures = "pass", 0.0, 0
+
+    def close(self) -> None:
+        async def stop() -> None:
+            self._server.close()
+            self._reset_all()
+
+        asyncio.run_coroutine_threadsafe(stop(), self.loop).result(10)
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self._thread.join(10)
+
+    # -- the proxy ---------------------------------------------------------------------
+
+    def _run(self, started: threading.Event) -> None:
+        asyncio.set_event_loop(self.loop)
+        self._server = self.loop.run_until_complete(
+            asyncio.start_server(self._client, "127.0.0.1", 0)
+        )
+        started.set()
+        self.loop.run_forever()
+
+    def _reset_all(self) -> None:
+        for w in list(self._writers):
+            _abort(w)
+        self._writers.clear()
+
+    async def _client(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self._writers.add(writer)
+        try:
+            if self._mode == "reset":
+                _abort(writer)
+                return
+            if self._http_failures > 0:
+                self._http_failures -= 1
+                await self._answer_http(reader, writer)
+                return
+            if self._mode == "blackhole":
+                await reader.read()  # accept, never answer: the client times out
+                return
+            try:
+                up_reader, up_writer = await asyncio.open_connection(*self.target)
+            except OSError:
+                _abort(writer)
+                return
+            self._writers.add(up_writer)
+            await asyncio.gather(self._pump(reader, up_writer), self._pump(up_reader, writer))
+        except (ConnectionError, OSError):
+            pass
+        finally:
+            self._writers.discard(writer)
+            writer.close()
+
+    async def _pump(self, src: asyncio.StreamReader, dst: asyncio.StreamWriter) -> None:
+        dead = False  # bytes were swallowed by a blackhole: this connection is broken
+        try:
+            while data := await src.read(65536):
+                if self._delay:
+                    await asyncio.sleep(self._delay)
+                if self._mode == "blackhole":
+                    dead = True
+                if dead:
+                    continue
+                dst.write(data)
+                await dst.drain()
+        except (ConnectionError, OSError):
+            pass
+        finally:
+            if not dead:
+                dst.close()
+
+    async def _answer_http(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+    ) -> None:
+        head = await reader.readuntil(b"\r\n\r\n")
+        length = 0
+        for line in head.split(b"\r\n"):
+            name, _, value = line.partition(b":")
+            if name.strip().lower() == b"content-length":
+                length = int(value.strip())
+        if length:
+            await reader.readexactly(length)
+        body = f"<Error><Code>Injected{self._http_status}</Code></Error>".encode()
+        writer.write(
+            f"HTTP/1.1 {self._http_status} Injected\r\nContent-Type: application/xml\r\n"
+            f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n".encode()
+            + body
+        )
+        await writer.drain()
+
+
+def _abort(writer: asyncio.StreamWriter) -> None:
+    """Closes with RST rather than FIN, as a reset connection looks to the client."""
+    sock = writer.get_extra_info("socket")
+    if sock is not None:
+        try:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        except OSError:
+            pass
+    writer.transport.abort()

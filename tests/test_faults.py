@@ -1,0 +1,143 @@
+"""Network faults between a holder and its store, injected by tests/fault_proxy.py. The holder
+runs in its own process and reaches S3 (moto) or Azure (Azurite) through the proxy; waiters
+reach the store directly. Timing: expire 4 s, so a heartbeat every 1.33 s, a safety margin
+of 0.4 s, and a per-request timeout of 1 s."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import threading
+import time
+from urllib.parse import urlsplit
+
+import pytest
+from blob_lock import ReleaseStatus
+from conftest import _make_backend
+from fault_proxy import FaultProxy
+
+EXPIRE = 4.0
+HEARTBEAT = EXPIRE / 3
+
+
+@pytest.fixture(params=["s3", "az"])
+def proxied(request, tmp_path):
+    """A backend, a proxy in front of its server, and how a holder process reaches the
+    store through the proxy: (backend, proxy, storage options as JSON, environment)."""
+    backend = _make_backend(request.param, request, tmp_path)
+    if backend.name == "s3":
+        server = backend.storage_options["aws_endpoint"]
+    else:
+        server = os.environ["AZURITE_BLOB_STORAGE_URL"]
+    where = urlsplit(server)
+    proxy = FaultProxy(where.hostname, where.port)
+    if backend.name == "s3":
+        options, env = dict(backend.storage_options, aws_endpoint=proxy.url), {}
+    else:
+        # object_store takes the emulator's address from the environment only.
+        options, env = backend.storage_options, {"AZURITE_BLOB_STORAGE_URL": proxy.url}
+    try:
+        yield backend, proxy, json.dumps(options), env
+    finally:
+        proxy.close()
+
+
+def start_holder(workers, backend, options, env):
+    uri = backend.uri()
+    holder = workers("watch", uri, options, str(EXPIRE), env=env)
+    first = holder.line()
+    assert first["event"] == "acquired"
+    return uri, holder, first
+
+
+def assert_still_held(backend, uri, holder, owner) -> None:
+    """Over two more expiries the holder sees no loss and no waiter gets in."""
+    waiter = backend.lock(uri, expire=EXPIRE)
+    assert waiter.acquire(timeout=EXPIRE * 2) is False
+    assert holder.poll(0) is None, "the holder reported a loss"
+    body = json.loads(backend.raw_get(uri))
+    assert body["writer_id"] == owner and not body["released_at"]
+
+
+def test_an_outage_shorter_than_the_lease_loses_nothing(proxied, workers):
+    backend, proxy, options, env = proxied
+    uri, holder, first = start_holder(workers, backend, options, env)
+    # Begin just before the first renewal is due, so that it is the one that hangs, times
+    # out and is retried: 1 s of partition, then the retry must land before the deadline.
+    time.sleep(HEARTBEAT - 0.2)
+    proxy.blackhole()
+    time.sleep(1.0)
+    proxy.heal()
+    assert_still_held(backend, uri, holder, first["owner"])
+
+
+def test_bursts_of_503_and_resets_lose_nothing(proxied, workers):
+    backend, proxy, options, env = proxied
+    uri, holder, first = start_holder(workers, backend, options, env)
+    for _ in range(3):
+        proxy.fail_http(4)  # retried by the client and by the heartbeat
+        time.sleep(HEARTBEAT)
+        proxy.reset()
+        time.sleep(0.3)
+        proxy.heal()
+    assert_still_held(backend, uri, holder, first["owner"])
+
+
+def test_a_longer_outage_is_reported_as_loss_before_a_waiter_gets_in(proxied, workers):
+    backend, proxy, options, env = proxied
+    uri, holder, first = start_holder(workers, backend, options, env)
+    proxy.blackhole()  # for good: the holder is cut off
+    waiter = backend.lock(uri, expire=EXPIRE)
+    assert waiter.acquire(timeout=60)
+    got_in = time.time()
+    lost = holder.line(timeout=30)
+    assert lost["event"] == "lost", lost
+    assert lost["at"] < got_in, "the waiter got in before the holder knew it had lost"
+    assert waiter.token == first["token"] + 1
+    assert waiter.release() == ReleaseStatus.RELEASED
+
+
+def test_processes_count_exactly_through_a_faulty_network(proxied, workers, tmp_path):
+    """N processes x M acquisitions, each a non-atomic read-modify-write of a shared
+    counter, every request through the proxy while faults come and go: 503 bursts, resets
+    (a write that landed may come back as an error) and delays. Exact count, no overlap.
+    A long soak: SOAK_PROCS=8 SOAK_ROUNDS=500 pytest tests/test_faults.py -k count."""
+    backend, proxy, options, env = proxied
+    n_proc = int(os.environ.get("SOAK_PROCS", "4"))
+    n_each = int(os.environ.get("SOAK_ROUNDS", "6"))
+    uri, counter = backend.uri(), tmp_path / "counter"
+    counter.write_text("0")
+    stop = threading.Event()
+
+    def chaos() -> None:
+        rng = random.Random(7)
+        while not stop.is_set():
+            fault = rng.choice(["503", "reset", "delay", "none"])
+            if fault == "503":
+                proxy.fail_http(rng.randint(1, 4))
+            elif fault == "reset":
+                proxy.reset()
+            elif fault == "delay":
+                proxy.delay(rng.uniform(0.01, 0.1))
+            stop.wait(rng.uniform(0.05, 0.3))
+            proxy.heal()
+            stop.wait(rng.uniform(0.1, 0.5))
+
+    procs = [
+        workers("counter", uri, options, str(counter), str(n_each), str(EXPIRE), env=env)
+        for _ in range(n_proc)
+    ]
+    for p in procs:
+        assert p.line()["event"] == "ready"
+    chaos_thread = threading.Thread(target=chaos, daemon=True)
+    chaos_thread.start()
+    try:
+        for p in procs:
+            assert p.line(timeout=60 + n_each * 10)["event"] == "done"
+            assert p.wait() == 0
+    finally:
+        stop.set()
+        chaos_thread.join(5)
+        proxy.heal()
+    assert int(counter.read_text()) == n_proc * n_each
