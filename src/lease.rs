@@ -599,7 +599,8 @@ async fn heartbeat(shared: Arc<Shared>) {
                 }
                 log::warn!("{}: renewal failed, retrying: {e}", shared.engine.uri());
                 shared.claim.enter(State::RenewRetrying, &e);
-                next = (now + retry).min(deadline);
+                // Jittered, so that holders cut off together do not retry in step.
+                next = (now + retry.mul_f64(shared.engine.clock.jitter())).min(deadline);
                 retry = (retry * 2).min(timing.heartbeat / 2);
             }
         }
