@@ -14,8 +14,9 @@
 //! ```
 //!
 //! `failed` ends a claim that never held the lock (timeout, permanent error) or whose release
-//! failed; `released`, `stopped` and `lost` end a claim that held it. A lost claim may still
-//! be released (a lease that ran out unrenewed is still ours in the lockfile).
+//! failed; `released`, `stopped` and `lost` end a claim that held it. A lost, stopped or
+//! failed claim may still be released (a lease that ran out unrenewed is still ours in the
+//! lockfile).
 
 use std::fmt;
 use std::sync::Mutex;
@@ -50,7 +51,7 @@ pub enum State {
 }
 
 impl State {
-    /// The state's name, as logs and the Python API show it.
+    /// The state's name, as the logs show it.
     pub fn as_str(self) -> &'static str {
         match self {
             State::New => "new",
@@ -84,10 +85,15 @@ impl State {
             (Acquiring, Held | Waiting | Retrying | Failed) => true,
             (Waiting | Retrying, Failed) => true,
             (Held, Renewing | Releasing | Stopped | Lost) => true,
-            (Renewing, Held | RenewRetrying | Lost) => true,
+            // Releasing from renewing: a renewal that saw the loss coming returned before
+            // the loss was recorded. Stopped from renewing or releasing: a lease dropped
+            // with its request abandoned.
+            (Renewing, Held | RenewRetrying | Releasing | Stopped | Lost) => true,
             (RenewRetrying, Renewing | Releasing | Stopped | Lost) => true,
-            (Releasing, Released | Lost | Failed) => true,
-            (Lost, Releasing) => true,
+            (Releasing, Released | Stopped | Lost | Failed) => true,
+            // A lost, stopped or failed claim may still be released (a lease that ran out
+            // unrenewed is still ours in the lockfile; a failed release may be retried).
+            (Lost | Stopped | Failed, Releasing) => true,
             (Stopped, Lost) => true, // a stopped lease runs out at its deadline
             _ => false,
         }

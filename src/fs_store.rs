@@ -17,6 +17,7 @@ use crate::store::{LockStore, Snapshot, Version, Write};
 use async_trait::async_trait;
 use bytes::Bytes;
 use chrono::{DateTime, Utc};
+use nix::errno::Errno;
 use nix::fcntl::{Flock, FlockArg};
 use std::collections::HashMap;
 use std::fs::{self, File, OpenOptions};
@@ -24,18 +25,27 @@ use std::io::{self, Read, Write as _};
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant};
 
 /// A lockfile on a file system.
 #[derive(Debug)]
 pub struct FileStore {
     path: PathBuf,
     uri: String,
+    /// How long an update waits for the guard file's lock before it fails (transiently):
+    /// a process frozen while holding it (SIGSTOP, a VM pause) must not stall everyone.
+    guard_wait: Duration,
 }
 
 impl FileStore {
-    /// The lockfile at `path`; `uri` names it in messages.
-    pub fn new(path: PathBuf, uri: String) -> Self {
-        FileStore { path, uri }
+    /// The lockfile at `path`; `uri` names it in messages. An update waits at most
+    /// `guard_wait` for another process's update to finish.
+    pub fn new(path: PathBuf, uri: String, guard_wait: Duration) -> Self {
+        FileStore {
+            path,
+            uri,
+            guard_wait,
+        }
     }
 
     fn dir(&self) -> &Path {
@@ -142,8 +152,34 @@ impl FileStore {
             .truncate(false)
             .open(&guard_path)
             .map_err(|e| self.error(e, "opening the guard file beside"))?;
-        Flock::lock(file, FlockArg::LockExclusive)
-            .map_err(|(_, errno)| self.error(errno.into(), "locking the guard file beside"))
+        // Polled, not blocking: flock has no timeout of its own.
+        let give_up = Instant::now() + self.guard_wait;
+        let mut file = file;
+        let mut pause = Duration::from_millis(1);
+        loop {
+            match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
+                Ok(guard) => return Ok(guard),
+                Err((back, Errno::EWOULDBLOCK)) if Instant::now() < give_up => {
+                    file = back;
+                    std::thread::sleep(pause);
+                    pause = (pause * 2).min(Duration::from_millis(20));
+                }
+                Err((_, Errno::EWOULDBLOCK)) => {
+                    return Err(Error::Store {
+                        uri: self.uri.clone(),
+                        message: format!(
+                            "the guard file beside {} stayed locked for {:.1}s (another process is updating it, or is frozen while doing so)",
+                            self.path.display(),
+                            self.guard_wait.as_secs_f64()
+                        ),
+                        kind: StoreErrorKind::Transient,
+                    })
+                }
+                Err((_, errno)) => {
+                    return Err(self.error(errno.into(), "locking the guard file beside"))
+                }
+            }
+        }
     }
 }
 
@@ -217,6 +253,7 @@ impl FileStore {
         FileStore {
             path: self.path.clone(),
             uri: self.uri.clone(),
+            guard_wait: self.guard_wait,
         }
     }
 }

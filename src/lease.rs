@@ -211,7 +211,7 @@ impl Lock {
     /// lease in hand. Refuses (and writes nothing) when another owner holds it.
     pub async fn release_unheld(&self) -> Result<ReleaseStatus> {
         let until = self.engine.clock.now() + self.engine.timing.heartbeat;
-        release_retrying(&self.engine, &self.owner, None, until).await
+        release_retrying(&self.engine, &self.owner, None, until, None).await
     }
 
     /// An acquisition whose write took so long that its lease has already run out (a
@@ -321,12 +321,18 @@ impl Shared {
     }
 
     fn mark_lost(&self, reason: String) {
-        {
+        let first = {
             let mut lost = self.lost.lock().unwrap_or_else(|e| e.into_inner());
-            if lost.is_some() {
-                return;
+            let first = lost.is_none();
+            if first {
+                *lost = Some(reason.clone());
             }
-            *lost = Some(reason.clone());
+            first
+        };
+        // Every time: a release after an earlier loss has moved the claim on since.
+        self.claim.enter(State::Lost, &reason);
+        if !first {
+            return;
         }
         // Log only after the mutex is dropped: in Python, logging takes the GIL, and a
         // thread that holds the GIL may be waiting for this mutex (`held.lost`): deadlock.
@@ -335,7 +341,6 @@ impl Shared {
             self.engine.uri(),
             self.owner
         );
-        self.claim.enter(State::Lost, &reason);
         if let Some(hook) = &self.on_lost {
             (hook.0)(&Error::Lost {
                 uri: self.engine.uri().to_string(),
@@ -350,8 +355,12 @@ impl Shared {
         }
         let deadline = *self.deadline.lock().unwrap_or_else(|e| e.into_inner());
         // A stopped lease (the remote's keep_alive after stop()) is lost at its deadline too;
-        // only a release ends the claim without loss.
+        // only a release ends the claim without loss. Stopping was asked for, so that loss
+        // is neither warned about nor told to on_lost.
         if self.engine.clock.now() >= deadline && !self.released.load(Ordering::SeqCst) {
+            if self.claim.state() == State::Stopped {
+                return Some("renewal was stopped and the lease ran out".into());
+            }
             self.mark_lost(format!(
                 "no successful renewal before the lease deadline ({}s after the last write, less the margin)",
                 self.engine.timing.expire.as_secs_f64()
@@ -452,19 +461,32 @@ impl Lease {
             .lock()
             .unwrap_or_else(|e| e.into_inner());
         let until = deadline.max(engine.clock.now() + engine.timing.heartbeat);
-        let status = match release_retrying(engine, &self.shared.owner, Some(&held), until).await {
+        let released = release_retrying(
+            engine,
+            &self.shared.owner,
+            Some(&held),
+            until,
+            Some(deadline),
+        );
+        let status = match released.await {
             Ok(status) => status,
             Err(e) => {
                 self.shared.claim.enter(State::Failed, &e);
                 return Err(e);
             }
         };
-        if status == ReleaseStatus::Released {
-            self.shared.released.store(true, Ordering::SeqCst);
-            self.shared.claim.enter(State::Released, "released");
-        } else {
-            // Someone else holds it, released it, or deleted the lockfile: not ours.
-            self.shared.claim.enter(State::Lost, status.as_str());
+        match &status {
+            ReleaseStatus::Released => {
+                self.shared.released.store(true, Ordering::SeqCst);
+                self.shared.claim.enter(State::Released, "released");
+            }
+            // Not ours any more, found only now (taken over between heartbeats, released
+            // or deleted by someone else): a loss like any other, told the same ways.
+            other => self.shared.mark_lost(match other {
+                ReleaseStatus::HeldByOther(who, _) => format!("at release it was held by {who}"),
+                ReleaseStatus::NoLockfile => "at release the lockfile was gone".into(),
+                _ => "at release it was already released by someone else".into(),
+            }),
         }
         Ok(status)
     }
@@ -507,16 +529,25 @@ where
     }
 }
 
-/// Releases with retries until `until`. Finding our own acquisition released after an
-/// attempt failed means that attempt landed.
+/// Releases with retries until `until`. After an attempt failed (it may have landed all
+/// the same), finding our own acquisition released means it did; and so does finding a
+/// later acquisition before our lease `deadline`, since until then nobody can take the lock
+/// over unless it was released.
 async fn release_retrying(
     engine: &Engine,
     owner: &str,
     held: Option<&Held>,
     until: Instant,
+    deadline: Option<Instant>,
 ) -> Result<ReleaseStatus> {
     match with_retries(engine, "release", until, || engine.release(owner, held)).await {
         (Ok(ReleaseStatus::AlreadyReleased), true) => Ok(ReleaseStatus::Released),
+        (Ok(ReleaseStatus::HeldByOther(_, token)), true)
+            if held.is_some_and(|h| token > h.token)
+                && deadline.is_some_and(|d| engine.clock.now() < d) =>
+        {
+            Ok(ReleaseStatus::Released)
+        }
         (result, _) => result,
     }
 }
@@ -525,6 +556,7 @@ impl Drop for Lease {
     fn drop(&mut self) {
         self.halt();
         if self.shared.claim.state().is_holding() {
+            // Dropped mid-renewal or mid-release (an abandoned future) too.
             self.shared.claim.enter(State::Stopped, "lease dropped");
         }
     }
@@ -586,8 +618,9 @@ async fn heartbeat(shared: Arc<Shared>) {
                 shared.mark_lost(reason);
                 return;
             }
-            Err(e) if !e.is_transient() => {
-                // Bad credentials, a deleted bucket: no retry can renew the lease.
+            Err(e) if !e.is_transient() && !matches!(e, Error::InvalidLockFile { .. }) => {
+                // Bad credentials, a deleted bucket: no retry can renew the lease. (An
+                // unreadable lockfile may be a foreign writer's torn write: retried.)
                 shared.mark_lost(format!("renewal failed and cannot succeed: {e}"));
                 return;
             }

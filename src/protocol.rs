@@ -87,8 +87,9 @@ pub enum ReleaseStatus {
     Released,
     /// There is no lockfile.
     NoLockfile,
-    /// Another owner holds it; nothing was written.
-    HeldByOther(String),
+    /// Another owner holds it (as the lockfile describes it, with its token); nothing was
+    /// written.
+    HeldByOther(String, u64),
     /// It was already released; nothing was written.
     AlreadyReleased,
 }
@@ -99,7 +100,7 @@ impl ReleaseStatus {
         match self {
             ReleaseStatus::Released => "released",
             ReleaseStatus::NoLockfile => "no_lockfile",
-            ReleaseStatus::HeldByOther(_) => "held_by_other",
+            ReleaseStatus::HeldByOther(..) => "held_by_other",
             ReleaseStatus::AlreadyReleased => "already_released",
         }
     }
@@ -472,7 +473,7 @@ impl Engine {
                 },
             };
             if lf.writer_id != owner || token.is_some_and(|t| t != lf.token && lf.token != 0) {
-                return Ok(ReleaseStatus::HeldByOther(lf.describe()));
+                return Ok(ReleaseStatus::HeldByOther(lf.describe(), lf.token));
             }
             if lf.is_released() {
                 return Ok(ReleaseStatus::AlreadyReleased);

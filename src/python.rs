@@ -12,6 +12,7 @@ use pyo3::exceptions::{PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
 use std::collections::HashMap;
 use std::future::Future;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -137,6 +138,18 @@ struct NativeLock {
     /// Kept to reopen the store in a child made by fork (see `for_child`).
     options: LockOptions,
     lease: Mutex<Option<Arc<Lease>>>,
+    /// Set while an acquisition runs: two threads acquiring through one BlobLock would
+    /// share its owner id, and both could believe they hold the lock.
+    acquiring: AtomicBool,
+}
+
+/// Clears `NativeLock::acquiring` when an acquisition ends, however it ends.
+struct Acquiring<'a>(&'a AtomicBool);
+
+impl Drop for Acquiring<'_> {
+    fn drop(&mut self) {
+        self.0.store(false, Ordering::SeqCst);
+    }
 }
 
 impl NativeLock {
@@ -145,7 +158,30 @@ impl NativeLock {
     }
 
     fn hold(&self, lease: Lease) {
-        *self.lease.lock().unwrap_or_else(|e| e.into_inner()) = Some(Arc::new(lease));
+        let old = self
+            .lease
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .replace(Arc::new(lease));
+        // Dropped after the mutex: dropping a lease may log, which takes the GIL, while a
+        // thread holding the GIL may wait for this mutex (`held`).
+        drop(old);
+    }
+
+    /// Refuses a second acquisition through this object, while one runs or is held.
+    fn begin_acquiring(&self) -> PyResult<Acquiring<'_>> {
+        if self.acquiring.swap(true, Ordering::SeqCst) {
+            return Err(LockError::new_err((
+                format!(
+                    "another thread is acquiring {} through this BlobLock; give each thread a BlobLock of its own",
+                    self.lock.uri()
+                ),
+                self.lock.uri().to_string(),
+            )));
+        }
+        let guard = Acquiring(&self.acquiring);
+        self.refuse_if_held()?;
+        Ok(guard)
     }
 
     fn refuse_if_held(&self) -> PyResult<()> {
@@ -198,24 +234,31 @@ impl NativeLock {
             lock: Lock::new(uri, &opts).map_err(to_py)?,
             options: opts,
             lease: Mutex::new(None),
+            acquiring: AtomicBool::new(false),
         })
     }
 
     /// This lock as a child made by fork sees it: the same URI and options, a fresh owner id
     /// (the parent's is the parent's), nothing held, and its own store client (the parent's
     /// connections belong to the parent's runtime, which no thread drives in the child).
-    fn for_child(&self) -> PyResult<NativeLock> {
+    /// The parent's object itself is leaked in the child, never dropped: its store client
+    /// holds sockets registered with the parent's epoll instance, which the child shares,
+    /// and dropping them would deregister them from under the parent.
+    fn for_child(slf: &Bound<'_, Self>) -> PyResult<NativeLock> {
+        std::mem::forget(slf.clone().unbind());
+        let this = slf.get();
         Ok(NativeLock {
-            lock: Lock::new(self.lock.uri(), &self.options).map_err(to_py)?,
-            options: self.options.clone(),
+            lock: Lock::new(this.lock.uri(), &this.options).map_err(to_py)?,
+            options: this.options.clone(),
             lease: Mutex::new(None),
+            acquiring: AtomicBool::new(false),
         })
     }
 
     /// Waits for the lock; False on timeout, or raises LockTimeout when `raise_timeout`.
     #[pyo3(signature = (timeout, raise_timeout))]
     fn acquire(&self, py: Python<'_>, timeout: Option<f64>, raise_timeout: bool) -> PyResult<bool> {
-        self.refuse_if_held()?;
+        let _acquiring = self.begin_acquiring()?;
         let t = self::timeout(timeout)?;
         let lock = self.lock.clone();
         match wait(
@@ -234,7 +277,7 @@ impl NativeLock {
 
     /// One attempt; never waits.
     fn try_acquire(&self, py: Python<'_>) -> PyResult<bool> {
-        self.refuse_if_held()?;
+        let _acquiring = self.begin_acquiring()?;
         let lock = self.lock.clone();
         match wait(
             py,
@@ -317,6 +360,11 @@ struct NativeKeepAlive {
 
 #[pymethods]
 impl NativeKeepAlive {
+    /// Leaks this object in a child made by fork (see `NativeLock::for_child`).
+    fn leak_in_child(slf: &Bound<'_, Self>) {
+        std::mem::forget(slf.clone().unbind());
+    }
+
     /// Stops heartbeating (never releases).
     fn stop(&self, py: Python<'_>) -> PyResult<()> {
         let lease = self.lease.clone();

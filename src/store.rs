@@ -187,7 +187,11 @@ pub fn open(
         }
         Location::File(dir) => {
             refuse_options(uri, "file://", options)?;
-            Ok(Arc::new(FileStore::new(dir.join(LOCKFILE_NAME), lock_uri)))
+            Ok(Arc::new(FileStore::new(
+                dir.join(LOCKFILE_NAME),
+                lock_uri,
+                request_timeout(timing),
+            )))
         }
         Location::Cloud { kind, url, path } => {
             let store = cloud_store(kind, &url, options, timing)?;
@@ -218,6 +222,11 @@ fn memory_store(name: &str) -> Arc<dyn ObjectStore> {
         .clone()
 }
 
+/// How long one request may take: half a heartbeat, from 1 to 30 s.
+fn request_timeout(timing: &Timing) -> Duration {
+    (timing.heartbeat / 2).clamp(Duration::from_secs(1), Duration::from_secs(30))
+}
+
 fn cloud_store(
     kind: Cloud,
     url: &url::Url,
@@ -228,7 +237,7 @@ fn cloud_store(
     // its own lifetime. A request lost in a partition hangs until its timeout, so the timeout
     // is half a heartbeat: a renewal that hangs is retried in time to land before the lease
     // deadline (which comes `heartbeat + margin` or more after it was due).
-    let request = (timing.heartbeat / 2).clamp(Duration::from_secs(1), Duration::from_secs(30));
+    let request = request_timeout(timing);
     let retry = RetryConfig {
         backoff: BackoffConfig {
             init_backoff: Duration::from_millis(50),

@@ -238,9 +238,12 @@ def _file_backend(tmp: Path) -> Backend:
     b = Backend("file", str(tmp))
 
     def put(uri: str, data: bytes) -> None:
+        # Atomic, as every store's put is: a reader never sees half a file.
         p = Path(uri) / "lock.json"
         p.parent.mkdir(parents=True, exist_ok=True)
-        p.write_bytes(data)
+        tmp = p.with_name(f".raw-{uuid.uuid4().hex}")
+        tmp.write_bytes(data)
+        tmp.replace(p)
 
     def get(uri: str) -> bytes | None:
         p = Path(uri) / "lock.json"
@@ -310,8 +313,8 @@ class Worker:
         deadline = time.monotonic() + timeout
         fd = self.proc.stdout.fileno()
         while b"\n" not in self._out:
-            left = deadline - time.monotonic()
-            if left <= 0 or not select.select([fd], [], [], left)[0]:
+            left = max(0.0, deadline - time.monotonic())  # 0: look once, do not wait
+            if not select.select([fd], [], [], left)[0]:
                 return None
             chunk = os.read(fd, 65536)
             if not chunk:

@@ -104,7 +104,7 @@ async fn heartbeats_keep_it_and_waiters_time_out() {
     // b never held it: its release is refused and writes nothing.
     assert!(matches!(
         b.release_unheld().await.unwrap(),
-        ReleaseStatus::HeldByOther(_)
+        ReleaseStatus::HeldByOther(..)
     ));
     assert!(!la.is_lost());
     assert_eq!(la.release().await.unwrap(), ReleaseStatus::Released);

@@ -8,8 +8,9 @@ between the client under test and the real server. Switch them at any time:
   answers; a connection that lost bytes stays dead after ``heal()`` (its HTTP framing is
   gone), so the client must time out and reconnect, as after a real partition;
 - ``reset()``: every open connection is reset (RST), and so is each new one until ``heal()``;
-- ``fail_http(n, status)``: the next ``n`` requests are answered with ``status`` (503 by
-  default) without reaching the server;
+- ``fail_http(n, status)``: open connections are reset, and the next ``n`` requests (on new
+  connections, as the client must make) are answered with ``status`` (503 by default)
+  without reaching the server; ``http_failures_served`` counts them;
 - ``heal()``: back to passing everything through.
 
 Traffic goes only between loopback addresses; the proxy stops with ``close()``.
@@ -31,6 +32,7 @@ class FaultProxy:
         self._http_failures = 0
         self._http_status = 503
         self._writers: set[asyncio.StreamWriter] = set()
+        self.http_failures_served = 0
         self.loop = asyncio.new_event_loop()
         started = threading.Event()
         self._thread = threading.Thread(target=self._run, args=(started,), daemon=True)
@@ -53,6 +55,8 @@ class FaultProxy:
 
     def fail_http(self, n: int, status: int = 503) -> None:
         self._http_status, self._http_failures = status, n
+        # Pooled keep-alive connections would bypass the failures: drop them first.
+        self.loop.call_soon_threadsafe(self._reset_all)
 
     def heal(self) -> None:
         self._mode, self._delay, self._http_failures = "pass", 0.0, 0
@@ -136,6 +140,7 @@ class FaultProxy:
                 length = int(value.strip())
         if length:
             await reader.readexactly(length)
+        self.http_failures_served += 1
         body = f"<Error><Code>Injected{self._http_status}</Code></Error>".encode()
         writer.write(
             f"HTTP/1.1 {self._http_status} Injected\r\nContent-Type: application/xml\r\n"

@@ -81,6 +81,7 @@ def test_bursts_of_503_and_resets_lose_nothing(proxied, workers):
         proxy.reset()
         time.sleep(0.3)
         proxy.heal()
+    assert proxy.http_failures_served > 0, "no 503 reached the holder"
     assert_still_held(backend, uri, holder, first["owner"])
 
 

@@ -12,6 +12,7 @@ import pytest
 from blob_lock import (
     BlobLock,
     InvalidLockFile,
+    LockError,
     LockLost,
     LockNotFound,
     LockStolen,
@@ -152,6 +153,29 @@ def test_loss_is_told_by_callback_and_by_leaving_the_block(backend):
     assert uri in info.value.uri
     assert len(told) == 1 and "thief" in str(told[0]) and uri in told[0].uri
     assert json.loads(backend.raw_get(uri))["writer_id"] == "thief"  # left alone
+
+
+def test_a_loss_found_only_at_release_is_told_too(backend):
+    # Taken over between heartbeats (here the first is 10 s away): the release finds it.
+    uri = backend.uri()
+    told = threading.Event()
+    with pytest.raises(LockLost, match="held_by_other"):
+        with backend.lock(uri, expire=30, on_lost=lambda _: told.set()):
+            steal(backend, uri)
+    assert told.wait(30), "on_lost was not called"
+    assert json.loads(backend.raw_get(uri))["writer_id"] == "thief"
+
+
+def test_one_blocklock_is_not_acquired_by_two_threads_at_once(backend):
+    uri = backend.uri()
+    with backend.lock(uri):
+        shared = backend.lock(uri)
+        waiting = threading.Thread(target=lambda: shared.acquire(timeout=2))
+        waiting.start()
+        time.sleep(0.5)
+        with pytest.raises(LockError, match="another thread"):
+            shared.try_acquire()
+        waiting.join()
 
 
 def test_loss_can_be_ignored_or_noted_on_the_blocks_own_error(backend):
@@ -332,7 +356,8 @@ def test_polling_lost_while_losses_are_logged_does_not_deadlock(tmp_path):
         path = tmp_path / f"l{i}" / "lock.json"
         body = json.loads(path.read_text())
         body.update(writer_id="thief", token=body["token"] + 1)
-        path.write_text(json.dumps(body))
+        (tmp_path / "tmp.json").write_text(json.dumps(body))
+        (tmp_path / "tmp.json").replace(path)  # atomic: no torn read for the heartbeat
     deadline = time.monotonic() + 60
     while not all(lock.lost for lock in locks):  # no sleep: hold the GIL as much as we can
         assert time.monotonic() < deadline, "losses not seen"
@@ -349,7 +374,8 @@ assert lock.acquire(timeout=10)
 path = pathlib.Path(uri) / "lock.json"
 body = json.loads(path.read_text())
 body.update(writer_id="thief", token=body["token"] + 1)
-path.write_text(json.dumps(body))
+(path.parent / "tmp").write_text(json.dumps(body))
+(path.parent / "tmp").replace(path)
 while not lock.lost:
     time.sleep(0.05)
 print(lock.release())

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import atexit
 import enum
+import logging
 import os
 import threading
 import weakref
@@ -13,9 +14,11 @@ from types import TracebackType
 from typing import Union
 
 from blob_lock import _blob_lock
-from blob_lock.exceptions import LockLost
+from blob_lock.exceptions import LockError, LockLost
 
 __all__ = ["BlobLock", "KeepAlive", "ReleaseStatus", "keep_alive"]
+
+_log = logging.getLogger("blob_lock")
 
 Seconds = Union[float, int, timedelta]
 
@@ -76,23 +79,24 @@ def _at_exit() -> None:
 
 # Every BlobLock, weakly: a child made by fork gives each a fresh owner id (below).
 _all_locks: weakref.WeakSet[BlobLock] = weakref.WeakSet()
-# The parent's native objects in a child made by fork, kept for ever: dropping one would
-# touch the parent's runtime, whose threads do not exist in the child.
-_inherited: list[object] = []
 
 
 def _after_fork_in_child() -> None:
     """A child made by fork neither holds nor renews its parent's locks, and its exit must
     not release them. Each BlobLock it inherited becomes a fresh, unheld lock with an owner
     id of its own (sharing the parent's id would let both believe they hold the lock);
-    each KeepAlive reports itself lost here. The parent's heartbeats go on unaffected."""
+    each KeepAlive reports itself lost here. The parent's native objects are leaked in the
+    child, never dropped (see NativeLock.for_child). The parent's heartbeats go on."""
     global _live_guard
     _live_guard = threading.Lock()  # another thread of the parent may have held it
     for lock in list(_all_locks):
-        _inherited.append(lock._native)
-        lock._native = lock._native.for_child()
+        try:
+            lock._native = lock._native.for_child()
+        except Exception as e:  # one bad lock must not leave the others inherited
+            _log.warning("after fork: cannot renew %r in the child: %s", lock.uri, e)
     for item in list(_live):
         if isinstance(item, KeepAlive):
+            item._native.leak_in_child()
             item._forked = True
     _live.clear()
 
@@ -211,14 +215,26 @@ class BlobLock:
         tb: TracebackType | None,
     ) -> None:
         lost = self.lost_reason  # before release, which forgets the lease
-        self.release()
+        holding = self.token is not None  # not released by hand inside the block
+        try:
+            status = self.release()
+        except LockError as e:
+            if lost is not None and self._raise_on_lost:
+                raise self._lost_error(lost) from e
+            raise
+        if lost is None and holding and status is not ReleaseStatus.RELEASED:
+            # Taken over between heartbeats, or released or deleted by someone else.
+            lost = f"at release the lock was {status.value}"
         if lost is None or not self._raise_on_lost:
             return
-        error = LockLost(f"lock {self.uri} was lost while the block ran: {lost}", self.uri)
+        error = self._lost_error(lost)
         if exc is None:
             raise error
         if hasattr(exc, "add_note"):  # Python 3.11+
             exc.add_note(str(error))
+
+    def _lost_error(self, reason: str) -> LockLost:
+        return LockLost(f"lock {self.uri} was lost while the block ran: {reason}", self.uri)
 
     # -- state -------------------------------------------------------------------------
 

@@ -6,7 +6,8 @@ failed wait); 127 when the command cannot be started; 2 for bad arguments; 1 for
 lockfile errors; 128 + N when signal N came before the lock was acquired.
 
 SIGTERM, SIGINT and SIGHUP are passed on to the command; the lock is released once the
-command has ended, so that nobody else starts while it is still cleaning up.
+command has ended, so that nobody else starts while it is still cleaning up. (A Ctrl-C at a
+terminal reaches the command from the terminal as well, so it sees SIGINT twice.)
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import signal
 import subprocess
 import sys
 
-from blob_lock._lock import BlobLock
+from blob_lock._lock import BlobLock, ReleaseStatus
 from blob_lock.exceptions import LockError, LockTimeout
 
 EXIT_TIMEOUT = 75
@@ -65,22 +66,31 @@ def _run(args: argparse.Namespace, cmd: list[str]) -> int:
         print("blob-lock run: no command given (blob-lock run URI -- COMMAND...)", file=sys.stderr)
         return 2
     lock = BlobLock(args.uri, expire=args.expire, timeout=args.timeout, protocol=args.protocol)
+    # Before the lock is held a signal ends the wait; once it is held, signals go to the
+    # command, or wait for it to start if they come first (never lost, never unlocked).
     child: subprocess.Popen | None = None
+    held = False
+    pending: list[int] = []
 
     def on_signal(signum: int, _frame: object) -> None:
-        if child is None:
+        if child is not None:
+            child.send_signal(signum)
+        elif held:
+            pending.append(signum)
+        else:
             raise _Signalled(signum)
-        child.send_signal(signum)
 
     previous = {s: signal.signal(s, on_signal) for s in PASSED_ON}
     try:
         try:
             lock.__enter__()  # raises LockTimeout naming the holder
+            held = True
         except LockTimeout as e:
             print(f"blob-lock: {e}", file=sys.stderr)
             return EXIT_TIMEOUT
         except _Signalled as s:
-            # An acquisition cut short releases whatever it may have written (the bindings).
+            held = True  # from here on signals wait; release what may have been written
+            lock.release()
             return 128 + s.signum
         try:
             try:
@@ -89,12 +99,16 @@ def _run(args: argparse.Namespace, cmd: list[str]) -> int:
                 print(f"blob-lock: cannot run {cmd[0]!r}: {e}", file=sys.stderr)
                 code = EXIT_CANNOT_RUN
             else:
+                for signum in pending:
+                    child.send_signal(signum)
                 code = child.wait()
                 if code < 0:  # ended by a signal
                     code = 128 - code
         finally:
             lost = lock.lost_reason
-            lock.release()
+            status = lock.release()
+            if lost is None and status is not ReleaseStatus.RELEASED:
+                lost = f"at release the lock was {status.value}"
     finally:
         for s, handler in previous.items():
             signal.signal(s, handler)
