@@ -398,3 +398,22 @@ def test_a_lost_claim_logs_its_way_there(tmp_path):
     assert ("renewing", "lost") in steps, done.stderr
     assert steps[-2:] == [("lost", "releasing"), ("releasing", "lost")], done.stderr
     assert ("lost", "held") not in steps and ("lost", "renewing") not in steps
+
+
+def test_a_file_update_gives_up_when_the_guard_stays_locked(tmp_path):
+    # A process frozen in the middle of an update holds the guard beside the lockfile; the
+    # others must fail (transiently) after a bounded wait, not wait for ever.
+    import fcntl
+
+    uri = str(tmp_path / "lock")
+    first = BlobLock(uri, expire=3)
+    assert first.try_acquire()
+    assert first.release() == ReleaseStatus.RELEASED  # a takeover now needs an update
+    with open(tmp_path / "lock" / ".lock.json.guard", "a") as guard:
+        fcntl.flock(guard, fcntl.LOCK_EX)  # the frozen process
+        with pytest.raises(StoreError, match="stayed locked") as info:
+            BlobLock(uri, expire=3).try_acquire()
+        assert info.value.transient is True
+    second = BlobLock(uri, expire=3)
+    assert second.try_acquire() and second.token == 2  # thawed: updates go on
+    second.release()

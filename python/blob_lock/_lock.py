@@ -214,17 +214,7 @@ class BlobLock:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        lost = self.lost_reason  # before release, which forgets the lease
-        holding = self.token is not None  # not released by hand inside the block
-        try:
-            status = self.release()
-        except LockError as e:
-            if lost is not None and self._raise_on_lost:
-                raise self._lost_error(lost) from e
-            raise
-        if lost is None and holding and status is not ReleaseStatus.RELEASED:
-            # Taken over between heartbeats, or released or deleted by someone else.
-            lost = f"at release the lock was {status.value}"
+        lost = self._release_noting_loss(raise_lost=self._raise_on_lost)
         if lost is None or not self._raise_on_lost:
             return
         error = self._lost_error(lost)
@@ -232,6 +222,23 @@ class BlobLock:
             raise error
         if hasattr(exc, "add_note"):  # Python 3.11+
             exc.add_note(str(error))
+
+    def _release_noting_loss(self, raise_lost: bool) -> str | None:
+        """Releases, and says why the lock was lost while held (None if it was not): lost
+        before, or found at release taken over between heartbeats, released or deleted by
+        someone else. With ``raise_lost``, a release error after a known loss is raised as
+        that loss."""
+        lost = self.lost_reason  # before release, which forgets the lease
+        holding = self.token is not None  # not released by hand meanwhile
+        try:
+            status = self.release()
+        except LockError as e:
+            if lost is not None and raise_lost:
+                raise self._lost_error(lost) from e
+            raise
+        if lost is None and holding and status is not ReleaseStatus.RELEASED:
+            lost = f"at release the lock was {status.value}"
+        return lost
 
     def _lost_error(self, reason: str) -> LockLost:
         return LockLost(f"lock {self.uri} was lost while the block ran: {reason}", self.uri)

@@ -18,7 +18,7 @@ import signal
 import subprocess
 import sys
 
-from blob_lock._lock import BlobLock, ReleaseStatus
+from blob_lock._lock import BlobLock
 from blob_lock.exceptions import LockError, LockTimeout
 
 EXIT_TIMEOUT = 75
@@ -105,10 +105,7 @@ def _run(args: argparse.Namespace, cmd: list[str]) -> int:
                 if code < 0:  # ended by a signal
                     code = 128 - code
         finally:
-            lost = lock.lost_reason
-            status = lock.release()
-            if lost is None and status is not ReleaseStatus.RELEASED:
-                lost = f"at release the lock was {status.value}"
+            lost = lock._release_noting_loss(raise_lost=False)
     finally:
         for s, handler in previous.items():
             signal.signal(s, handler)
