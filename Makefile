@@ -8,9 +8,9 @@ PY := $(VENV)/bin/python
 AZURITE_VERSION := 3.35.0
 AZURITE := .cache/azurite/node_modules/.bin/azurite-blob
 
-.PHONY: test install-test-deps build-dev lint rust-test py-test azurite
+.PHONY: test install-test-deps build-dev lint rust-test typecheck py-test azurite
 
-test: lint rust-test py-test
+test: lint rust-test typecheck py-test
 
 $(PY):
 	python3 -m venv $(VENV)
@@ -46,6 +46,12 @@ rust-test:
 	SIM_SEEDS=$(SIM_SEEDS) SIM_MATRIX_SEEDS=$(SIM_MATRIX_SEEDS) \
 		cargo test --release --test simulation -- --nocapture
 
+# The stubs of the native module against the built module, and pyright over the package and
+# an example of its use as users write it (tests/typing_example.py).
+typecheck: build-dev
+	$(PY) -m mypy.stubtest blob_lock --allowlist tests/stubtest_allowlist.txt
+	$(VENV)/bin/pyright python/blob_lock tests/typing_example.py
+
 # pytest-timeout (pyproject.toml) fails a slow test, but nothing in Python can interrupt a
 # main thread blocked in native code with the GIL held (a deadlock): past this bound SIGABRT makes
 # faulthandler print every thread's stack, so such a run fails with a diagnosis, not a stall.
@@ -54,3 +60,15 @@ PY_TEST_BOUND ?= 30m
 py-test: build-dev azurite
 	AZURITE_BLOB=$(abspath $(AZURITE)) timeout --signal=ABRT --kill-after=30 $(PY_TEST_BOUND) \
 		$(PY) -m pytest -q
+
+# The benchmark (bench/run.py), not part of `make test`: a release build of the extension,
+# the peers from PyPI, then one table on standard output. `make bench BENCH_ARGS=--quick`
+# for small sizes; `BENCH_ARGS="--out BENCHMARKS.md"` also writes the report there. The
+# next `make test` puts the debug build back (build-dev).
+BENCH_ARGS ?=
+
+.PHONY: bench
+bench: install-test-deps
+	$(VENV)/bin/maturin develop --release --quiet
+	$(PY) -m pip install --quiet thds-mops flufl.lock filelock
+	$(PY) bench/run.py $(BENCH_ARGS)

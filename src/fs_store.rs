@@ -246,6 +246,23 @@ impl LockStore for FileStore {
     fn uri(&self) -> &str {
         &self.uri
     }
+
+    async fn delete(&self) -> Result<()> {
+        let me = self.clone_light();
+        blocking(move || {
+            for name in [me.path.clone(), me.dir().join(".lock.json.guard")] {
+                match fs::remove_file(&name) {
+                    Err(e) if e.kind() != io::ErrorKind::NotFound => {
+                        return Err(me.error(e, "deleting"))
+                    }
+                    _ => {}
+                }
+            }
+            let _ = fs::remove_dir(me.dir()); // only if empty: never anyone else's files
+            Ok(())
+        })
+        .await
+    }
 }
 
 impl FileStore {

@@ -5,6 +5,7 @@
 use crate::claim::{Claim, State};
 use crate::clock::{self, Clock};
 use crate::errors::{Error, Result};
+use crate::inspect::{self, Broken, Inspection};
 use crate::lockfile::{LockFile, Protocol};
 use crate::protocol::{Attempt, Engine, Held, Pursuit, ReleaseStatus};
 use crate::store::{self, LockStore};
@@ -212,6 +213,22 @@ impl Lock {
     pub async fn release_unheld(&self) -> Result<ReleaseStatus> {
         let until = self.engine.clock.now() + self.engine.timing.heartbeat;
         release_retrying(&self.engine, &self.owner, None, until, None).await
+    }
+
+    /// Reads the lockfile once and says what it shows; never writes.
+    pub async fn inspect(&self) -> Result<Inspection> {
+        inspect::inspect(&self.engine).await
+    }
+
+    /// Waits until the lock is free to take, or `timeout` passes; takes nothing.
+    pub async fn wait_free(&self, timeout: Option<Duration>) -> Result<Inspection> {
+        inspect::wait_free(&self.engine, timeout).await
+    }
+
+    /// Marks the lock released whoever holds it (only the acquisition `expect` names, if
+    /// given). See [`inspect::break_lock`].
+    pub async fn break_lock(&self, expect: Option<(&str, u64)>) -> Result<Broken> {
+        inspect::break_lock(&self.engine, expect).await
     }
 
     /// An acquisition whose write took so long that its lease has already run out (a

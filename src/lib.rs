@@ -7,8 +7,10 @@
 
 pub mod claim;
 pub mod clock;
+pub mod doctor;
 pub mod errors;
 pub mod fs_store;
+pub mod inspect;
 pub mod lease;
 pub mod lockfile;
 pub mod protocol;
@@ -20,6 +22,7 @@ pub mod timing;
 mod python;
 
 pub use errors::{Error, Result, StoreErrorKind};
+pub use inspect::{Broken, Inspection, LockState};
 pub use lease::{keep_alive, keep_alive_on, new_owner_id, Lease, Lock, LockOptions};
 pub use lockfile::{LockFile, Protocol};
 pub use protocol::ReleaseStatus;

@@ -158,7 +158,7 @@ impl Engine {
 
     /// Decides whether the lock read at `read_done` may be taken: `None` when it is free
     /// (released, expired), otherwise the `Busy` answer to give.
-    fn judge(
+    pub(crate) fn judge(
         &self,
         lf: &LockFile,
         snap: &Snapshot,

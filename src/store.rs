@@ -15,7 +15,7 @@ use chrono::{DateTime, Utc};
 use object_store::memory::InMemory;
 use object_store::path::Path;
 use object_store::{
-    BackoffConfig, ClientOptions, GetOptions, ObjectStore, PutMode, PutOptions, PutPayload,
+    BackoffConfig, GetOptions, ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload,
     RetryConfig, UpdateVersion,
 };
 use std::collections::HashMap;
@@ -66,6 +66,14 @@ pub trait LockStore: Send + Sync + fmt::Debug + 'static {
     async fn overwrite(&self, body: Bytes) -> Result<Version>;
     /// The lockfile's URI, for messages.
     fn uri(&self) -> &str;
+    /// Deletes the lockfile (and what the store keeps beside it). Locks never do this (a
+    /// release keeps the token); only `doctor` cleans up its scratch lockfile with it.
+    async fn delete(&self) -> Result<()> {
+        Err(Error::InvalidArgument(format!(
+            "{} cannot be deleted through this store",
+            self.uri()
+        )))
+    }
 }
 
 /// A lock URI taken apart.
@@ -247,9 +255,15 @@ fn cloud_store(
         max_retries: 5,
         retry_timeout: request,
     };
-    let client = ClientOptions::new()
-        .with_timeout(request)
-        .with_connect_timeout(request / 2);
+    // Set as configuration keys, not with `with_client_options`, which would replace the
+    // client options read from the environment (AWS_ALLOW_HTTP, proxies, CA bundles).
+    let timeouts = [
+        ("timeout", format!("{}ms", request.as_millis())),
+        (
+            "connect_timeout",
+            format!("{}ms", (request / 2).as_millis()),
+        ),
+    ];
     let bad_key = |key: &str, store: &str| {
         Error::InvalidArgument(format!(
             "unknown storage option {key:?} for {store}; see object_store's configuration keys for {store}"
@@ -259,8 +273,10 @@ fn cloud_store(
         Cloud::S3 => {
             let mut b = object_store::aws::AmazonS3Builder::from_env()
                 .with_url(url.as_str())
-                .with_retry(retry)
-                .with_client_options(client);
+                .with_retry(retry);
+            for (k, v) in &timeouts {
+                b = b.with_config(k.parse().expect("a client key"), v);
+            }
             for (k, v) in options {
                 let key = k
                     .to_ascii_lowercase()
@@ -273,8 +289,10 @@ fn cloud_store(
         Cloud::Azure => {
             let mut b = object_store::azure::MicrosoftAzureBuilder::from_env()
                 .with_url(url.as_str())
-                .with_retry(retry)
-                .with_client_options(client);
+                .with_retry(retry);
+            for (k, v) in &timeouts {
+                b = b.with_config(k.parse().expect("a client key"), v);
+            }
             for (k, v) in options {
                 let key = k
                     .to_ascii_lowercase()
@@ -287,8 +305,10 @@ fn cloud_store(
         Cloud::Gcs => {
             let mut b = object_store::gcp::GoogleCloudStorageBuilder::from_env()
                 .with_url(url.as_str())
-                .with_retry(retry)
-                .with_client_options(client);
+                .with_retry(retry);
+            for (k, v) in &timeouts {
+                b = b.with_config(k.parse().expect("a client key"), v);
+            }
             for (k, v) in options {
                 let key = k
                     .to_ascii_lowercase()
@@ -440,6 +460,13 @@ impl LockStore for ObjectLockStore {
     fn uri(&self) -> &str {
         &self.uri
     }
+
+    async fn delete(&self) -> Result<()> {
+        match self.store.delete(&self.path).await {
+            Ok(()) | Err(object_store::Error::NotFound { .. }) => Ok(()),
+            Err(e) => Err(self.error(e, "deleting")),
+        }
+    }
 }
 
 /// Maps an object_store error to ours, deciding whether a retry can help.
@@ -454,6 +481,13 @@ pub(crate) fn store_error(uri: &str, e: object_store::Error, during: &str) -> Er
             (StoreErrorKind::Permanent, "")
         }
         E::InvalidPath { .. } => (StoreErrorKind::Permanent, ""),
+        // The HTTP client refused to build the request: its configuration is wrong, and
+        // every retry would fail alike. Most often an http:// endpoint without allow_http.
+        _ if e.to_string().contains("builder error") => (
+            StoreErrorKind::Permanent,
+            "; the HTTP client cannot make this request: for an http:// endpoint set \
+             aws_allow_http / azure_allow_http / google_allow_http (or ALLOW_HTTP) to true",
+        ),
         _ => (classify_message(&e.to_string()), ""),
     };
     Error::Store {
@@ -508,6 +542,19 @@ mod tests {
         ] {
             let e = Location::parse(bad).unwrap_err().to_string();
             assert!(e.contains(why), "{e} should say {why}");
+        }
+    }
+
+    #[test]
+    fn client_timeouts_are_configuration_keys_of_every_store() {
+        let timing = Timing::with_expire(30.0).unwrap();
+        let none = HashMap::new();
+        for uri in ["s3://b/k", "az://c/k", "gs://b/k"] {
+            let Location::Cloud { kind, url, .. } = Location::parse(uri).unwrap() else {
+                unreachable!()
+            };
+            // Building must not panic on the timeout keys; credentials are not needed yet.
+            let _ = cloud_store(kind, &url, &none, &timing);
         }
     }
 

@@ -11,6 +11,9 @@ between the client under test and the real server. Switch them at any time:
 - ``fail_http(n, status)``: open connections are reset, and the next ``n`` requests (on new
   connections, as the client must make) are answered with ``status`` (503 by default)
   without reaching the server; ``http_failures_served`` counts them;
+- ``strip_conditions()``: requests reach the server with their ``If-None-Match`` and
+  ``If-Match`` headers renamed, so that it ignores them, as some S3-compatible stores do;
+  ``conditions_stripped`` counts them;
 - ``heal()``: back to passing everything through.
 
 Traffic goes only between loopback addresses; the proxy stops with ``close()``.
@@ -19,6 +22,7 @@ Traffic goes only between loopback addresses; the proxy stops with ``close()``.
 from __future__ import annotations
 
 import asyncio
+import re
 import socket
 import struct
 import threading
@@ -33,6 +37,8 @@ class FaultProxy:
         self._http_status = 503
         self._writers: set[asyncio.StreamWriter] = set()
         self.http_failures_served = 0
+        self.conditions_stripped = 0
+        self._strip = False
         self.loop = asyncio.new_event_loop()
         started = threading.Event()
         self._thread = threading.Thread(target=self._run, args=(started,), daemon=True)
@@ -58,8 +64,12 @@ class FaultProxy:
         # Pooled keep-alive connections would bypass the failures: drop them first.
         self.loop.call_soon_threadsafe(self._reset_all)
 
+    def strip_conditions(self) -> None:
+        self._strip = True
+
     def heal(self) -> None:
         self._mode, self._delay, self._http_failures = "pass", 0.0, 0
+        self._strip = False
 
     def close(self) -> None:
         async def stop() -> None:
@@ -104,17 +114,25 @@ class FaultProxy:
                 _abort(writer)
                 return
             self._writers.add(up_writer)
-            await asyncio.gather(self._pump(reader, up_writer), self._pump(up_reader, writer))
+            await asyncio.gather(
+                self._pump(reader, up_writer, upstream=True), self._pump(up_reader, writer)
+            )
         except (ConnectionError, OSError):
             pass
         finally:
             self._writers.discard(writer)
             writer.close()
 
-    async def _pump(self, src: asyncio.StreamReader, dst: asyncio.StreamWriter) -> None:
+    async def _pump(
+        self, src: asyncio.StreamReader, dst: asyncio.StreamWriter, upstream: bool = False
+    ) -> None:
         dead = False  # bytes were swallowed by a blackhole: this connection is broken
         try:
             while data := await src.read(65536):
+                if upstream and self._strip:
+                    # Request heads arrive whole in one read here (they are small).
+                    data, n = _CONDITION.subn(rb"\r\nx-ignored-\1match:", data)
+                    self.conditions_stripped += n
                 if self._delay:
                     await asyncio.sleep(self._delay)
                 if self._mode == "blackhole":
@@ -148,6 +166,9 @@ class FaultProxy:
             + body
         )
         await writer.drain()
+
+
+_CONDITION = re.compile(rb"\r\nif-(none-)?match:", re.IGNORECASE)
 
 
 def _abort(writer: asyncio.StreamWriter) -> None:

@@ -8,6 +8,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -113,3 +114,158 @@ def test_run_verbose_logs_each_transition_of_the_claim(tmp_path):
         ("held", "releasing"),
         ("releasing", "released"),
     ], done.stderr
+
+
+# -- status, wait, break, doctor -------------------------------------------------------
+
+
+def options_args(backend) -> list[str]:
+    return [f"-o{k}={v}" for k, v in backend.storage_options.items()]
+
+
+@pytest.mark.parametrize("command", ["run", "status", "wait", "break", "doctor"])
+def test_every_command_has_help_with_its_exit_codes(command):
+    done = run(command, "--help")
+    assert done.returncode == 0, done.stderr
+    assert "exit" in done.stdout.lower(), done.stdout
+    assert "URI" in done.stdout
+
+
+def test_status_shows_each_state_as_text_and_json(shared_backend):
+    uri, opts = shared_backend.uri(), options_args(shared_backend)
+    done = run("status", uri, *opts, "--json")
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["state"] == "unlocked"
+    with shared_backend.lock(uri, expire=30) as held:
+        done = run("status", uri, *opts, "--json")
+        seen = json.loads(done.stdout)
+        assert (seen["state"], seen["owner"], seen["token"]) == ("held", held.owner, 1)
+        assert 0 < seen["expires_in"] <= 30
+        text = run("status", uri, *opts).stdout
+        assert "held" in text and held.owner in text and "token 1" in text
+    done = run("status", uri, *opts, "--json")
+    assert json.loads(done.stdout)["state"] == "released"
+
+
+def test_run_no_wait_gives_up_at_once_naming_the_holder(tmp_path):
+    uri = str(tmp_path / "lock")
+    with BlobLock(uri) as held:
+        done = run("run", "--no-wait", uri, "--", "true")
+        assert done.returncode == 75
+        assert held.owner in done.stderr
+    assert run("run", "--no-wait", uri, "--", "true").returncode == 0
+
+
+def test_wait_returns_when_the_holder_releases_and_times_out_otherwise(tmp_path):
+    uri = str(tmp_path / "lock")
+    lock = BlobLock(uri, expire=30)
+    lock.acquire()
+    assert run("wait", uri, "--timeout", "0.5").returncode == 75
+    waiter = subprocess.Popen([BLOB_LOCK, "wait", uri], stdout=subprocess.PIPE, text=True)
+    try:
+        with pytest.raises(subprocess.TimeoutExpired):
+            waiter.wait(1.5)  # still waiting: the lock is held and renewed
+        lock.release()
+        assert waiter.wait(60) == 0
+        assert "released" in waiter.stdout.read()
+    finally:
+        waiter.kill()
+        waiter.wait()
+    # wait took nothing: the lock is free for anyone.
+    assert BlobLock(uri).try_acquire()
+
+
+def test_wait_shows_the_holder_on_a_terminal_and_in_lines_elsewhere(tmp_path):
+    import os
+    import pty
+
+    uri = str(tmp_path / "lock")
+    with BlobLock(uri, expire=30) as held:
+        # No terminal: a line naming the holder (the first after a second).
+        done = run("wait", uri, "--timeout", "2.5")
+        assert done.returncode == 75
+        assert "waiting" in done.stderr and held.owner in done.stderr
+        # A terminal: one line rewritten in place.
+        leader, follower = pty.openpty()
+        try:
+            waiter = subprocess.Popen(
+                [BLOB_LOCK, "wait", uri, "--timeout", "3.5"], stderr=follower, stdout=follower
+            )
+            os.close(follower)
+            out = b""
+            while True:
+                try:
+                    chunk = os.read(leader, 4096)
+                except OSError:  # the terminal closed with the waiter
+                    break
+                if not chunk:
+                    break
+                out += chunk
+            assert waiter.wait(60) == 75
+        finally:
+            os.close(leader)
+    text = out.decode(errors="replace")
+    assert text.count("\r\x1b[K") >= 2, text  # rewritten in place at least twice
+    assert held.owner in text
+
+
+def test_break_asks_refuses_without_a_terminal_and_the_holder_learns(tmp_path):
+    uri = str(tmp_path / "lock")
+    holder = BlobLock(uri, expire=3, raise_on_lost=False)
+    holder.acquire()
+    refused = subprocess.run(
+        [BLOB_LOCK, "break", uri], stdin=subprocess.DEVNULL, capture_output=True, text=True
+    )
+    assert refused.returncode == 3
+    assert "--yes" in refused.stderr
+    assert not holder.lost and BlobLock(uri).try_acquire() is False
+    broke = run("break", uri, "--yes")
+    assert broke.returncode == 0, broke.stderr
+    assert holder.owner in broke.stdout and "token 1" in broke.stdout
+    # The holder learns at its next heartbeat (every second here).
+    for _ in range(200):
+        if holder.lost:
+            break
+        time.sleep(0.05)
+    assert holder.lost and "released" in (holder.lost_reason or "")
+    assert BlobLock(uri).try_acquire()  # free for the next owner
+    assert run("break", str(tmp_path / "never"), "--yes").stdout.startswith("nothing to break")
+
+
+def test_doctor_passes_real_stores(shared_backend):
+    done = run("doctor", shared_backend.uri(), *options_args(shared_backend), "--json")
+    assert done.returncode == 0, done.stdout + done.stderr
+    report = json.loads(done.stdout)
+    assert report["cas_safe"] and all(p["ok"] for p in report["probes"]), report
+    assert {p["name"] for p in report["probes"]} >= {"create again", "update with a stale version"}
+
+
+def test_doctor_finds_an_s3_store_that_ignores_conditional_headers(moto_endpoint, tmp_path):
+    from urllib.parse import urlsplit
+
+    from conftest import _s3_backend
+    from fault_proxy import FaultProxy
+
+    backend = _s3_backend(moto_endpoint)
+    where = urlsplit(moto_endpoint)
+    proxy = FaultProxy(where.hostname, where.port)
+    try:
+        proxy.strip_conditions()
+        opts = [a for a in options_args(backend) if not a.startswith("-oaws_endpoint=")]
+        done = run("doctor", backend.uri(), *opts, f"-oaws_endpoint={proxy.url}")
+        assert proxy.conditions_stripped >= 2, "the proxy never saw a conditional header"
+    finally:
+        proxy.close()
+    assert done.returncode == 3, done.stdout + done.stderr
+    assert "If-None-Match" in done.stdout and "If-Match" in done.stdout
+    assert "cas is NOT safe" in done.stdout
+
+
+def test_doctor_names_a_missing_bucket(moto_endpoint):
+    from conftest import _s3_backend
+
+    backend = _s3_backend(moto_endpoint)
+    opts = options_args(backend)
+    done = run("doctor", "s3://no-such-bucket-here/x", *opts)
+    assert done.returncode == 1
+    assert "bucket" in done.stderr and "create it first" in done.stderr

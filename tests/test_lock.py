@@ -417,3 +417,27 @@ def test_a_file_update_gives_up_when_the_guard_stays_locked(tmp_path):
     second = BlobLock(uri, expire=3)
     assert second.try_acquire() and second.token == 2  # thawed: updates go on
     second.release()
+
+
+def test_s3_configured_from_the_environment_alone(moto_endpoint, monkeypatch):
+    """AWS_* variables configure the store, AWS_ALLOW_HTTP included: an earlier version
+    replaced the client options read from the environment with its own timeouts."""
+    from conftest import _s3_backend
+
+    backend = _s3_backend(moto_endpoint)
+    for key, value in backend.storage_options.items():
+        monkeypatch.setenv(key.upper(), value)
+    with BlobLock(backend.uri(), timeout=30) as held:
+        assert held.held
+
+
+def test_an_http_endpoint_without_allow_http_fails_at_once(moto_endpoint):
+    from blob_lock import StoreError
+    from conftest import _s3_backend
+
+    backend = _s3_backend(moto_endpoint)
+    opts = {k: v for k, v in backend.storage_options.items() if k != "aws_allow_http"}
+    # No timeout: a retry storm would hang here (pytest-timeout fails it).
+    with pytest.raises(StoreError) as e:
+        BlobLock(backend.uri(), storage_options=opts).acquire()
+    assert "allow_http" in str(e.value) and not e.value.transient

@@ -5,7 +5,23 @@ with BlobLock("s3://bucket/memo/abc/lock") as held:
 """
 
 from blob_lock._blob_lock import __version__
-from blob_lock._lock import BlobLock, KeepAlive, ReleaseStatus, keep_alive
+from blob_lock._inspect import (
+    DoctorReport,
+    Inspection,
+    LockState,
+    Probe,
+    doctor,
+    inspect,
+    inspect_async,
+)
+from blob_lock._lock import (
+    BlobLock,
+    KeepAlive,
+    ReleaseStatus,
+    keep_alive,
+    keep_alive_async,
+    locked,
+)
 from blob_lock.exceptions import (
     InvalidLockFile,
     LockError,
@@ -18,15 +34,24 @@ from blob_lock.exceptions import (
 
 __all__ = [
     "BlobLock",
+    "DoctorReport",
+    "Inspection",
     "InvalidLockFile",
     "KeepAlive",
     "LockError",
     "LockLost",
     "LockNotFound",
+    "LockState",
     "LockStolen",
     "LockTimeout",
+    "Probe",
     "ReleaseStatus",
     "StoreError",
     "__version__",
+    "doctor",
+    "inspect",
+    "inspect_async",
     "keep_alive",
+    "keep_alive_async",
+    "locked",
 ]

@@ -1,14 +1,54 @@
-"""Stubs of the native module; the public API is in blob_lock._lock."""
+"""Stubs of the native module (src/python); the public API is in blob_lock._lock.
 
+The ``*_async`` callables return an ``asyncio.Future`` of the running event loop (made by
+pyo3-async-runtimes): await it, or cancel it to drop the native future.
+"""
+
+from asyncio import Future
 from collections.abc import Callable
+from typing import Any, Literal, final
 
 from blob_lock.exceptions import LockLost
 
+__all__ = [
+    "NativeKeepAlive",
+    "NativeLock",
+    "__version__",
+    "close_async",
+    "doctor",
+    "keep_alive",
+    "keep_alive_async",
+]
+
 __version__: str
 
+# What `release` found (blob_lock.ReleaseStatus holds the same values).
+_ReleaseStatus = Literal["released", "no_lockfile", "held_by_other", "already_released"]
+# Where a lock's current claim is: "unheld" before any acquisition, else the claim's state.
+_ClaimState = Literal[
+    "unheld",
+    "new",
+    "acquiring",
+    "waiting",
+    "retrying",
+    "held",
+    "renewing",
+    "renew_retrying",
+    "releasing",
+    "released",
+    "stopped",
+    "lost",
+    "failed",
+]
+# What `break_lock` did.
+_BreakOutcome = Literal["no_lockfile", "already_released", "changed", "broken"]
+
+@final
 class NativeLock:
-    def __init__(
-        self,
+    """The native lock behind `blob_lock.BlobLock`."""
+
+    def __new__(
+        cls,
         uri: str,
         *,
         expire: float,
@@ -18,17 +58,44 @@ class NativeLock:
         settle: float | None,
         clock_skew: float | None,
         on_lost: Callable[[LockLost], object] | None,
-    ) -> None: ...
-    def for_child(self) -> NativeLock: ...
-    def acquire(self, timeout: float | None, raise_timeout: bool) -> bool: ...
-    def try_acquire(self) -> bool: ...
-    def release(self) -> str: ...
+    ) -> NativeLock: ...
+    def for_child(self) -> NativeLock:
+        """This lock as a child made by fork sees it (the parent's object is leaked)."""
+    def acquire(self, timeout: float | None, raise_timeout: bool) -> bool:
+        """Waits for the lock; False on timeout, or raises LockTimeout when `raise_timeout`."""
+    def try_acquire(self) -> bool:
+        """One attempt; never waits."""
+    def release(self) -> _ReleaseStatus:
+        """Releases; returns the status name."""
+    def acquire_async(self, timeout: float | None, raise_timeout: bool) -> Future[bool]:
+        """`acquire` as an awaitable; cancelling it releases whatever it may have written."""
+    def try_acquire_async(self) -> Future[bool]:
+        """`try_acquire` as an awaitable."""
+    def abandon(self) -> None:
+        """After an asyncio acquisition was cancelled: releases, in the background, what it
+        acquired or may have written."""
+    def release_async(self) -> Future[_ReleaseStatus]:
+        """`release` as an awaitable."""
+    def inspect(self) -> dict[str, Any]:
+        """Reads the lockfile once; a dict of what it shows. Never writes."""
+    def inspect_async(self) -> Future[dict[str, Any]]:
+        """`inspect` as an awaitable."""
+    def wait_free(self, timeout: float | None) -> dict[str, Any]:
+        """Waits until the lock is free to take (takes nothing); the dict of what was seen
+        last. Raises LockTimeout after `timeout` seconds."""
+    def break_lock(
+        self, owner: str | None = None, token: int | None = None
+    ) -> tuple[_BreakOutcome, dict[str, Any] | None]:
+        """Marks the lock released whoever holds it (only the acquisition `owner`/`token`
+        name, when both are given): `(outcome, lockfile dict or None)`."""
     @property
     def owner(self) -> str: ...
     @property
     def uri(self) -> str: ...
     @property
-    def protocol(self) -> str: ...
+    def state(self) -> _ClaimState: ...
+    @property
+    def protocol(self) -> Literal["cas", "lww"]: ...
     @property
     def expire(self) -> float: ...
     @property
@@ -42,9 +109,16 @@ class NativeLock:
     @property
     def lost_reason(self) -> str | None: ...
 
+@final
 class NativeKeepAlive:
-    def leak_in_child(self) -> None: ...
-    def stop(self) -> None: ...
+    """The native handle behind `blob_lock.keep_alive` (made by `keep_alive` only)."""
+
+    def leak_in_child(self) -> None:
+        """Leaks this object in a child made by fork (see `NativeLock.for_child`)."""
+    def stop(self) -> None:
+        """Stops heartbeating (never releases)."""
+    def stop_async(self) -> Future[None]:
+        """`stop` as an awaitable."""
     @property
     def owner(self) -> str: ...
     @property
@@ -63,4 +137,21 @@ def keep_alive(
     storage_options: dict[str, str] | None,
     protocol: str,
     on_lost: Callable[[LockLost], object] | None,
-) -> NativeKeepAlive: ...
+) -> NativeKeepAlive:
+    """Starts keeping `owner`'s lock at `uri` alive."""
+
+def keep_alive_async(
+    uri: str,
+    owner: str,
+    *,
+    storage_options: dict[str, str] | None,
+    protocol: str,
+    on_lost: Callable[[LockLost], object] | None,
+) -> Future[NativeKeepAlive]:
+    """`keep_alive` as an awaitable."""
+
+def doctor(uri: str, *, storage_options: dict[str, str] | None, expire: float) -> dict[str, Any]:
+    """Probes the store behind `uri` on a scratch lockfile; a dict of the report."""
+
+def close_async() -> None:
+    """From now on no blob-lock awaitable completes (called at interpreter exit)."""

@@ -2,27 +2,40 @@
 
 from __future__ import annotations
 
+import asyncio
 import atexit
 import enum
+import functools
+import inspect as _pyinspect
 import logging
 import os
+import sys
 import threading
 import weakref
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from datetime import timedelta
 from types import TracebackType
-from typing import Union
+from typing import TYPE_CHECKING, Any, TypeVar, Union, cast, overload
 
 from blob_lock import _blob_lock
 from blob_lock.exceptions import LockError, LockLost
 
-__all__ = ["BlobLock", "KeepAlive", "ReleaseStatus", "keep_alive"]
+if TYPE_CHECKING:
+    from blob_lock._inspect import Inspection
+
+__all__ = ["BlobLock", "KeepAlive", "ReleaseStatus", "keep_alive", "keep_alive_async", "locked"]
+
+F = TypeVar("F", bound=Callable[..., Any])
 
 _log = logging.getLogger("blob_lock")
 
 Seconds = Union[float, int, timedelta]
 
 
+@overload
+def _seconds(name: str, value: Seconds) -> float: ...
+@overload
+def _seconds(name: str, value: Seconds | None) -> float | None: ...
 def _seconds(name: str, value: Seconds | None) -> float | None:
     if value is None:
         return None
@@ -65,6 +78,8 @@ _live_guard = threading.Lock()
 
 @atexit.register
 def _at_exit() -> None:
+    # First, so that no awaitable completes into an interpreter that is shutting down.
+    _blob_lock.close_async()
     with _live_guard:
         live = list(_live)
     for item in live:
@@ -75,6 +90,13 @@ def _at_exit() -> None:
                 item.stop()
         except Exception:  # exit must go on; the lock then expires by itself
             pass
+
+
+def _owners_here() -> set[str]:
+    """Owner ids this process holds or keeps alive now."""
+    with _live_guard:
+        live = list(_live)
+    return {item.owner for item in live if not item.lost}
 
 
 # Every BlobLock, weakly: a child made by fork gives each a fresh owner id (below).
@@ -152,6 +174,18 @@ class BlobLock:
     ) -> None:
         if on_lost is not None and not callable(on_lost):
             raise TypeError(f"on_lost must be callable, got {on_lost!r}")
+        # What a decorated function's calls build their own locks from.
+        self._config: dict[str, Any] = dict(
+            expire=expire,
+            heartbeat=heartbeat,
+            timeout=timeout,
+            protocol=protocol,
+            storage_options=storage_options,
+            settle=settle,
+            clock_skew=clock_skew,
+            on_lost=on_lost,
+            raise_on_lost=raise_on_lost,
+        )
         self._raise_on_lost = raise_on_lost
         if not isinstance(uri, str):
             uri = str(uri)  # accept pathlib.Path
@@ -199,6 +233,34 @@ class BlobLock:
             _live.discard(self)
         return ReleaseStatus(self._native.release())
 
+    async def acquire_async(self, timeout: Seconds | None = None) -> bool:
+        """``acquire`` without blocking the event loop. Cancelling it (``asyncio.timeout``,
+        ``task.cancel()``) stops the wait and releases whatever it may have written."""
+        t = self._timeout if timeout is None else _seconds("timeout", timeout)
+        return await self._acquiring(self._native.acquire_async(t, False))
+
+    async def try_acquire_async(self) -> bool:
+        """``try_acquire`` without blocking the event loop."""
+        return await self._acquiring(self._native.try_acquire_async())
+
+    async def release_async(self) -> ReleaseStatus:
+        """``release`` without blocking the event loop."""
+        with _live_guard:
+            _live.discard(self)
+        return ReleaseStatus(await self._native.release_async())
+
+    async def _acquiring(self, attempt: Awaitable[bool]) -> bool:
+        try:
+            ok = bool(await attempt)
+        except asyncio.CancelledError:
+            # The native future may have acquired just before it was dropped: release what
+            # it holds or wrote, on the native runtime (this event loop may be closing).
+            self._native.abandon()
+            raise
+        if ok:
+            self._track()
+        return ok
+
     def _track(self) -> None:
         with _live_guard:
             _live.add(self)
@@ -214,13 +276,56 @@ class BlobLock:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        lost = self._release_noting_loss(raise_lost=self._raise_on_lost)
+        self._raise_lost(self._release_noting_loss(raise_lost=self._raise_on_lost), exc)
+
+    async def __aenter__(self) -> BlobLock:
+        await self._acquiring(self._native.acquire_async(self._timeout, True))
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        lost, holding = self.lost_reason, self.token is not None  # before release forgets
+        try:
+            status = await self.release_async()
+        except LockError as e:
+            if lost is not None and self._raise_on_lost:
+                raise self._lost_error(lost) from e
+            raise
+        self._raise_lost(_loss_at_release(lost, holding, status), exc)
+
+    def __call__(self, func: F) -> F:
+        """Use as a decorator: each call of ``func`` runs holding the lock (``async with``
+        for a coroutine function). Each call takes the lock as a BlobLock of its own (same
+        URI and options, its own owner id), so calls from several threads or tasks wait for
+        one another, as separate processes do."""
+        uri, config = self.uri, self._config
+        if _pyinspect.iscoroutinefunction(func):
+
+            @functools.wraps(func)
+            async def run_async(*args: Any, **kwargs: Any) -> Any:
+                async with BlobLock(uri, **config):
+                    return await func(*args, **kwargs)
+
+            return cast(F, run_async)
+
+        @functools.wraps(func)
+        def run(*args: Any, **kwargs: Any) -> Any:
+            with BlobLock(uri, **config):
+                return func(*args, **kwargs)
+
+        return cast(F, run)
+
+    def _raise_lost(self, lost: str | None, exc: BaseException | None) -> None:
         if lost is None or not self._raise_on_lost:
             return
         error = self._lost_error(lost)
         if exc is None:
             raise error
-        if hasattr(exc, "add_note"):  # Python 3.11+
+        if sys.version_info >= (3, 11):
             exc.add_note(str(error))
 
     def _release_noting_loss(self, raise_lost: bool) -> str | None:
@@ -228,17 +333,14 @@ class BlobLock:
         before, or found at release taken over between heartbeats, released or deleted by
         someone else. With ``raise_lost``, a release error after a known loss is raised as
         that loss."""
-        lost = self.lost_reason  # before release, which forgets the lease
-        holding = self.token is not None  # not released by hand meanwhile
+        lost, holding = self.lost_reason, self.token is not None  # before release forgets
         try:
             status = self.release()
         except LockError as e:
             if lost is not None and raise_lost:
                 raise self._lost_error(lost) from e
             raise
-        if lost is None and holding and status is not ReleaseStatus.RELEASED:
-            lost = f"at release the lock was {status.value}"
-        return lost
+        return _loss_at_release(lost, holding, status)
 
     def _lost_error(self, reason: str) -> LockLost:
         return LockLost(f"lock {self.uri} was lost while the block ran: {reason}", self.uri)
@@ -276,6 +378,19 @@ class BlobLock:
         return self._native.lost_reason
 
     @property
+    def state(self) -> str:
+        """Where this lock's claim is in its lifecycle: ``unheld`` when it has no lease
+        (before acquiring, and after a release), else ``held``, ``renewing``,
+        ``renew_retrying`` or ``lost`` (the lifecycle logged under ``blob_lock.claim``)."""
+        return self._native.state
+
+    def inspect(self) -> Inspection:
+        """Reads this lock's lockfile once (``blob_lock.inspect``); never writes."""
+        from blob_lock._inspect import _inspection
+
+        return _inspection(self.uri, self._native.inspect(), self.owner)
+
+    @property
     def protocol(self) -> str:
         """``"cas"`` or ``"lww"``."""
         return self._native.protocol
@@ -293,7 +408,19 @@ class BlobLock:
     def __repr__(self) -> str:
         state = "lost" if self.lost else ("held" if self.held else "not held")
         token = f" token={self.token}" if self.token is not None else ""
-        return f"<BlobLock {self.uri!r} {state} owner={self.owner}{token} protocol={self.protocol}>"
+        return (
+            f"<BlobLock {self.uri!r} {state} owner={self.owner}{token} "
+            f"protocol={self.protocol} expire={self.expire:g}s>"
+        )
+
+
+def _loss_at_release(lost: str | None, holding: bool, status: ReleaseStatus) -> str | None:
+    """Why a held lock was lost: ``lost`` if it was known before the release; else, if the
+    lock was held up to the release (not released by hand meanwhile) and the release found
+    it taken over, released or deleted by someone else, that."""
+    if lost is None and holding and status is not ReleaseStatus.RELEASED:
+        return f"at release the lock was {status.value}"
+    return lost
 
 
 class KeepAlive:
@@ -353,6 +480,24 @@ class KeepAlive:
     ) -> None:
         self.stop()
 
+    async def stop_async(self) -> None:
+        """``stop`` without blocking the event loop."""
+        with _live_guard:
+            _live.discard(self)
+        if not self._forked:
+            await self._native.stop_async()
+
+    async def __aenter__(self) -> KeepAlive:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.stop_async()
+
     def __repr__(self) -> str:
         state = "lost" if self.lost else "alive"
         return f"<KeepAlive {self.uri!r} {state} owner={self.owner} token={self.token}>"
@@ -384,4 +529,55 @@ def keep_alive(
             protocol=protocol,
             on_lost=on_lost,
         )
+    )
+
+
+async def keep_alive_async(
+    uri: str,
+    owner: str,
+    *,
+    storage_options: Mapping[str, str] | None = None,
+    protocol: str = "auto",
+    on_lost: Callable[[LockLost], object] | None = None,
+) -> KeepAlive:
+    """``keep_alive`` without blocking the event loop: ``async with await
+    keep_alive_async(uri, owner):``."""
+    if on_lost is not None and not callable(on_lost):
+        raise TypeError(f"on_lost must be callable, got {on_lost!r}")
+    native = await _blob_lock.keep_alive_async(
+        str(uri),
+        owner,
+        storage_options=_options(storage_options),
+        protocol=protocol,
+        on_lost=on_lost,
+    )
+    return KeepAlive(native)
+
+
+def locked(
+    uri: str,
+    *,
+    expire: Seconds = 30.0,
+    heartbeat: Seconds | None = None,
+    timeout: Seconds | None = None,
+    protocol: str = "auto",
+    storage_options: Mapping[str, str] | None = None,
+    settle: Seconds | None = None,
+    clock_skew: Seconds | None = 60.0,
+    on_lost: Callable[[LockLost], object] | None = None,
+    raise_on_lost: bool = True,
+) -> BlobLock:
+    """A one-line context manager (sync or async): ``with locked(uri, timeout=60) as held:``.
+    Takes the keyword arguments of ``BlobLock``."""
+    return BlobLock(
+        uri,
+        expire=expire,
+        heartbeat=heartbeat,
+        timeout=timeout,
+        protocol=protocol,
+        storage_options=storage_options,
+        settle=settle,
+        clock_skew=clock_skew,
+        on_lost=on_lost,
+        raise_on_lost=raise_on_lost,
     )

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 __all__ = [
     "InvalidLockFile",
     "LockError",
@@ -21,7 +23,7 @@ class LockError(Exception):
         self.message = message
         self.uri = uri
 
-    def __reduce__(self):  # keep uri through pickling (multiprocessing)
+    def __reduce__(self) -> tuple[Any, ...]:  # keep uri through pickling (multiprocessing)
         return (type(self), (self.message, self.uri))
 
 
@@ -59,5 +61,5 @@ class StoreError(LockError):
         super().__init__(message, uri)
         self.transient = transient
 
-    def __reduce__(self):
+    def __reduce__(self) -> tuple[Any, ...]:
         return (type(self), (self.message, self.uri, self.transient))

@@ -3,13 +3,18 @@
 //! `blob_lock.exceptions`. The user-facing API (timedelta, context managers, the CLI) is
 //! the pure-Python package in python/blob_lock, which wraps these classes.
 
+mod asyncio;
+mod inspect;
+
 use crate::errors::Error;
 use crate::lease::{self, Lease, Lock, LockOptions, LossHook};
 use crate::lockfile::Protocol;
 use crate::runtime::runtime;
 use crate::timing::{seconds_or_zero, Timing};
+use asyncio::{awaitable, OnDrop};
 use pyo3::exceptions::{PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
+use pyo3::types::PyDict;
 use std::collections::HashMap;
 use std::future::Future;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -137,16 +142,29 @@ struct NativeLock {
     lock: Lock,
     /// Kept to reopen the store in a child made by fork (see `for_child`).
     options: LockOptions,
-    lease: Mutex<Option<Arc<Lease>>>,
+    lease: Slot,
     /// Set while an acquisition runs: two threads acquiring through one BlobLock would
     /// share its owner id, and both could believe they hold the lock.
-    acquiring: AtomicBool,
+    acquiring: Arc<AtomicBool>,
+}
+
+/// The lease a NativeLock holds, shared with its asyncio acquisitions.
+type Slot = Arc<Mutex<Option<Arc<Lease>>>>;
+
+fn hold(slot: &Slot, lease: Lease) {
+    let old = slot
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .replace(Arc::new(lease));
+    // Dropped after the mutex: dropping a lease may log, which takes the GIL, while a
+    // thread holding the GIL may wait for this mutex (`held`).
+    drop(old);
 }
 
 /// Clears `NativeLock::acquiring` when an acquisition ends, however it ends.
-struct Acquiring<'a>(&'a AtomicBool);
+struct Acquiring(Arc<AtomicBool>);
 
-impl Drop for Acquiring<'_> {
+impl Drop for Acquiring {
     fn drop(&mut self) {
         self.0.store(false, Ordering::SeqCst);
     }
@@ -158,18 +176,20 @@ impl NativeLock {
     }
 
     fn hold(&self, lease: Lease) {
-        let old = self
-            .lease
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .replace(Arc::new(lease));
-        // Dropped after the mutex: dropping a lease may log, which takes the GIL, while a
-        // thread holding the GIL may wait for this mutex (`held`).
-        drop(old);
+        hold(&self.lease, lease)
+    }
+
+    fn empty(lock: Lock, options: LockOptions) -> NativeLock {
+        NativeLock {
+            lock,
+            options,
+            lease: Arc::new(Mutex::new(None)),
+            acquiring: Arc::new(AtomicBool::new(false)),
+        }
     }
 
     /// Refuses a second acquisition through this object, while one runs or is held.
-    fn begin_acquiring(&self) -> PyResult<Acquiring<'_>> {
+    fn begin_acquiring(&self) -> PyResult<Acquiring> {
         if self.acquiring.swap(true, Ordering::SeqCst) {
             return Err(LockError::new_err((
                 format!(
@@ -179,7 +199,7 @@ impl NativeLock {
                 self.lock.uri().to_string(),
             )));
         }
-        let guard = Acquiring(&self.acquiring);
+        let guard = Acquiring(self.acquiring.clone());
         self.refuse_if_held()?;
         Ok(guard)
     }
@@ -230,12 +250,10 @@ impl NativeLock {
             clock_skew,
         )?;
         opts.on_lost = loss_hook(on_lost);
-        Ok(NativeLock {
-            lock: Lock::new(uri, &opts).map_err(to_py)?,
-            options: opts,
-            lease: Mutex::new(None),
-            acquiring: AtomicBool::new(false),
-        })
+        Ok(NativeLock::empty(
+            Lock::new(uri, &opts).map_err(to_py)?,
+            opts,
+        ))
     }
 
     /// This lock as a child made by fork sees it: the same URI and options, a fresh owner id
@@ -247,12 +265,10 @@ impl NativeLock {
     fn for_child(slf: &Bound<'_, Self>) -> PyResult<NativeLock> {
         std::mem::forget(slf.clone().unbind());
         let this = slf.get();
-        Ok(NativeLock {
-            lock: Lock::new(this.lock.uri(), &this.options).map_err(to_py)?,
-            options: this.options.clone(),
-            lease: Mutex::new(None),
-            acquiring: AtomicBool::new(false),
-        })
+        Ok(NativeLock::empty(
+            Lock::new(this.lock.uri(), &this.options).map_err(to_py)?,
+            this.options.clone(),
+        ))
     }
 
     /// Waits for the lock; False on timeout, or raises LockTimeout when `raise_timeout`.
@@ -305,6 +321,145 @@ impl NativeLock {
         Ok(status.as_str())
     }
 
+    /// `acquire` as an awaitable; cancelling it releases whatever it may have written.
+    #[pyo3(signature = (timeout, raise_timeout))]
+    fn acquire_async<'py>(
+        &self,
+        py: Python<'py>,
+        timeout: Option<f64>,
+        raise_timeout: bool,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let guard = self.begin_acquiring()?;
+        let t = self::timeout(timeout)?;
+        let (lock, slot) = (self.lock.clone(), self.lease.clone());
+        let cancel = OnDrop::new(self.cancel_hook());
+        awaitable(py, async move {
+            let _guard = guard;
+            let result = lock.acquire(t).await;
+            cancel.disarm();
+            match result {
+                Ok(lease) => {
+                    hold(&slot, lease);
+                    Ok(true)
+                }
+                Err(Error::Timeout { .. }) if !raise_timeout => Ok(false),
+                Err(e) => Err(to_py(e)),
+            }
+        })
+    }
+
+    /// `try_acquire` as an awaitable.
+    fn try_acquire_async<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let guard = self.begin_acquiring()?;
+        let (lock, slot) = (self.lock.clone(), self.lease.clone());
+        let cancel = OnDrop::new(self.cancel_hook());
+        awaitable(py, async move {
+            let _guard = guard;
+            let result = lock.try_acquire().await;
+            cancel.disarm();
+            match result.map_err(to_py)? {
+                Some(lease) => {
+                    hold(&slot, lease);
+                    Ok(true)
+                }
+                None => Ok(false),
+            }
+        })
+    }
+
+    /// After an asyncio acquisition was cancelled: in the background, without the event loop
+    /// (which may be closing), lets it wind down (its future is dropped at its next poll),
+    /// then releases what it acquired or may have written.
+    fn abandon(&self) {
+        let (lock, slot, acquiring) = (
+            self.lock.clone(),
+            self.lease.clone(),
+            self.acquiring.clone(),
+        );
+        runtime().spawn(async move {
+            for _ in 0..500 {
+                if !acquiring.load(Ordering::SeqCst) {
+                    break;
+                }
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+            let taken = slot.lock().unwrap_or_else(|e| e.into_inner()).take();
+            let status = match taken {
+                Some(lease) => lease.release().await,
+                None => lock.release_unheld().await,
+            };
+            if let Err(e) = status {
+                log::warn!(
+                    "{}: release after a cancelled acquisition failed: {e}",
+                    lock.uri()
+                );
+            }
+        });
+    }
+
+    /// `release` as an awaitable.
+    fn release_async<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let (lock, slot) = (self.lock.clone(), self.lease.clone());
+        awaitable(py, async move {
+            let taken = slot.lock().unwrap_or_else(|e| e.into_inner()).take();
+            let status = match taken {
+                Some(lease) => lease.release().await,
+                None => lock.release_unheld().await,
+            };
+            status.map(|s| s.as_str()).map_err(to_py)
+        })
+    }
+
+    /// Reads the lockfile once; a dict of what it shows. Never writes.
+    fn inspect<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let lock = self.lock.clone();
+        let seen = wait(py, async move { lock.inspect().await }, None)?;
+        inspect::inspection_dict(py, &seen)
+    }
+
+    /// `inspect` as an awaitable.
+    fn inspect_async<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let lock = self.lock.clone();
+        awaitable(py, async move {
+            let seen = lock.inspect().await.map_err(to_py)?;
+            Python::attach(|py| inspect::inspection_dict(py, &seen).map(Bound::unbind))
+        })
+    }
+
+    /// Waits until the lock is free to take (takes nothing); the dict of what was seen last.
+    #[pyo3(signature = (timeout))]
+    fn wait_free<'py>(
+        &self,
+        py: Python<'py>,
+        timeout: Option<f64>,
+    ) -> PyResult<Bound<'py, PyDict>> {
+        let t = self::timeout(timeout)?;
+        let lock = self.lock.clone();
+        let seen = wait(py, async move { lock.wait_free(t).await }, None)?;
+        inspect::inspection_dict(py, &seen)
+    }
+
+    /// Marks the lock released whoever holds it (only the acquisition `owner`/`token` name,
+    /// when given): `(outcome, lockfile dict or None)`.
+    #[pyo3(signature = (owner=None, token=None))]
+    fn break_lock<'py>(
+        &self,
+        py: Python<'py>,
+        owner: Option<String>,
+        token: Option<u64>,
+    ) -> PyResult<(&'static str, Option<Bound<'py, PyDict>>)> {
+        let lock = self.lock.clone();
+        let broken = wait(
+            py,
+            async move {
+                let expect = owner.as_deref().zip(token);
+                lock.break_lock(expect).await
+            },
+            None,
+        )?;
+        inspect::broken_tuple(py, &broken)
+    }
+
     #[getter]
     fn owner(&self) -> &str {
         self.lock.owner()
@@ -313,6 +468,14 @@ impl NativeLock {
     #[getter]
     fn uri(&self) -> &str {
         self.lock.uri()
+    }
+
+    #[getter]
+    fn state(&self) -> &'static str {
+        match self.lease() {
+            Some(l) => l.state().as_str(),
+            None => "unheld",
+        }
     }
 
     #[getter]
@@ -378,6 +541,15 @@ impl NativeKeepAlive {
         )
     }
 
+    /// `stop` as an awaitable.
+    fn stop_async<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let lease = self.lease.clone();
+        awaitable(py, async move {
+            lease.stop().await;
+            Ok(())
+        })
+    }
+
     #[getter]
     fn owner(&self) -> &str {
         self.lease.owner()
@@ -430,6 +602,56 @@ fn keep_alive(
     })
 }
 
+/// `keep_alive` as an awaitable.
+#[pyfunction]
+#[pyo3(signature = (uri, owner, *, storage_options, protocol, on_lost))]
+fn keep_alive_async<'py>(
+    py: Python<'py>,
+    uri: &str,
+    owner: &str,
+    storage_options: Option<HashMap<String, String>>,
+    protocol: &str,
+    on_lost: Option<Py<PyAny>>,
+) -> PyResult<Bound<'py, PyAny>> {
+    let mut opts = options(30.0, None, protocol, storage_options, None, None)?;
+    opts.on_lost = loss_hook(on_lost);
+    let (uri, owner) = (uri.to_string(), owner.to_string());
+    awaitable(py, async move {
+        let lease = lease::keep_alive(&uri, &owner, &opts)
+            .await
+            .map_err(to_py)?;
+        Ok(NativeKeepAlive {
+            lease: Arc::new(lease),
+            uri,
+        })
+    })
+}
+
+/// Probes the store behind `uri` on a scratch lockfile; a dict of the report.
+#[pyfunction]
+#[pyo3(signature = (uri, *, storage_options, expire))]
+fn doctor<'py>(
+    py: Python<'py>,
+    uri: &str,
+    storage_options: Option<HashMap<String, String>>,
+    expire: f64,
+) -> PyResult<Bound<'py, PyDict>> {
+    let opts = options(expire, None, "cas", storage_options, None, None)?;
+    let uri = uri.to_string();
+    let report = wait(
+        py,
+        async move { crate::doctor::doctor(&uri, &opts).await },
+        None,
+    )?;
+    inspect::report_dict(py, &report)
+}
+
+/// From now on no blob-lock awaitable completes (called at interpreter exit).
+#[pyfunction]
+fn close_async() {
+    asyncio::close();
+}
+
 #[pymodule]
 fn _blob_lock(m: &Bound<'_, PyModule>) -> PyResult<()> {
     // Rust log records go to Python's `logging` under the logger "blob_lock".
@@ -441,5 +663,8 @@ fn _blob_lock(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<NativeLock>()?;
     m.add_class::<NativeKeepAlive>()?;
     m.add_function(wrap_pyfunction!(keep_alive, m)?)?;
+    m.add_function(wrap_pyfunction!(keep_alive_async, m)?)?;
+    m.add_function(wrap_pyfunction!(doctor, m)?)?;
+    m.add_function(wrap_pyfunction!(close_async, m)?)?;
     Ok(())
 }

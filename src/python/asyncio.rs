@@ -1,0 +1,105 @@
+//! The asyncio bridge: a Rust future of the lock core becomes a Python awaitable through
+//! pyo3-async-runtimes, with the future running on blob-lock's own runtime (one per process,
+//! see `crate::runtime`) rather than a second one of the bridge's. Cancelling the awaitable
+//! drops the Rust future.
+
+use crate::runtime::runtime;
+use pyo3::prelude::*;
+use pyo3_async_runtimes::generic::{ContextExt, Runtime};
+use pyo3_async_runtimes::TaskLocals;
+use std::cell::OnceCell;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+/// Set at interpreter exit: from then on no awaitable completes. Completing one calls into
+/// its event loop, and a call into Python from a runtime thread while the interpreter
+/// finalizes aborts the process.
+static CLOSED: AtomicBool = AtomicBool::new(false);
+
+/// Stops every awaitable from completing (`blob_lock`'s atexit hook calls it first).
+pub(crate) fn close() {
+    CLOSED.store(true, Ordering::SeqCst);
+}
+
+/// blob-lock's runtime as pyo3-async-runtimes sees it.
+pub(crate) struct BlobRuntime;
+
+tokio::task_local! {
+    // The event loop (and contextvars) of the coroutine that awaits a future.
+    static TASK_LOCALS: OnceCell<TaskLocals>;
+}
+
+impl Runtime for BlobRuntime {
+    type JoinError = tokio::task::JoinError;
+    type JoinHandle = tokio::task::JoinHandle<()>;
+
+    fn spawn<F>(fut: F) -> Self::JoinHandle
+    where
+        F: Future<Output = ()> + Send + 'static,
+    {
+        runtime().spawn(fut)
+    }
+
+    fn spawn_blocking<F>(f: F) -> Self::JoinHandle
+    where
+        F: FnOnce() + Send + 'static,
+    {
+        runtime().spawn_blocking(f)
+    }
+}
+
+impl ContextExt for BlobRuntime {
+    fn scope<F, R>(locals: TaskLocals, fut: F) -> Pin<Box<dyn Future<Output = R> + Send>>
+    where
+        F: Future<Output = R> + Send + 'static,
+    {
+        let cell = OnceCell::new();
+        let _ = cell.set(locals);
+        Box::pin(TASK_LOCALS.scope(cell, fut))
+    }
+
+    fn get_task_locals() -> Option<TaskLocals> {
+        TASK_LOCALS
+            .try_with(|c| c.get().cloned())
+            .unwrap_or_default()
+    }
+}
+
+/// `fut` as an awaitable of the running event loop.
+pub(crate) fn awaitable<'py, F, T>(py: Python<'py>, fut: F) -> PyResult<Bound<'py, PyAny>>
+where
+    F: Future<Output = PyResult<T>> + Send + 'static,
+    T: for<'a> IntoPyObject<'a> + Send + 'static,
+{
+    let gated = async move {
+        let result = fut.await;
+        if CLOSED.load(Ordering::SeqCst) {
+            std::future::pending::<()>().await;
+        }
+        result
+    };
+    pyo3_async_runtimes::generic::future_into_py::<BlobRuntime, _, T>(py, gated)
+}
+
+/// Runs a hook when dropped unless disarmed: an acquisition whose awaitable is cancelled
+/// (its future dropped) may have written the lockfile, and must release it.
+pub(crate) struct OnDrop(Option<Pin<Box<dyn Future<Output = ()> + Send>>>);
+
+impl OnDrop {
+    pub(crate) fn new(hook: Pin<Box<dyn Future<Output = ()> + Send>>) -> Self {
+        OnDrop(Some(hook))
+    }
+
+    pub(crate) fn disarm(mut self) {
+        self.0 = None;
+    }
+}
+
+impl Drop for OnDrop {
+    fn drop(&mut self) {
+        if let Some(hook) = self.0.take() {
+            runtime().spawn(hook);
+        }
+    }
+}

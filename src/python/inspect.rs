@@ -1,0 +1,82 @@
+//! Bindings for looking at a lock without holding it: inspection, waiting until it is free,
+//! breaking it, and the store doctor. Results go to Python as plain dicts, which
+//! `blob_lock._inspect` turns into typed objects.
+
+use crate::doctor::Report;
+use crate::inspect::{Broken, Inspection};
+use crate::lockfile::{parse_time, LockFile};
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyList};
+
+fn epoch(s: &str) -> Option<f64> {
+    parse_time(s).map(|t| t.timestamp_micros() as f64 / 1e6)
+}
+
+/// The lockfile's fields for people and programs; times as Unix seconds.
+pub(crate) fn lockfile_dict<'py>(py: Python<'py>, lf: &LockFile) -> PyResult<Bound<'py, PyDict>> {
+    let d = PyDict::new(py);
+    d.set_item("owner", &lf.writer_id)?;
+    d.set_item("hostname", &lf.hostname)?;
+    d.set_item("pid", &lf.pid)?;
+    d.set_item("token", lf.token)?;
+    d.set_item("expire_s", lf.expire_s)?;
+    d.set_item("written_at", epoch(&lf.written_at))?;
+    d.set_item("released_at", epoch(&lf.released_at))?;
+    d.set_item("first_acquired_at", epoch(&lf.first_acquired_at))?;
+    d.set_item("write_count", lf.write_count)?;
+    d.set_item("writer_name", lf.writer_name.as_deref())?;
+    d.set_item("protocol", lf.protocol.as_deref())?;
+    Ok(d)
+}
+
+pub(crate) fn inspection_dict<'py>(
+    py: Python<'py>,
+    i: &Inspection,
+) -> PyResult<Bound<'py, PyDict>> {
+    let d = match &i.lockfile {
+        Some(lf) => lockfile_dict(py, lf)?,
+        None => PyDict::new(py),
+    };
+    d.set_item("state", i.state.as_str())?;
+    d.set_item("expires_in", i.expires_in)?;
+    d.set_item(
+        "last_modified",
+        i.last_modified.map(|t| t.timestamp_micros() as f64 / 1e6),
+    )?;
+    Ok(d)
+}
+
+/// `(outcome, lockfile fields or None)`.
+pub(crate) fn broken_tuple<'py>(
+    py: Python<'py>,
+    b: &Broken,
+) -> PyResult<(&'static str, Option<Bound<'py, PyDict>>)> {
+    Ok(match b {
+        Broken::NoLockfile => ("no_lockfile", None),
+        Broken::AlreadyReleased(lf) => ("already_released", Some(lockfile_dict(py, lf)?)),
+        Broken::Changed(lf) => ("changed", Some(lockfile_dict(py, lf)?)),
+        Broken::Broken(lf) => ("broken", Some(lockfile_dict(py, lf)?)),
+    })
+}
+
+pub(crate) fn report_dict<'py>(py: Python<'py>, r: &Report) -> PyResult<Bound<'py, PyDict>> {
+    let d = PyDict::new(py);
+    d.set_item("uri", &r.uri)?;
+    d.set_item("scratch", &r.scratch)?;
+    d.set_item("create_is_conditional", r.create_is_conditional)?;
+    d.set_item("update_is_conditional", r.update_is_conditional)?;
+    d.set_item("reads_see_writes", r.reads_see_writes)?;
+    d.set_item("cas_safe", r.cas_safe())?;
+    d.set_item("lww_usable", r.lww_usable())?;
+    let probes = PyList::empty(py);
+    for p in &r.probes {
+        let pd = PyDict::new(py);
+        pd.set_item("name", p.name)?;
+        pd.set_item("ok", p.ok)?;
+        pd.set_item("seconds", p.seconds)?;
+        pd.set_item("detail", &p.detail)?;
+        probes.append(pd)?;
+    }
+    d.set_item("probes", probes)?;
+    Ok(d)
+}

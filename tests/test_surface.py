@@ -1,0 +1,268 @@
+"""The Python surface beyond with-blocks: asyncio, inspection, the decorator, locked(),
+repr and the claim state, as users meet them."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+import time
+from datetime import datetime, timedelta, timezone
+
+import pytest
+from blob_lock import (
+    BlobLock,
+    LockState,
+    LockTimeout,
+    ReleaseStatus,
+    inspect,
+    inspect_async,
+    keep_alive_async,
+    locked,
+)
+
+
+def foreign_lockfile(owner: str, written_ago: float, expire: float = 30.0) -> bytes:
+    """A lockfile as another machine (or mops) writes it."""
+    written = (datetime.now(timezone.utc) - timedelta(seconds=written_ago)).isoformat()
+    return json.dumps(
+        {
+            "writer_id": owner,
+            "written_at": written,
+            "expire_s": expire,
+            "released_at": "",
+            "first_written_at": written,
+            "first_acquired_at": written,
+            "hostname": "elsewhere",
+            "pid": "4242",
+            "tid": 1,
+            "write_count": 1,
+        }
+    ).encode()
+
+
+# -- asyncio ---------------------------------------------------------------------------
+
+
+def test_async_with_holds_and_releases_on_every_store(backend):
+    uri = backend.uri()
+
+    async def main() -> None:
+        lock = backend.lock(uri, expire=5)
+        async with lock as held:
+            assert held.held and held.token == 1
+            seen = await inspect_async(uri, storage_options=backend.storage_options or None)
+            assert seen.state is LockState.OURS and seen.owner == held.owner
+            async with await keep_alive_async(
+                uri, held.owner, storage_options=backend.storage_options or None
+            ) as remote:
+                assert not remote.lost and remote.token == 1
+        assert not lock.held
+        assert lock.inspect().state is LockState.RELEASED
+
+    asyncio.run(main())
+
+
+def test_waiting_in_asyncio_never_blocks_the_event_loop(tmp_path):
+    uri = str(tmp_path / "lock")
+    holder = BlobLock(uri, expire=5)
+    holder.acquire()
+    ticks = 0
+
+    async def ticker() -> None:
+        nonlocal ticks
+        while True:
+            await asyncio.sleep(0.01)
+            ticks += 1
+
+    async def main() -> bool:
+        tick = asyncio.ensure_future(ticker())
+        asyncio.get_running_loop().call_later(1.0, holder.release)
+        got = await BlobLock(uri).acquire_async(timeout=30)
+        tick.cancel()
+        return got
+
+    assert asyncio.run(main())
+    # About 100 ticks in the second the acquisition waited; a blocked loop makes none.
+    assert ticks >= 20, f"the event loop ran only {ticks} ticks while waiting"
+
+
+def test_async_timeouts_and_cancellation_leave_nothing_behind(tmp_path):
+    uri = str(tmp_path / "lock")
+    holder = BlobLock(uri, expire=5)
+    holder.acquire()
+
+    async def main() -> None:
+        waiter = BlobLock(uri)
+        assert await waiter.acquire_async(timeout=0.3) is False
+        with pytest.raises(LockTimeout):
+            async with BlobLock(uri, timeout=0.3):
+                pass
+        assert await waiter.try_acquire_async() is False
+        # Cancelled while waiting (asyncio's own timeout): the waiter holds nothing after.
+        with pytest.raises(asyncio.TimeoutError):
+            await asyncio.wait_for(waiter.acquire_async(), 0.3)
+        assert not waiter.held
+        assert await holder.release_async() is ReleaseStatus.RELEASED
+        # The cancelled waiter did not take it in the background either.
+        await asyncio.sleep(0.5)
+        assert inspect(uri).state is LockState.RELEASED
+        assert await waiter.acquire_async(timeout=10)
+        assert waiter.token == 2
+        assert await waiter.release_async() is ReleaseStatus.RELEASED
+
+    asyncio.run(main())
+
+
+def test_an_acquisition_cancelled_at_the_finish_is_released(tmp_path):
+    """Cancel acquisitions of a free lock at once: whether each was dropped before or after
+    it wrote, none may leave the lock held behind the caller's back."""
+    uri = str(tmp_path / "lock")
+
+    async def main() -> None:
+        for _ in range(20):
+            task = asyncio.ensure_future(BlobLock(uri).acquire_async())
+            await asyncio.sleep(0)
+            task.cancel()
+            try:
+                await task
+            except asyncio.CancelledError:
+                pass
+        await asyncio.sleep(1.0)  # the background releases run
+
+    asyncio.run(main())
+    assert inspect(uri).state in (LockState.RELEASED, LockState.UNLOCKED)
+    assert BlobLock(uri).try_acquire()
+
+
+# -- inspect ---------------------------------------------------------------------------
+
+
+def test_inspect_tells_held_expired_ours_and_never_writes(shared_backend):
+    uri = shared_backend.uri()
+    opts = shared_backend.storage_options or None
+    assert inspect(uri, storage_options=opts).state is LockState.UNLOCKED
+    shared_backend.raw_put(uri, foreign_lockfile("someone-else", written_ago=5))
+    before = shared_backend.raw_get(uri)
+    seen = inspect(uri, storage_options=opts)
+    assert seen.state is LockState.HELD and not seen.free
+    assert (seen.owner, seen.hostname, seen.pid) == ("someone-else", "elsewhere", "4242")
+    assert seen.expire_s == 30.0 and 20 < seen.expires_in < 26
+    assert isinstance(seen.written_at, datetime) and seen.written_at.tzinfo is not None
+    assert 4 < seen.held_for() < 60
+    assert inspect(uri, owner="someone-else", storage_options=opts).state is LockState.OURS
+    assert shared_backend.raw_get(uri) == before, "inspect wrote to the lockfile"
+    shared_backend.raw_put(uri, foreign_lockfile("someone-else", written_ago=40))
+    seen = inspect(uri, storage_options=opts)
+    assert seen.state is LockState.EXPIRED and seen.free and seen.expires_in < -9
+    assert "expired" in seen.describe()
+
+
+def test_inspect_reports_a_corrupt_lockfile(tmp_path):
+    from blob_lock import InvalidLockFile
+
+    (tmp_path / "lock").mkdir()
+    (tmp_path / "lock" / "lock.json").write_text("{not json")
+    with pytest.raises(InvalidLockFile):
+        inspect(str(tmp_path / "lock"))
+
+
+# -- conveniences ----------------------------------------------------------------------
+
+
+def test_a_lock_decorates_sync_and_async_functions(tmp_path):
+    uri = str(tmp_path / "lock")
+    guard = BlobLock(uri, expire=5, timeout=60)
+    inside = 0
+    overlaps = 0
+
+    @guard
+    def work(n: int) -> int:
+        """Doubles n."""
+        nonlocal inside, overlaps
+        inside += 1
+        overlaps += inside > 1
+        assert inspect(uri).state is LockState.OURS
+        time.sleep(0.05)
+        inside -= 1
+        return 2 * n
+
+    assert work.__name__ == "work" and work.__doc__ == "Doubles n."
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert overlaps == 0
+    assert work(21) == 42
+    assert inspect(uri).state is LockState.RELEASED
+
+    @guard
+    async def work_async(n: int) -> int:
+        assert inspect(uri).state is LockState.OURS
+        await asyncio.sleep(0.01)
+        return n + 1
+
+    async def main() -> list[int]:
+        return list(await asyncio.gather(*(work_async(i) for i in range(3))))
+
+    assert asyncio.run(main()) == [1, 2, 3]
+
+
+def test_locked_is_a_one_line_context_manager(tmp_path):
+    uri = str(tmp_path / "lock")
+    with locked(uri, expire=timedelta(seconds=6), timeout=timedelta(seconds=5)) as held:
+        assert held.held and held.expire == 6.0
+        assert inspect(uri).state is LockState.OURS
+    assert inspect(uri).state is LockState.RELEASED
+
+
+def test_repr_and_state_say_what_a_lock_is(tmp_path):
+    uri = str(tmp_path / "lock")
+    lock = BlobLock(uri, expire=9)
+    assert lock.state == "unheld"
+    text = repr(lock)
+    assert uri in text and "not held" in text and lock.owner in text and "expire=9s" in text
+    with lock:
+        assert lock.state == "held"
+        text = repr(lock)
+        assert "held" in text and "not held" not in text and "token=1" in text
+    assert lock.state == "unheld"
+    assert "not held" in repr(lock)
+
+
+def test_every_public_name_has_a_docstring():
+    import inspect as pyinspect
+
+    import blob_lock
+
+    missing = []
+    for name in blob_lock.__all__:
+        obj = getattr(blob_lock, name)
+        if isinstance(obj, str):
+            continue  # __version__
+        if not (obj.__doc__ or "").strip():
+            missing.append(name)
+        if pyinspect.isclass(obj) and not issubclass(obj, BaseException):
+            for member, value in vars(obj).items():
+                if member.startswith("_") or member in getattr(obj, "__dataclass_fields__", {}):
+                    continue
+                if isinstance(value, (str, int, float)) or pyinspect.isclass(value):
+                    continue
+                if not (getattr(value, "__doc__", None) or "").strip():
+                    missing.append(f"{name}.{member}")
+    assert not missing, f"public names without a docstring: {missing}"
+
+
+def test_async_with_raises_lock_lost_when_taken_over_meanwhile(tmp_path):
+    from blob_lock import LockLost
+
+    uri = str(tmp_path / "lock")
+
+    async def main() -> None:
+        async with BlobLock(uri, expire=30):
+            # Someone overwrites the lockfile behind the holder's back, between heartbeats.
+            (tmp_path / "lock" / "lock.json").write_bytes(foreign_lockfile("thief", 0))
+
+    with pytest.raises(LockLost, match="held_by_other"):
+        asyncio.run(main())

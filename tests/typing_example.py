@@ -1,0 +1,160 @@
+"""The public API as users write it, for type checkers only: ``pyright tests/typing_example.py``.
+
+Never run: pytest does not collect it (not ``test_*.py``), and importing it runs nothing (all
+the code is in functions). Each ``assert_type`` fails the type check when a type changes;
+each ``# type: ignore`` marks a call that must stay a type error (the pyright comment below
+makes an ignore that is no longer needed an error too).
+"""
+# pyright: reportUnnecessaryTypeIgnoreComment=true
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any, Optional
+
+import blob_lock
+from blob_lock import (
+    BlobLock,
+    DoctorReport,
+    Inspection,
+    KeepAlive,
+    LockError,
+    LockLost,
+    LockState,
+    LockTimeout,
+    Probe,
+    ReleaseStatus,
+    StoreError,
+)
+
+if TYPE_CHECKING:
+    from typing_extensions import assert_type
+else:  # never executed; keeps the module importable without typing_extensions
+
+    def assert_type(value, typ, /):
+        return value
+
+
+URI = "s3://bucket/jobs/abc"
+
+
+def on_lost(error: LockLost) -> None:
+    print(error.uri)
+
+
+def sync_usage() -> None:
+    lock = BlobLock(URI, expire=30.0, heartbeat=10, timeout=60.0, clock_skew=None)
+    BlobLock(
+        URI,
+        expire=timedelta(seconds=30),
+        heartbeat=timedelta(seconds=5),
+        timeout=timedelta(minutes=5),
+        protocol="lww",
+        storage_options={"aws_region": "eu-west-1"},
+        settle=timedelta(seconds=2),
+        on_lost=on_lost,
+        raise_on_lost=False,
+    )
+    BlobLock(URI, expire="30")  # type: ignore[arg-type]
+
+    with lock as held:
+        assert_type(held, BlobLock)
+        assert_type(held.owner, str)
+        assert_type(held.uri, str)
+        assert_type(held.token, Optional[int])
+        assert_type(held.held, bool)
+        assert_type(held.lost, bool)
+        assert_type(held.lost_reason, Optional[str])
+        assert_type(held.state, str)
+        assert_type(held.protocol, str)
+        assert_type(held.expire, float)
+        assert_type(held.heartbeat, float)
+        assert_type(held.inspect(), Inspection)
+
+    assert_type(lock.acquire(), bool)
+    assert_type(lock.acquire(timeout=timedelta(seconds=1)), bool)
+    assert_type(lock.try_acquire(), bool)
+    status = lock.release()
+    assert_type(status, ReleaseStatus)
+    if status is ReleaseStatus.HELD_BY_OTHER or status == "no_lockfile":
+        print(str(status))
+
+    with blob_lock.locked(URI, timeout=60) as held:
+        assert_type(held, BlobLock)
+
+    try:
+        with BlobLock(URI, timeout=0) as held:
+            with blob_lock.keep_alive(URI, held.owner, on_lost=on_lost) as alive:
+                assert_type(alive, KeepAlive)
+                assert_type(alive.owner, str)
+                assert_type(alive.token, int)
+                assert_type(alive.lost_reason, Optional[str])
+    except LockTimeout as e:
+        assert_type(e.uri, Optional[str])
+    except StoreError as e:
+        assert_type(e.transient, bool)
+    except LockError as e:
+        assert_type(e.message, str)
+
+    kept = blob_lock.keep_alive(URI, "owner-id", storage_options={"aws_region": "eu-west-1"})
+    assert_type(kept.stop(), None)
+
+
+def looking_usage() -> None:
+    seen = blob_lock.inspect(URI, owner="owner-id")
+    assert_type(seen, Inspection)
+    assert_type(seen.state, LockState)
+    assert_type(seen.free, bool)
+    assert_type(seen.owner, Optional[str])
+    assert_type(seen.token, Optional[int])
+    assert_type(seen.written_at, Optional[datetime])
+    assert_type(seen.expires_in, Optional[float])
+    assert_type(seen.held_for(), Optional[float])
+    assert_type(seen.describe(), str)
+    assert_type(seen.to_json(), dict[str, Any])
+
+    report = blob_lock.doctor(URI, storage_options={"aws_region": "eu-west-1"}, expire=10.0)
+    assert_type(report, DoctorReport)
+    assert_type(report.cas_safe, bool)
+    assert_type(report.probes, tuple[Probe, ...])
+    assert_type(report.probes[0].seconds, float)
+    assert_type(report.verdict(), str)
+
+
+def decorator_usage() -> None:
+    @BlobLock(URI, timeout=timedelta(minutes=1))
+    def work(n: int, label: str = "x") -> float:
+        return n / 2
+
+    @BlobLock(URI, expire=60)
+    async def work_async(n: int) -> list[str]:
+        return [str(n)]
+
+    async def caller() -> None:
+        assert_type(await work_async(3), list[str])
+
+    assert_type(work(1), float)
+    assert_type(work(1, label="y"), float)
+    work("one")  # type: ignore[arg-type]
+    unawaited = work_async("three")  # type: ignore[arg-type]
+    print(caller, unawaited)
+
+
+async def async_usage() -> None:
+    lock = BlobLock(URI, expire=timedelta(seconds=30))
+    assert_type(await lock.acquire_async(), bool)
+    assert_type(await lock.acquire_async(timeout=2.5), bool)
+    assert_type(await lock.try_acquire_async(), bool)
+    assert_type(await lock.release_async(), ReleaseStatus)
+
+    async with lock as held:
+        assert_type(held, BlobLock)
+        assert_type(held.owner, str)
+
+    async with blob_lock.locked(URI, timeout=timedelta(seconds=10)) as held:
+        async with await blob_lock.keep_alive_async(URI, held.owner) as alive:
+            assert_type(alive, KeepAlive)
+            assert_type(alive.lost, bool)
+        assert_type(await alive.stop_async(), None)
+
+    assert_type(await blob_lock.inspect_async(URI), Inspection)
