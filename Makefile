@@ -33,8 +33,8 @@ lint: install-test-deps
 	cargo fmt --check
 	cargo clippy --all-targets -- -D warnings
 	cargo clippy --all-targets --features python -- -D warnings
-	$(VENV)/bin/ruff check python tests
-	$(VENV)/bin/ruff format --check python tests
+	$(VENV)/bin/ruff check python tests bench
+	$(VENV)/bin/ruff format --check python tests bench
 
 # Seeds per protocol of the deterministic simulation (tests/simulation.rs): SIM_SEEDS for
 # the campaigns, SIM_MATRIX_SEEDS for each row of the fault matrix. Together about 30 s.

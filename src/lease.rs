@@ -56,6 +56,23 @@ impl LockOptions {
     }
 }
 
+/// The waker of the lock whose lockfile is `lockfile_uri`, shared by every lock on it in
+/// this process. Held weakly here, so that locks on URIs no longer in use leave nothing.
+fn waker(lockfile_uri: &str) -> Arc<Notify> {
+    static WAKERS: Mutex<Option<HashMap<String, std::sync::Weak<Notify>>>> = Mutex::new(None);
+    let mut guard = WAKERS.lock().unwrap_or_else(|e| e.into_inner());
+    let wakers = guard.get_or_insert_with(HashMap::new);
+    if let Some(w) = wakers.get(lockfile_uri).and_then(std::sync::Weak::upgrade) {
+        return w;
+    }
+    if wakers.len() >= 1024 && wakers.len().is_power_of_two() {
+        wakers.retain(|_, w| w.strong_count() > 0);
+    }
+    let w = Arc::new(Notify::new());
+    wakers.insert(lockfile_uri.to_string(), Arc::downgrade(&w));
+    w
+}
+
 /// Makes a fresh owner id: random, unguessable, without `/`.
 pub fn new_owner_id() -> String {
     uuid::Uuid::new_v4().simple().to_string()
@@ -74,7 +91,9 @@ impl Lock {
     /// Opens the lock at `uri`. Checks the URI and options; makes no request.
     pub fn new(uri: &str, options: &LockOptions) -> Result<Lock> {
         let store = store::open(uri, &options.storage_options, &options.timing)?;
-        Ok(Lock::with_store(uri, store, options))
+        let mut lock = Lock::with_store(uri, store, options);
+        lock.engine.wake = Some(waker(lock.engine.uri()));
+        Ok(lock)
     }
 
     /// The lock on a given store (tests and simulations bring their own).
@@ -85,6 +104,8 @@ impl Lock {
                 protocol: options.protocol.unwrap_or(Protocol::Cas),
                 timing: options.timing,
                 clock: options.clock.clone(),
+                hint: Default::default(),
+                wake: None,
             },
             owner: new_owner_id(),
             uri: uri.to_string(),
@@ -130,7 +151,13 @@ impl Lock {
         let mut backoff = timing.poll_min;
         let mut logged_holder = String::new();
         let claim = Arc::new(Claim::new(&self.uri, &self.owner));
+        let wake = self.engine.wake.clone();
         loop {
+            // Listening before the attempt: a release between our read and our sleep wakes us.
+            let mut woken = wake.as_ref().map(|w| Box::pin(w.notified()));
+            if let Some(w) = woken.as_mut() {
+                w.as_mut().enable();
+            }
             claim.enter(State::Acquiring, "attempt");
             let (who, expires_in) = match self.engine.attempt(&self.owner, &mut pursuit).await {
                 Ok(Attempt::Acquired(held)) => match self.fresh(held).await {
@@ -179,7 +206,15 @@ impl Lock {
             if let Some(d) = deadline {
                 pause = pause.min(d - now);
             }
-            clock.sleep(pause).await;
+            match woken {
+                Some(woken) => {
+                    tokio::select! {
+                        _ = clock.sleep(pause) => {}
+                        _ = woken => {}
+                    }
+                }
+                None => clock.sleep(pause).await,
+            }
         }
     }
 
@@ -278,6 +313,8 @@ pub async fn keep_alive_on(
         protocol: options.protocol.unwrap_or(Protocol::Cas),
         timing: options.timing,
         clock: options.clock.clone(),
+        hint: Default::default(),
+        wake: None,
     };
     let claim = Arc::new(Claim::starting_in(engine.uri(), owner, State::Acquiring));
     // A remote starting during a store blip retries for a heartbeat before giving up.
@@ -496,6 +533,9 @@ impl Lease {
             ReleaseStatus::Released => {
                 self.shared.released.store(true, Ordering::SeqCst);
                 self.shared.claim.enter(State::Released, "released");
+                if let Some(wake) = &self.shared.engine.wake {
+                    wake.notify_waiters();
+                }
             }
             // Not ours any more, found only now (taken over between heartbeats, released
             // or deleted by someone else): a loss like any other, told the same ways.

@@ -1,0 +1,106 @@
+//! How many store requests an uncontended acquire and release cost, counted by an
+//! instrumented store: the latency of a lock on a remote store is its round trips.
+
+use blob_lock::store::{self, Counted, Requests};
+use blob_lock::{Lock, LockOptions, Protocol, ReleaseStatus};
+use std::collections::HashMap;
+use std::sync::Arc;
+
+fn counted(name: &str, protocol: Protocol) -> (Arc<Counted>, LockOptions) {
+    let mut o = LockOptions::new(30.0).unwrap();
+    o.protocol = Some(protocol);
+    let inner = store::open(&format!("memory://{name}/lock"), &HashMap::new(), &o.timing).unwrap();
+    (Arc::new(Counted::new(inner)), o)
+}
+
+async fn cycle(lock: &Lock, store: &Counted) -> Requests {
+    let before = store.requests();
+    let lease = lock.acquire(None).await.unwrap();
+    assert_eq!(lease.release().await.unwrap(), ReleaseStatus::Released);
+    let after = store.requests();
+    Requests {
+        reads: after.reads - before.reads,
+        creates: after.creates - before.creates,
+        updates: after.updates - before.updates,
+        overwrites: after.overwrites - before.overwrites,
+        deletes: after.deletes - before.deletes,
+    }
+}
+
+#[tokio::test]
+async fn cas_costs_two_requests_per_acquire_and_release() {
+    let (store, o) = counted("req-cas", Protocol::Cas);
+    let lock = Lock::with_store("req", store.clone(), &o);
+    // A fresh lock: one create, one release write.
+    let first = cycle(&lock, &store).await;
+    assert_eq!(
+        (first.creates, first.updates, first.total()),
+        (1, 1, 2),
+        "{first:?}"
+    );
+    // Taken again through the same lock: an update on the version our release left, then
+    // the release write.
+    for _ in 0..5 {
+        let again = cycle(&lock, &store).await;
+        assert_eq!((again.updates, again.total()), (2, 2), "{again:?}");
+    }
+    // Another lock (another process) does not know that version: create, read, update.
+    let other = Lock::with_store("req", store.clone(), &o);
+    let theirs = cycle(&other, &store).await;
+    assert_eq!(theirs.total(), 4, "{theirs:?}");
+}
+
+#[tokio::test]
+async fn a_stale_hint_costs_one_refused_request_and_nothing_else() {
+    let (store, o) = counted("req-stale", Protocol::Cas);
+    let lock = Lock::with_store("req", store.clone(), &o);
+    cycle(&lock, &store).await;
+    // Someone else takes and keeps the lock after our release: our hint is stale.
+    let other = Lock::with_store("req", store.clone(), &o);
+    let theirs = other.acquire(None).await.unwrap();
+    let before = store.requests();
+    assert!(
+        lock.try_acquire().await.unwrap().is_none(),
+        "the holder keeps it"
+    );
+    let spent = store.requests().total() - before.total();
+    // The refused update, then the usual create, read.
+    assert_eq!(spent, 3);
+    assert_eq!(theirs.token(), 2);
+    assert!(!theirs.is_lost());
+    theirs.release().await.unwrap();
+    let lease = lock.acquire(None).await.unwrap();
+    assert_eq!(lease.token(), 3, "tokens still grow from holder to holder");
+}
+
+#[tokio::test]
+async fn lww_costs_read_write_read_and_a_release_write() {
+    let (store, o) = counted("req-lww", Protocol::Lww);
+    let lock = Lock::with_store("req", store.clone(), &o);
+    let first = cycle(&lock, &store).await;
+    assert_eq!((first.reads, first.overwrites), (2, 2), "{first:?}");
+}
+
+/// A release wakes the waiters on the same lock in this process at once: on tokio's paused
+/// clock the handover takes no virtual time at all, where a poll would wait up to 3 s.
+#[tokio::test(start_paused = true)]
+async fn a_release_wakes_waiters_in_this_process_at_once() {
+    let o = LockOptions::new(60.0).unwrap(); // polls back off to 3 s
+    let holder = Lock::new("memory://wake/lock", &o).unwrap();
+    let waiter = Lock::new("memory://wake/lock", &o).unwrap();
+    let lease = holder.acquire(None).await.unwrap();
+    let waiting = tokio::spawn(async move {
+        let lease = waiter.acquire(None).await.unwrap();
+        (tokio::time::Instant::now(), lease)
+    });
+    tokio::time::sleep(std::time::Duration::from_secs(20)).await; // the waiter backs off
+    lease.release().await.unwrap();
+    let released = tokio::time::Instant::now();
+    let (acquired, lease) = waiting.await.unwrap();
+    assert_eq!(
+        acquired - released,
+        std::time::Duration::ZERO,
+        "woken, not polled"
+    );
+    assert_eq!(lease.token(), 2);
+}
