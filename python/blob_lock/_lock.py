@@ -127,6 +127,12 @@ if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
+_CONFIG_NAMES = (
+    "expire", "heartbeat", "timeout", "protocol", "storage_options",
+    "settle", "clock_skew", "on_lost", "raise_on_lost",
+)  # fmt: skip
+
+
 class BlobLock:
     """A lease lock kept in a blob store at ``<uri>/lock.json``.
 
@@ -158,6 +164,9 @@ class BlobLock:
     holds nothing and has an owner id of its own; the parent keeps holding and renewing.
     """
 
+    # Thousands of held locks in one process: no per-instance __dict__.
+    __slots__ = ("__weakref__", "_config", "_native", "_raise_on_lost", "_timeout")
+
     def __init__(
         self,
         uri: str,
@@ -174,18 +183,12 @@ class BlobLock:
     ) -> None:
         if on_lost is not None and not callable(on_lost):
             raise TypeError(f"on_lost must be callable, got {on_lost!r}")
-        # What a decorated function's calls build their own locks from.
-        self._config: dict[str, Any] = dict(
-            expire=expire,
-            heartbeat=heartbeat,
-            timeout=timeout,
-            protocol=protocol,
-            storage_options=storage_options,
-            settle=settle,
-            clock_skew=clock_skew,
-            on_lost=on_lost,
-            raise_on_lost=raise_on_lost,
-        )
+        # What a decorated function's calls build their own locks from (a tuple: thousands
+        # of held locks each keep one).
+        self._config = (
+            expire, heartbeat, timeout, protocol, storage_options,
+            settle, clock_skew, on_lost, raise_on_lost,
+        )  # fmt: skip
         self._raise_on_lost = raise_on_lost
         if not isinstance(uri, str):
             uri = str(uri)  # accept pathlib.Path
@@ -302,7 +305,8 @@ class BlobLock:
         for a coroutine function). Each call takes the lock as a BlobLock of its own (same
         URI and options, its own owner id), so calls from several threads or tasks wait for
         one another, as separate processes do."""
-        uri, config = self.uri, self._config
+        uri = self.uri
+        config: dict[str, Any] = dict(zip(_CONFIG_NAMES, self._config))
         if _pyinspect.iscoroutinefunction(func):
 
             @functools.wraps(func)
