@@ -6,6 +6,7 @@ use crate::errors::{Error, Result};
 use crate::lockfile::{LockFile, Protocol};
 use crate::protocol::{Attempt, Engine, Pursuit};
 use crate::store::Write;
+use crate::timing::Polls;
 use bytes::Bytes;
 use chrono::{DateTime, Utc};
 use std::time::Duration;
@@ -107,8 +108,7 @@ pub async fn wait_free(engine: &Engine, timeout: Option<Duration>) -> Result<Ins
     let began = clock.now();
     let deadline = timeout.map(|t| began + t);
     let mut pursuit = Pursuit::default();
-    let timing = &engine.timing;
-    let mut backoff = timing.poll_min;
+    let mut polls = Polls::new(&engine.timing);
     loop {
         let (who, expires_in) = match engine.read().await {
             Ok(None) => return Ok(Inspection::of(None, None, clock.wall())),
@@ -140,14 +140,7 @@ pub async fn wait_free(engine: &Engine, timeout: Option<Duration>) -> Result<Ins
                 holder: who,
             });
         }
-        let mut pause = backoff.mul_f64(clock.jitter());
-        backoff = (backoff * 2).min(timing.poll_max);
-        if let Some(left) = expires_in {
-            pause = pause.min(left + Duration::from_millis(1));
-        }
-        if let Some(d) = deadline {
-            pause = pause.min(d - now);
-        }
+        let pause = polls.pause(clock.jitter(), expires_in, deadline.map(|d| d - now));
         clock.sleep(pause).await;
     }
 }

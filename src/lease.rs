@@ -9,7 +9,7 @@ use crate::inspect::{self, Broken, Inspection};
 use crate::lockfile::{LockFile, Protocol};
 use crate::protocol::{Attempt, Engine, Held, Pursuit, ReleaseStatus};
 use crate::store::{self, LockStore};
-use crate::timing::Timing;
+use crate::timing::{Polls, Timing};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -148,7 +148,7 @@ impl Lock {
         let deadline = timeout.map(|t| began + t);
         let mut pursuit = Pursuit::default();
         let timing = &self.engine.timing;
-        let mut backoff = timing.poll_min;
+        let mut polls = Polls::new(timing);
         let mut logged_holder = String::new();
         let claim = Arc::new(Claim::new(&self.uri, &self.owner));
         let wake = self.engine.wake.clone();
@@ -196,16 +196,7 @@ impl Lock {
                 claim.enter(State::Failed, &timeout);
                 return Err(timeout);
             }
-            // Poll with capped exponential backoff and jitter, but wake at the moment the
-            // watched version would expire, and at the deadline.
-            let mut pause = backoff.mul_f64(clock.jitter());
-            backoff = (backoff * 2).min(timing.poll_max);
-            if let Some(left) = expires_in {
-                pause = pause.min(left + Duration::from_millis(1));
-            }
-            if let Some(d) = deadline {
-                pause = pause.min(d - now);
-            }
+            let pause = polls.pause(clock.jitter(), expires_in, deadline.map(|d| d - now));
             match woken {
                 Some(woken) => {
                     tokio::select! {

@@ -106,6 +106,44 @@ impl Timing {
     }
 }
 
+/// A waiter's polls: capped exponential backoff with jitter, but waking at the moment the
+/// watched version would expire, and at the deadline.
+#[derive(Debug, Clone)]
+pub struct Polls {
+    next: Duration,
+    max: Duration,
+}
+
+impl Polls {
+    /// From `timing.poll_min` up to `timing.poll_max`.
+    pub fn new(timing: &Timing) -> Self {
+        Polls {
+            next: timing.poll_min,
+            max: timing.poll_max,
+        }
+    }
+
+    /// How long to wait before the next look: `jitter` is a factor near 1 from the lock's
+    /// clock, `expires_in` the time until the watched version would expire, `left` the time
+    /// until the deadline.
+    pub fn pause(
+        &mut self,
+        jitter: f64,
+        expires_in: Option<Duration>,
+        left: Option<Duration>,
+    ) -> Duration {
+        let mut pause = self.next.mul_f64(jitter);
+        self.next = (self.next * 2).min(self.max);
+        if let Some(e) = expires_in {
+            pause = pause.min(e + Duration::from_millis(1));
+        }
+        if let Some(l) = left {
+            pause = pause.min(l);
+        }
+        pause
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -166,6 +166,22 @@ fn hold(slot: &Slot, lease: Lease) {
     drop(old);
 }
 
+/// Takes the lease out of `slot` (at once, so that a held lock reads as released from now
+/// on) and releases it; holding none, releases whatever acquisition the lockfile shows for
+/// `lock`'s owner (an interrupted acquisition may have written it).
+fn release_slot(
+    lock: Lock,
+    slot: &Slot,
+) -> impl Future<Output = crate::Result<crate::ReleaseStatus>> + Send + 'static {
+    let taken = slot.lock().unwrap_or_else(|e| e.into_inner()).take();
+    async move {
+        match taken {
+            Some(lease) => lease.release().await,
+            None => lock.release_unheld().await,
+        }
+    }
+}
+
 /// Clears `NativeLock::acquiring` when an acquisition ends, however it ends.
 struct Acquiring(Arc<AtomicBool>);
 
@@ -315,14 +331,7 @@ impl NativeLock {
 
     /// Releases; returns the status name.
     fn release(&self, py: Python<'_>) -> PyResult<&'static str> {
-        let taken = self.lease.lock().unwrap_or_else(|e| e.into_inner()).take();
-        let status = match taken {
-            Some(lease) => wait(py, async move { lease.release().await }, None)?,
-            None => {
-                let lock = self.lock.clone();
-                wait(py, async move { lock.release_unheld().await }, None)?
-            }
-        };
+        let status = wait(py, release_slot(self.lock.clone(), &self.lease), None)?;
         Ok(status.as_str())
     }
 
@@ -388,12 +397,7 @@ impl NativeLock {
                 }
                 tokio::time::sleep(Duration::from_millis(10)).await;
             }
-            let taken = slot.lock().unwrap_or_else(|e| e.into_inner()).take();
-            let status = match taken {
-                Some(lease) => lease.release().await,
-                None => lock.release_unheld().await,
-            };
-            if let Err(e) = status {
+            if let Err(e) = release_slot(lock.clone(), &slot).await {
                 log::warn!(
                     "{}: release after a cancelled acquisition failed: {e}",
                     lock.uri()
@@ -404,14 +408,9 @@ impl NativeLock {
 
     /// `release` as an awaitable.
     fn release_async<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        let (lock, slot) = (self.lock.clone(), self.lease.clone());
+        let releasing = release_slot(self.lock.clone(), &self.lease);
         awaitable(py, async move {
-            let taken = slot.lock().unwrap_or_else(|e| e.into_inner()).take();
-            let status = match taken {
-                Some(lease) => lease.release().await,
-                None => lock.release_unheld().await,
-            };
-            status.map(|s| s.as_str()).map_err(to_py)
+            releasing.await.map(|s| s.as_str()).map_err(to_py)
         })
     }
 
