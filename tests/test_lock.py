@@ -400,6 +400,41 @@ def test_a_lost_claim_logs_its_way_there(tmp_path):
     assert ("lost", "held") not in steps and ("lost", "renewing") not in steps
 
 
+WAITS_LOGGING_DEBUG = """
+import logging, sys
+from blob_lock import BlobLock
+logging.basicConfig(level=logging.DEBUG, format="%(name)s %(message)s")
+try:
+    BlobLock(sys.argv[1]).acquire()
+except KeyboardInterrupt:
+    print("interrupted", flush=True)
+"""
+
+
+def test_ctrl_c_ends_a_wait_that_logs(tmp_path):
+    """A wait runs on the calling thread; had its log records run Python's logging there,
+    the KeyboardInterrupt raised inside them would be lost and the wait would go on."""
+    import signal
+    import subprocess
+
+    uri = str(tmp_path / "lock")
+    with BlobLock(uri) as held:
+        proc = subprocess.Popen(
+            [sys.executable, "-c", WAITS_LOGGING_DEBUG, uri],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for line in proc.stderr:
+            if "waiting" in line:
+                break
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=30)
+        assert out.strip() == "interrupted", err
+        assert proc.returncode == 0
+        assert held.held and not held.lost
+
+
 def test_a_file_update_gives_up_when_the_guard_stays_locked(tmp_path):
     # A process frozen in the middle of an update holds the guard beside the lockfile; the
     # others must fail (transiently) after a bounded wait, not wait for ever.

@@ -5,6 +5,7 @@
 
 mod asyncio;
 mod inspect;
+mod logs;
 
 use crate::errors::Error;
 use crate::lease::{self, Lease, Lock, LockOptions, LossHook};
@@ -12,7 +13,7 @@ use crate::lockfile::Protocol;
 use crate::runtime::runtime;
 use crate::timing::{seconds_or_zero, Timing};
 use asyncio::{awaitable, OnDrop};
-use pyo3::exceptions::{PyRuntimeError, PyValueError};
+use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 use std::collections::HashMap;
@@ -44,43 +45,48 @@ fn to_py(e: Error) -> PyErr {
     }
 }
 
-/// Runs `fut` on the shared runtime and waits for it without the GIL, waking every 100 ms
-/// to let Python deliver signals. On an exception (KeyboardInterrupt) the future is
-/// dropped and `on_cancel` runs in the background.
+/// Drives `fut` to its end on the calling thread, without the GIL, for at most 100 ms at a
+/// time: between slices Python delivers signals. On an exception (KeyboardInterrupt) the
+/// future is dropped and `on_cancel` runs in the background.
 ///
-/// Spawned, not driven on the calling thread with `block_on`. That saved one thread hop
-/// (about 20 µs a call), but `blob-lock run` then missed SIGTERM while it waited. Likely
-/// cause: the future logged from the main thread, pyo3-log took the GIL there, and a
-/// pending Python signal handler ran inside the log call, where its exception was lost.
+/// On the calling thread, not spawned onto the runtime and waited for: each hop between
+/// threads costs about 15 µs on a small VM (measured by `make bench`), more than an
+/// acquisition on memory:// takes. Records logged meanwhile are held back and logged after
+/// each slice (see `logs`): run on this thread, Python's logging would also run signal
+/// handlers, whose exceptions would be lost.
 fn wait<T, F>(py: Python<'_>, fut: F, on_cancel: Option<CancelHook>) -> PyResult<T>
 where
     T: Send + 'static,
     F: Future<Output = crate::Result<T>> + Send + 'static,
 {
     let rt = runtime();
-    let mut handle = rt.spawn(fut);
+    let mut fut = Box::pin(fut);
     loop {
-        let step = py.detach(|| {
-            rt.block_on(async {
-                tokio::time::timeout(Duration::from_millis(100), &mut handle).await
+        let (step, held) = py.detach(|| {
+            logs::holding_back(|| {
+                rt.block_on(async {
+                    tokio::time::timeout(Duration::from_millis(100), fut.as_mut()).await
+                })
             })
         });
-        match step {
-            Ok(Ok(result)) => return result.map_err(to_py),
-            Ok(Err(join)) => {
-                return Err(PyRuntimeError::new_err(format!(
-                    "blob-lock internal error: {join}"
-                )))
-            }
-            Err(_elapsed) => {
-                if let Err(signal) = py.check_signals() {
-                    handle.abort();
-                    if let Some(hook) = on_cancel {
-                        rt.spawn(hook);
-                    }
-                    return Err(signal);
+        let raised = match logs::replay(py, held) {
+            Some(e) => Some(e),
+            None if step.is_err() => py.check_signals().err(),
+            None => None,
+        };
+        match (step, raised) {
+            (Ok(result), None) => return result.map_err(to_py),
+            (_, Some(signal)) => {
+                // Dropped here, its records held back too; a completed result (a lease)
+                // is dropped with it, and `on_cancel` releases what was written.
+                let (_, held) = py.detach(|| logs::holding_back(move || drop(fut)));
+                let _ = logs::replay(py, held);
+                if let Some(hook) = on_cancel {
+                    rt.spawn(hook);
                 }
+                return Err(signal);
             }
+            (Err(_elapsed), None) => {}
         }
     }
 }
@@ -659,10 +665,7 @@ fn close_async() {
 #[pymodule]
 fn _blob_lock(m: &Bound<'_, PyModule>) -> PyResult<()> {
     // Rust log records go to Python's `logging` under the logger "blob_lock".
-    let _ = pyo3_log::Logger::new(m.py(), pyo3_log::Caching::LoggersAndLevels)?
-        .filter(log::LevelFilter::Warn)
-        .filter_target("blob_lock".to_string(), log::LevelFilter::Trace)
-        .install();
+    logs::install(m.py())?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add_class::<NativeLock>()?;
     m.add_class::<NativeKeepAlive>()?;
