@@ -203,7 +203,11 @@ impl LockFile {
         if let Some(p) = &self.protocol {
             m.insert("protocol".into(), p.clone().into());
         }
-        serde_json::to_vec(&Value::Object(m)).expect("a map of strings and numbers always encodes")
+        let mut json = serde_json::to_vec(&Value::Object(m))
+            .expect("a map of strings and numbers always encodes");
+        // Exact: the buffer grew by doubling, and a memory:// store keeps it as it is.
+        json.shrink_to_fit();
+        json
     }
 
     /// Decodes any bytes into a lockfile or a reason.
