@@ -5,6 +5,8 @@
 //! allocator sees every Rust allocation; Python's objects are not in these figures (see
 //! `make bench` for the whole process).
 
+#![cfg_attr(feature = "python", allow(dead_code, unused_imports))]
+
 use blob_lock::{runtime::runtime, Lock, LockOptions};
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicI64, Ordering::Relaxed};
@@ -32,6 +34,9 @@ unsafe impl GlobalAlloc for Counting {
     }
 }
 
+// The python feature brings its own allocator (mimalloc); this one must see every
+// allocation, so the example counts only without it (`cargo run`'s default).
+#[cfg(not(feature = "python"))]
 #[global_allocator]
 static ALLOCATOR: Counting = Counting;
 
@@ -68,6 +73,10 @@ fn report(what: &str, before: (&[i64], i64), after: (&[i64], i64), locks: usize)
 }
 
 fn main() {
+    if cfg!(feature = "python") {
+        eprintln!("footprint counts allocations only in a build without the python feature");
+        std::process::exit(2);
+    }
     let locks: usize = std::env::args()
         .nth(1)
         .map(|a| a.parse().expect("LOCKS is a number"))

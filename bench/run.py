@@ -312,12 +312,25 @@ def uncontended(rep: Report, sz: Sizes, tmp: str) -> None:
         f"uncontended acquire+release, memory:// (no I/O), median / p99 (n={mem['n']})",
         f"{fmt_time(mem['median'])} / {fmt_time(mem['p99'])}",
     )
+    floors = {
+        k: run_worker("floor", k, f"{tmp}/floor-{k}", sz.uncontended) for k in ["cas", "link"]
+    }
+    rep.add(
+        "the file system alone: the system calls of one acquire+release, replayed from Python, "
+        f"median (n={floors['cas']['n']})",
+        f"cas {fmt_time(floors['cas']['median'])}",
+        f"flufl.lock's link protocol {fmt_time(floors['link']['median'])}"
+        f"{ratio(floors['link']['median'], floors['cas']['median'])}",
+    )
     rep.notes.append(
         "Uncontended: one lock object acquired and released in a loop (after a tenth as many "
         "warm-up rounds), timed from Python with perf_counter; blob-lock `acquire()` + "
         "`release()` (cas, expire 30 s), mops `lease.acquire(debug=False)` + `.release()` (no "
         "maintenance daemon; fewer rounds, about 15 ms each), flufl.lock `lock()` + "
-        "`unlock()`, filelock `acquire()` + `release()` (flock; not a lease)."
+        "`unlock()`, filelock `acquire()` + `release()` (flock; not a lease). The file system "
+        "alone (bench/worker.py `floor`): cas is two update-if-match, each a guard flock, a "
+        "read of the lockfile, a new temporary file, an exchange and an unlink; flufl.lock's "
+        "protocol a claim file created, linked, stat-ed, then two unlinks."
     )
 
 

@@ -83,6 +83,72 @@ def uncontended(kind: str, where: str, n: int, options: dict | None) -> None:
     say(result=stats(samples))
 
 
+def floor(kind: str, where: str, n: int) -> None:
+    """The system calls of one uncontended acquire+release, replayed from Python with no
+    lock library in between: what the file system alone costs each protocol.
+
+    - ``cas`` (blob-lock, a lock taken again): twice an update-if-match, each one exclusive
+      flock on the guard file, a read of the lockfile (open, fstat, read, close), a new
+      temporary file (create, write, fstat, close), an exchange with the lockfile and an
+      unlink of the old one.
+    - ``link`` (flufl.lock): a claim file created and written, linked to the lock name,
+      stat-ed, then both names unlinked.
+    """
+    import ctypes
+    import fcntl
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    os.makedirs(where, exist_ok=True)
+    lockfile, guard = f"{where}/lock.json", f"{where}/.lock.json.guard"
+    body = b"x" * 320  # about a lockfile's size
+    with open(lockfile, "wb") as f:
+        f.write(body)
+    names = iter(range(10**9))
+
+    def create(path: str) -> None:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        os.write(fd, body)
+        os.fstat(fd)
+        os.close(fd)
+
+    def update() -> None:
+        g = os.open(guard, os.O_RDWR | os.O_CREAT)
+        fcntl.flock(g, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        fd = os.open(lockfile, os.O_RDONLY)
+        os.fstat(fd)
+        os.read(fd, 4096)
+        os.close(fd)
+        tmp = f"{where}/.tmp.{next(names)}"
+        create(tmp)
+        if libc.renameat2(-100, tmp.encode(), -100, lockfile.encode(), 2) != 0:  # EXCHANGE
+            raise OSError(ctypes.get_errno(), "renameat2")
+        os.unlink(tmp)
+        os.close(g)
+
+    def cas() -> None:
+        update()
+        update()
+
+    def link() -> None:
+        claim, lock = f"{where}/claim.{next(names)}", f"{where}/flufl.lck"
+        create(claim)
+        os.link(claim, lock)
+        os.stat(claim)
+        os.unlink(lock)
+        os.unlink(claim)
+
+    cycle = {"cas": cas, "link": link}[kind]
+    for _ in range(max(5, n // 10)):
+        cycle()
+    samples = []
+    clock = time.perf_counter
+    for _ in range(n):
+        t = clock()
+        cycle()
+        samples.append(clock() - t)
+    say(result=stats(samples))
+
+
 def latency(protocol: str, prefix: str, n: int, options: dict) -> None:
     """On a store behind a delay: the round trip (one read of a missing lockfile, by a
     lock's own ``inspect()``, on a warm connection), then acquire + release of ``n`` new
@@ -398,6 +464,8 @@ def main() -> None:
     if mode == "uncontended":
         options = json.loads(args[3]) if len(args) > 3 else None
         uncontended(args[0], args[1], int(args[2]), options)
+    elif mode == "floor":
+        floor(args[0], args[1], int(args[2]))
     elif mode == "latency":
         latency(args[0], args[1], int(args[2]), json.loads(args[3]))
     elif mode == "trace":

@@ -85,6 +85,8 @@ pub struct Lock {
     owner: String,
     uri: String,
     on_lost: Option<LossHook>,
+    /// Kept to open the store again ([`Lock::reopened`]).
+    storage_options: Arc<HashMap<String, String>>,
 }
 
 impl Lock {
@@ -93,7 +95,23 @@ impl Lock {
         let store = store::open(uri, &options.storage_options, &options.timing)?;
         let mut lock = Lock::with_store(uri, store, options);
         lock.engine.wake = Some(waker(lock.engine.uri()));
+        lock.storage_options = Arc::new(options.storage_options.clone());
         Ok(lock)
+    }
+
+    /// The same lock as a child made by fork needs it: the same URI and options, a store
+    /// client of its own (opened again from the URI), a fresh owner id, no hint.
+    pub fn reopened(&self) -> Result<Lock> {
+        Lock::new(
+            &self.uri,
+            &LockOptions {
+                protocol: Some(self.engine.protocol),
+                timing: *self.engine.timing,
+                storage_options: (*self.storage_options).clone(),
+                clock: self.engine.clock.clone(),
+                on_lost: self.on_lost.clone(),
+            },
+        )
     }
 
     /// The lock on a given store (tests and simulations bring their own).
@@ -110,6 +128,7 @@ impl Lock {
             owner: new_owner_id(),
             uri: uri.to_string(),
             on_lost: options.on_lost.clone(),
+            storage_options: Default::default(),
         }
     }
 
@@ -611,8 +630,9 @@ impl Drop for Lease {
 }
 
 async fn heartbeat(shared: Arc<Shared>) {
-    let timing = *shared.engine.timing;
-    let mut next = shared.held.lock().await.lease_start + timing.heartbeat;
+    // Only the interval: a copy of the whole timing would live in every idle task.
+    let heartbeat = shared.engine.timing.heartbeat;
+    let mut next = shared.held.lock().await.lease_start + heartbeat;
     let mut retry = Duration::from_millis(50);
     loop {
         tokio::select! {
@@ -660,7 +680,7 @@ async fn heartbeat(shared: Arc<Shared>) {
                 if !shared.claim.enter(State::Held, "renewed") {
                     return;
                 }
-                next = held.lease_start + timing.heartbeat;
+                next = held.lease_start + heartbeat;
                 retry = Duration::from_millis(50);
             }
             Err(Error::Lost { reason, .. }) => {
@@ -683,7 +703,7 @@ async fn heartbeat(shared: Arc<Shared>) {
                 shared.claim.enter(State::RenewRetrying, &e);
                 // Jittered, so that holders cut off together do not retry in step.
                 next = (now + retry.mul_f64(shared.engine.clock.jitter())).min(deadline);
-                retry = (retry * 2).min(timing.heartbeat / 2);
+                retry = (retry * 2).min(heartbeat / 2);
             }
         }
     }

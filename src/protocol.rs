@@ -421,8 +421,8 @@ impl Engine {
                         .await?
                     {
                         Write::Done(version) => {
-                            held.version = version;
-                            held.body = body;
+                            held.version.clone_from(&version);
+                            held.body.clone_from(&body);
                             held.lease_start = start;
                             return Ok(());
                         }
@@ -459,8 +459,8 @@ impl Engine {
                         let body = held.body.renewed(writer_name, self.clock.wall());
                         let start = self.clock.now();
                         let version = self.store.overwrite(Bytes::from(body.encode())).await?;
-                        held.version = version;
-                        held.body = body;
+                        held.version.clone_from(&version);
+                        held.body.clone_from(&body);
                         held.lease_start = start;
                         Ok(())
                     }

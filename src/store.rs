@@ -24,12 +24,27 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 /// An opaque version of the lockfile: changes at every write.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, PartialEq, Eq)]
 pub struct Version {
     /// The ETag (or our own digest for local files).
     pub e_tag: Option<String>,
     /// The store's version id, where it has one (GCS generation, S3 version).
     pub version: Option<String>,
+}
+
+impl Clone for Version {
+    fn clone(&self) -> Self {
+        Version {
+            e_tag: self.e_tag.clone(),
+            version: self.version.clone(),
+        }
+    }
+
+    /// Into the strings already there (see `LockFile::clone_from`).
+    fn clone_from(&mut self, source: &Self) {
+        self.e_tag.clone_from(&source.e_tag);
+        self.version.clone_from(&source.version);
+    }
 }
 
 /// The lockfile as read.

@@ -11,7 +11,6 @@ import logging
 import os
 import sys
 import threading
-import weakref
 from collections.abc import Awaitable, Callable, Mapping
 from datetime import timedelta
 from types import TracebackType
@@ -99,23 +98,21 @@ def _owners_here() -> set[str]:
     return {item.owner for item in live if not item.lost}
 
 
-# Every BlobLock, weakly: a child made by fork gives each a fresh owner id (below).
-_all_locks: weakref.WeakSet[BlobLock] = weakref.WeakSet()
+# How many forks made this process; each BlobLock notes the value it was made or renewed
+# under. Not a registry of every lock: thousands of held locks would each cost one.
+_forks = 0
 
 
 def _after_fork_in_child() -> None:
     """A child made by fork neither holds nor renews its parent's locks, and its exit must
-    not release them. Each BlobLock it inherited becomes a fresh, unheld lock with an owner
-    id of its own (sharing the parent's id would let both believe they hold the lock);
-    each KeepAlive reports itself lost here. The parent's native objects are leaked in the
-    child, never dropped (see NativeLock.for_child). The parent's heartbeats go on."""
-    global _live_guard
+    not release them. Each BlobLock it inherited becomes, when the child first uses it, a
+    fresh, unheld lock with an owner id of its own (sharing the parent's id would let both
+    believe they hold the lock); each KeepAlive reports itself lost here. The parent's
+    native objects are leaked in the child, never dropped (see NativeLock.for_child). The
+    parent's heartbeats go on."""
+    global _live_guard, _forks
     _live_guard = threading.Lock()  # another thread of the parent may have held it
-    for lock in list(_all_locks):
-        try:
-            lock._native = lock._native.for_child()
-        except Exception as e:  # one bad lock must not leave the others inherited
-            _log.warning("after fork: cannot renew %r in the child: %s", lock.uri, e)
+    _forks += 1
     for item in list(_live):
         if isinstance(item, KeepAlive):
             item._native.leak_in_child()
@@ -165,7 +162,7 @@ class BlobLock:
     """
 
     # Thousands of held locks in one process: no per-instance __dict__.
-    __slots__ = ("__weakref__", "_config", "_native", "_raise_on_lost", "_timeout")
+    __slots__ = ("__weakref__", "_config", "_forks", "_native_lock", "_raise_on_lost", "_timeout")
 
     def __init__(
         self,
@@ -195,7 +192,8 @@ class BlobLock:
         self._timeout = _seconds("timeout", timeout)
         if self._timeout is not None and not self._timeout >= 0:
             raise ValueError(f"timeout must be None or seconds >= 0, got {timeout!r}")
-        self._native = _blob_lock.NativeLock(
+        self._forks = _forks
+        self._native_lock = _blob_lock.NativeLock(
             uri,
             expire=_seconds("expire", expire),
             heartbeat=_seconds("heartbeat", heartbeat),
@@ -205,7 +203,14 @@ class BlobLock:
             clock_skew=_seconds("clock_skew", clock_skew),
             on_lost=on_lost,
         )
-        _all_locks.add(self)
+
+    @property
+    def _native(self) -> _blob_lock.NativeLock:
+        """The native lock; in a child made by fork, first renewed (see _after_fork_in_child)."""
+        if self._forks != _forks:
+            self._native_lock = self._native_lock.for_child()
+            self._forks = _forks
+        return self._native_lock
 
     # -- acquisition -------------------------------------------------------------------
 
