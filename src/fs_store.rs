@@ -30,12 +30,13 @@ use std::time::{Duration, Instant};
 
 /// A lockfile on a file system.
 ///
-/// On a network file system (NFS, SMB, FUSE, anything not known to be local) every call runs
-/// on tokio's blocking pool: a call can hang while a server is away, and must not stall the
-/// heartbeats of other locks on the runtime's few threads. On a local file system (ext4, xfs,
-/// btrfs, tmpfs, overlayfs, f2fs) calls take tens of microseconds and run where they are
-/// awaited: the pool's two thread hops cost about 20 µs a call (measured by `make bench`).
-/// An update still goes to the pool when it would have to wait for another updater.
+/// Calls run on tokio's blocking pool: a file call can hang (an NFS server away, a stalled
+/// disk) and must not stall the heartbeats of other locks on the runtime's two threads.
+/// Except on a thread that drives a caller's own wait ([`crate::runtime::driving`]), when
+/// the file system is known to be local (ext4, xfs, btrfs, tmpfs, overlayfs, f2fs): there a
+/// slow call delays only that caller, and the pool's two thread hops would cost about 20 µs
+/// a call, more than the call itself (`make bench`). An update that would have to wait for
+/// another updater goes to the pool all the same.
 #[derive(Debug)]
 pub struct FileStore {
     files: Arc<Files>,
@@ -75,9 +76,10 @@ impl FileStore {
         }
     }
 
-    /// True once the lockfile is known to be on a local file system.
+    /// True where calls may run inline: on a caller's own thread, for a lockfile known to be
+    /// on a local file system.
     fn inline(&self) -> bool {
-        self.files.place.load(Ordering::Relaxed) == LOCAL
+        self.files.place.load(Ordering::Relaxed) == LOCAL && crate::runtime::driving()
     }
 
     /// Runs `call` on the blocking pool with this store's files; the first call also finds
@@ -178,8 +180,8 @@ impl Files {
             fs::create_dir_all(dir).map_err(|e| self.error(e, "creating the folder of"))?;
             file = open();
         }
+        let mut f = file.map_err(|e| self.error(e, "writing"))?;
         let written = (|| {
-            let mut f = file?;
             f.write_all(body)?;
             let meta = f.metadata()?;
             Ok::<_, io::Error>(version_of(&meta, body))
@@ -207,12 +209,15 @@ impl Files {
     fn replace(&self, body: &[u8]) -> Result<Version> {
         let (tmp, version) = self.stage(body)?;
         let swapped = match self.swap_in(&tmp) {
-            Ok(true) => Ok(()),
-            Ok(false) => fs::rename(&tmp, &self.path),
+            Ok(true) => Ok(true),
+            Ok(false) => fs::rename(&tmp, &self.path).map(|()| false),
             Err(e) => Err(e),
         };
-        // After an exchange `tmp` holds the previous lockfile; after a rename it is gone.
-        let _ = fs::remove_file(&tmp);
+        // After an exchange `tmp` holds the previous lockfile; after a rename it is gone;
+        // after a failure it holds our body, never to be used.
+        if !matches!(swapped, Ok(false)) {
+            let _ = fs::remove_file(&tmp);
+        }
         swapped.map_err(|e| self.error(e, "replacing"))?;
         Ok(version)
     }
@@ -540,6 +545,38 @@ mod tests {
             .update(Bytes::from_static(b"{\"n\":1}"), &version)
             .await
             .unwrap();
+        assert!(matches!(done, Write::Done(_)));
+        assert!(
+            started.elapsed() >= Duration::from_millis(250),
+            "it waited for the guard"
+        );
+        other.join().unwrap();
+    }
+
+    #[test]
+    fn on_a_callers_own_thread_an_update_still_waits_for_another_updater() {
+        use crate::runtime::drive;
+        let dir = tempfile::tempdir().unwrap();
+        let store = store(dir.path());
+        let Write::Done(version) = drive(store.create(Bytes::from_static(b"{}"))).unwrap() else {
+            panic!("a new lockfile is created")
+        };
+        // The first call looked at the file system; from now on calls driven here run here
+        // if it is local, never on a runtime worker.
+        let local = store.files.place.load(Ordering::Relaxed) == LOCAL;
+        assert_eq!(drive(async { store.inline() }), local);
+        assert!(
+            !store.inline(),
+            "not on a thread that drives a caller's wait"
+        );
+        let guard = File::create(dir.path().join("lock").join(".lock.json.guard")).unwrap();
+        let held = Flock::lock(guard, FlockArg::LockExclusive).unwrap();
+        let other = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(300));
+            drop(held);
+        });
+        let started = Instant::now();
+        let done = drive(store.update(Bytes::from_static(b"{\"n\":1}"), &version)).unwrap();
         assert!(matches!(done, Write::Done(_)));
         assert!(
             started.elapsed() >= Duration::from_millis(250),

@@ -94,19 +94,35 @@ impl Clone for LockFile {
     /// renewed, which left about half a kilobyte a lock unusable across the threads' heaps
     /// (10,000 locks, `make bench`).
     fn clone_from(&mut self, source: &Self) {
-        self.writer_id.clone_from(&source.writer_id);
-        self.written_at.clone_from(&source.written_at);
-        self.expire_s = source.expire_s;
-        self.released_at.clone_from(&source.released_at);
-        self.first_written_at.clone_from(&source.first_written_at);
-        self.first_acquired_at.clone_from(&source.first_acquired_at);
-        self.hostname.clone_from(&source.hostname);
-        self.pid.clone_from(&source.pid);
-        self.tid = source.tid;
-        self.write_count = source.write_count;
-        self.writer_name.clone_from(&source.writer_name);
-        self.token = source.token;
-        self.protocol.clone_from(&source.protocol);
+        // Destructured: a field added later must be copied here too, or this fails to build.
+        let LockFile {
+            writer_id,
+            written_at,
+            expire_s,
+            released_at,
+            first_written_at,
+            first_acquired_at,
+            hostname,
+            pid,
+            tid,
+            write_count,
+            writer_name,
+            token,
+            protocol,
+        } = source;
+        self.writer_id.clone_from(writer_id);
+        self.written_at.clone_from(written_at);
+        self.expire_s = *expire_s;
+        self.released_at.clone_from(released_at);
+        self.first_written_at.clone_from(first_written_at);
+        self.first_acquired_at.clone_from(first_acquired_at);
+        self.hostname.clone_from(hostname);
+        self.pid.clone_from(pid);
+        self.tid = *tid;
+        self.write_count = *write_count;
+        self.writer_name.clone_from(writer_name);
+        self.token = *token;
+        self.protocol.clone_from(protocol);
     }
 }
 

@@ -31,3 +31,29 @@ pub fn runtime() -> &'static Runtime {
         }
     }
 }
+
+thread_local! {
+    /// Set while this thread drives a future for a caller who waits for it ([`drive`]).
+    static DRIVING: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Runs `fut` to its end on the calling thread (not a runtime worker), on the shared
+/// runtime's timers and I/O: a blocking call waits here anyway, and a hop to a worker and
+/// back costs more than an acquisition on memory:// takes. Inside, [`driving`] is true, so
+/// that the file store may run its calls right here instead of on the blocking pool.
+pub fn drive<F: std::future::Future>(fut: F) -> F::Output {
+    struct Reset(bool);
+    impl Drop for Reset {
+        fn drop(&mut self) {
+            DRIVING.with(|d| d.set(self.0));
+        }
+    }
+    let _reset = Reset(DRIVING.with(|d| d.replace(true)));
+    runtime().block_on(fut)
+}
+
+/// True on a thread inside [`drive`]: a slow call here delays only the caller who waits for
+/// it, whereas on a runtime worker it would delay every lock's heartbeat.
+pub fn driving() -> bool {
+    DRIVING.with(|d| d.get())
+}

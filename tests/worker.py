@@ -65,6 +65,10 @@ def main() -> None:
         lock = BlobLock(uri, expire=expire, storage_options=options)
         assert lock.acquire(timeout=30)
         remote = keep_alive(uri, lock.owner, storage_options=options)
+        # Held too, and never used in the child, which drops it: the parent's store client
+        # must outlive the child's copy.
+        untouched = BlobLock(uri + "-untouched", expire=expire, storage_options=options)
+        assert untouched.acquire(timeout=30)
         say(event="acquired", owner=lock.owner, token=lock.token)
         read, write = os.pipe()
         pid = os.fork()
@@ -83,6 +87,8 @@ def main() -> None:
             }
             os.write(write, json.dumps(seen).encode())
             os.close(write)
+            del untouched
+            gc.collect()
             sys.exit(0)
         os.close(write)
         with os.fdopen(read) as pipe:
@@ -90,7 +96,13 @@ def main() -> None:
         _, status = os.waitpid(pid, 0)
         say(event="child", exit=os.waitstatus_to_exitcode(status), **seen)
         time.sleep(expire * 2)  # past expiry: only renewals keep it
-        say(event="parent", held=lock.held, lost=lock.lost, remote_lost=remote.lost)
+        say(
+            event="parent",
+            held=lock.held and untouched.held,
+            lost=lock.lost or untouched.lost,
+            remote_lost=remote.lost,
+        )
+        untouched.release()
         remote.stop()
         say(event="released", status=str(lock.release()))
     else:

@@ -101,6 +101,7 @@ def _owners_here() -> set[str]:
 # How many forks made this process; each BlobLock notes the value it was made or renewed
 # under. Not a registry of every lock: thousands of held locks would each cost one.
 _forks = 0
+_fork_guard = threading.Lock()
 
 
 def _after_fork_in_child() -> None:
@@ -110,8 +111,9 @@ def _after_fork_in_child() -> None:
     believe they hold the lock); each KeepAlive reports itself lost here. The parent's
     native objects are leaked in the child, never dropped (see NativeLock.for_child). The
     parent's heartbeats go on."""
-    global _live_guard, _forks
+    global _live_guard, _fork_guard, _forks
     _live_guard = threading.Lock()  # another thread of the parent may have held it
+    _fork_guard = threading.Lock()
     _forks += 1
     for item in list(_live):
         if isinstance(item, KeepAlive):
@@ -208,8 +210,10 @@ class BlobLock:
     def _native(self) -> _blob_lock.NativeLock:
         """The native lock; in a child made by fork, first renewed (see _after_fork_in_child)."""
         if self._forks != _forks:
-            self._native_lock = self._native_lock.for_child()
-            self._forks = _forks
+            with _fork_guard:  # two threads of the child: one renewal
+                if self._forks != _forks:
+                    self._native_lock = self._native_lock.for_child()
+                    self._forks = _forks
         return self._native_lock
 
     # -- acquisition -------------------------------------------------------------------

@@ -39,27 +39,32 @@ impl log::Log for HoldingBack {
     }
 
     fn log(&self, record: &log::Record<'_>) {
-        let held = HELD.with(|held| match held.borrow_mut().as_mut() {
-            Some(held) => {
-                // pyo3-log's `enabled` reads only its cache of Python's levels: no Python
-                // code runs here. A target not cached yet counts as enabled and is held.
-                if self.python.enabled(record.metadata()) {
-                    held.push(Held {
-                        level: record.level(),
-                        target: record.target().to_string(),
-                        message: record.args().to_string(),
-                        module_path: record.module_path().map(str::to_string),
-                        file: record.file().map(str::to_string),
-                        line: record.line(),
-                    });
-                }
-                true
-            }
-            None => false,
-        });
-        if !held {
-            self.python.log(record);
+        // Not while the thread is exiting (its thread-locals gone): log directly then.
+        let holding = HELD
+            .try_with(|held| held.borrow().is_some())
+            .unwrap_or(false);
+        if !holding {
+            return self.python.log(record);
         }
+        // pyo3-log's `enabled` reads only its cache of Python's levels: no Python code runs
+        // here. A target not cached yet counts as enabled and is held.
+        if !self.python.enabled(record.metadata()) {
+            return;
+        }
+        // Formatted before borrowing: a message's Display may itself log.
+        let one = Held {
+            level: record.level(),
+            target: record.target().to_string(),
+            message: record.args().to_string(),
+            module_path: record.module_path().map(str::to_string),
+            file: record.file().map(str::to_string),
+            line: record.line(),
+        };
+        let _ = HELD.try_with(|held| {
+            if let Some(held) = held.borrow_mut().as_mut() {
+                held.push(one);
+            }
+        });
     }
 
     fn flush(&self) {}

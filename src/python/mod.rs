@@ -67,12 +67,12 @@ where
     T: Send + 'static,
     F: Future<Output = crate::Result<T>> + Send + 'static,
 {
-    let rt = runtime();
     let mut fut = Box::pin(fut);
     loop {
         let (step, held) = py.detach(|| {
             logs::holding_back(|| {
-                rt.block_on(async {
+                // The timeout made inside: its timer needs the runtime's context.
+                crate::runtime::drive(async {
                     tokio::time::timeout(Duration::from_millis(100), fut.as_mut()).await
                 })
             })
@@ -84,13 +84,20 @@ where
         };
         match (step, raised) {
             (Ok(result), None) => return result.map_err(to_py),
-            (_, Some(signal)) => {
-                // Dropped here, its records held back too; a completed result (a lease)
-                // is dropped with it, and `on_cancel` releases what was written.
-                let (_, held) = py.detach(|| logs::holding_back(move || drop(fut)));
+            (step, Some(signal)) => {
+                // The future and a result it completed with (a lease) are dropped first, on
+                // the runtime and with their records held back; then `on_cancel` releases
+                // what was written.
+                let (_, held) = py.detach(|| {
+                    logs::holding_back(move || {
+                        let _runtime = runtime().enter();
+                        drop(step);
+                        drop(fut);
+                    })
+                });
                 let _ = logs::replay(py, held);
                 if let Some(hook) = on_cancel {
-                    rt.spawn(hook);
+                    runtime().spawn(hook);
                 }
                 return Err(signal);
             }
@@ -160,9 +167,25 @@ fn timeout(t: Option<f64>) -> PyResult<Option<Duration>> {
 struct NativeLock {
     lock: Lock,
     lease: Slot,
+    /// The process that made it.
+    pid: u32,
     /// Set while an acquisition runs: two threads acquiring through one BlobLock would
     /// share its owner id, and both could believe they hold the lock.
     acquiring: Arc<AtomicBool>,
+}
+
+/// In a child made by fork, an inherited NativeLock is leaked, never dropped, whether or
+/// not the child ever used it: its store client holds sockets registered with the
+/// parent's epoll instance, which the child shares, and dropping them would deregister them
+/// from under the parent.
+impl Drop for NativeLock {
+    fn drop(&mut self) {
+        if self.pid != std::process::id() {
+            // Forgotten clones hold the shared parts (the store client, the lease) for ever.
+            std::mem::forget(self.lock.clone());
+            std::mem::forget(self.lease.clone());
+        }
+    }
 }
 
 /// The lease a NativeLock holds, shared with its asyncio acquisitions.
@@ -216,22 +239,26 @@ impl NativeLock {
         NativeLock {
             lock,
             lease: Arc::new(Mutex::new(None)),
+            pid: std::process::id(),
             acquiring: Arc::new(AtomicBool::new(false)),
         }
     }
 
     /// Refuses a second acquisition through this object, while one runs or is held.
-    fn begin_acquiring(&self) -> PyResult<Acquiring> {
+    /// The guard is shared with the acquisition's cancel hook: after an interruption the
+    /// flag stays set until the hook has released what was written, or the hook (which
+    /// releases by this lock's owner id) could release the next acquisition instead.
+    fn begin_acquiring(&self) -> PyResult<Arc<Acquiring>> {
         if self.acquiring.swap(true, Ordering::SeqCst) {
             return Err(LockError::new_err((
                 format!(
-                    "another thread is acquiring {} through this BlobLock; give each thread a BlobLock of its own",
+                    "another acquisition of {} through this BlobLock is under way (in another thread, or an interrupted one still releasing what it wrote); give each thread a BlobLock of its own",
                     self.lock.uri()
                 ),
                 self.lock.uri().to_string(),
             )));
         }
-        let guard = Acquiring(self.acquiring.clone());
+        let guard = Arc::new(Acquiring(self.acquiring.clone()));
         self.refuse_if_held()?;
         Ok(guard)
     }
@@ -249,11 +276,12 @@ impl NativeLock {
         }
     }
 
-    fn cancel_hook(&self) -> CancelHook {
+    fn cancel_hook(&self, acquiring: Arc<Acquiring>) -> CancelHook {
         // An interrupted acquisition may have written the lockfile: release it if so.
         let lock = self.lock.clone();
         Box::pin(async move {
             let _ = lock.release_unheld().await;
+            drop(acquiring);
         })
     }
 }
@@ -288,24 +316,21 @@ impl NativeLock {
     /// This lock as a child made by fork sees it: the same URI and options, a fresh owner id
     /// (the parent's is the parent's), nothing held, and its own store client (the parent's
     /// connections belong to the parent's runtime, which no thread drives in the child).
-    /// The parent's object itself is leaked in the child, never dropped: its store client
-    /// holds sockets registered with the parent's epoll instance, which the child shares,
-    /// and dropping them would deregister them from under the parent.
-    fn for_child(slf: &Bound<'_, Self>) -> PyResult<NativeLock> {
-        std::mem::forget(slf.clone().unbind());
-        Ok(NativeLock::empty(slf.get().lock.reopened().map_err(to_py)?))
+    /// This object's own state is leaked in the child when it goes (see `Drop`).
+    fn for_child(&self) -> PyResult<NativeLock> {
+        Ok(NativeLock::empty(self.lock.reopened().map_err(to_py)?))
     }
 
     /// Waits for the lock; False on timeout, or raises LockTimeout when `raise_timeout`.
     #[pyo3(signature = (timeout, raise_timeout))]
     fn acquire(&self, py: Python<'_>, timeout: Option<f64>, raise_timeout: bool) -> PyResult<bool> {
-        let _acquiring = self.begin_acquiring()?;
+        let acquiring = self.begin_acquiring()?;
         let t = self::timeout(timeout)?;
         let lock = self.lock.clone();
         match wait(
             py,
             async move { lock.acquire(t).await },
-            Some(self.cancel_hook()),
+            Some(self.cancel_hook(acquiring.clone())),
         ) {
             Ok(lease) => {
                 self.hold(lease);
@@ -318,12 +343,12 @@ impl NativeLock {
 
     /// One attempt; never waits.
     fn try_acquire(&self, py: Python<'_>) -> PyResult<bool> {
-        let _acquiring = self.begin_acquiring()?;
+        let acquiring = self.begin_acquiring()?;
         let lock = self.lock.clone();
         match wait(
             py,
             async move { lock.try_acquire().await },
-            Some(self.cancel_hook()),
+            Some(self.cancel_hook(acquiring.clone())),
         )? {
             Some(lease) => {
                 self.hold(lease);
@@ -350,7 +375,7 @@ impl NativeLock {
         let guard = self.begin_acquiring()?;
         let t = self::timeout(timeout)?;
         let (lock, slot) = (self.lock.clone(), self.lease.clone());
-        let cancel = OnDrop::new(self.cancel_hook());
+        let cancel = OnDrop::new(self.cancel_hook(guard.clone()));
         awaitable(py, async move {
             let _guard = guard;
             let result = lock.acquire(t).await;
@@ -370,7 +395,7 @@ impl NativeLock {
     fn try_acquire_async<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
         let guard = self.begin_acquiring()?;
         let (lock, slot) = (self.lock.clone(), self.lease.clone());
-        let cancel = OnDrop::new(self.cancel_hook());
+        let cancel = OnDrop::new(self.cancel_hook(guard.clone()));
         awaitable(py, async move {
             let _guard = guard;
             let result = lock.try_acquire().await;
