@@ -9,6 +9,10 @@
 use std::sync::Mutex;
 use tokio::runtime::Runtime;
 
+/// Threads for blocking calls (file calls, DNS lookups). Enough that a few calls hung on
+/// an absent NFS server do not hold up the rest.
+const BLOCKING_THREADS: usize = 32;
+
 /// The shared runtime of this process, started on first use with two worker threads:
 /// heartbeats are a few requests a minute each, so two threads carry thousands of locks.
 pub fn runtime() -> &'static Runtime {
@@ -21,6 +25,12 @@ pub fn runtime() -> &'static Runtime {
             let rt: &'static Runtime = Box::leak(Box::new(
                 tokio::runtime::Builder::new_multi_thread()
                     .worker_threads(2)
+                    // File calls run on the blocking pool. Tokio's default of 512 threads
+                    // let 10,000 locks on files heartbeating each second grow it to the
+                    // limit (515 threads, 33 KB a lock, most of it the threads' stacks and
+                    // heaps, 196 µs of CPU a heartbeat); 64 threads: 7.1 KB, 167 µs; 16:
+                    // 4.3 KB, 106 µs (bench/worker.py scale, on 2 cores).
+                    .max_blocking_threads(BLOCKING_THREADS)
                     .thread_name("blob-lock")
                     .enable_all()
                     .build()
