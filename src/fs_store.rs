@@ -526,6 +526,20 @@ mod tests {
         assert_eq!(names(&dir.path().join("lock")), ["lock.json"]);
     }
 
+    /// How long [`another_updater`] holds the guard.
+    const HOLD: Duration = Duration::from_millis(300);
+
+    /// Another process in the middle of an update: it holds the guard (from before this
+    /// returns) for [`HOLD`].
+    fn another_updater(dir: &Path) -> std::thread::JoinHandle<()> {
+        let guard = File::create(dir.join("lock").join(".lock.json.guard")).unwrap();
+        let held = Flock::lock(guard, FlockArg::LockExclusive).unwrap();
+        std::thread::spawn(move || {
+            std::thread::sleep(HOLD);
+            drop(held);
+        })
+    }
+
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn an_update_waits_for_another_updater_instead_of_failing() {
         let dir = tempfile::tempdir().unwrap();
@@ -533,13 +547,7 @@ mod tests {
         let Write::Done(version) = store.create(Bytes::from_static(b"{}")).await.unwrap() else {
             panic!("a new lockfile is created")
         };
-        // Another process in the middle of an update: it holds the guard for a while.
-        let guard = File::create(dir.path().join("lock").join(".lock.json.guard")).unwrap();
-        let held = Flock::lock(guard, FlockArg::LockExclusive).unwrap();
-        let other = std::thread::spawn(move || {
-            std::thread::sleep(Duration::from_millis(300));
-            drop(held);
-        });
+        let other = another_updater(dir.path());
         let started = Instant::now();
         let done = store
             .update(Bytes::from_static(b"{\"n\":1}"), &version)
@@ -547,7 +555,7 @@ mod tests {
             .unwrap();
         assert!(matches!(done, Write::Done(_)));
         assert!(
-            started.elapsed() >= Duration::from_millis(250),
+            started.elapsed() >= HOLD - Duration::from_millis(50),
             "it waited for the guard"
         );
         other.join().unwrap();
@@ -569,17 +577,12 @@ mod tests {
             !store.inline(),
             "not on a thread that drives a caller's wait"
         );
-        let guard = File::create(dir.path().join("lock").join(".lock.json.guard")).unwrap();
-        let held = Flock::lock(guard, FlockArg::LockExclusive).unwrap();
-        let other = std::thread::spawn(move || {
-            std::thread::sleep(Duration::from_millis(300));
-            drop(held);
-        });
+        let other = another_updater(dir.path());
         let started = Instant::now();
         let done = drive(store.update(Bytes::from_static(b"{\"n\":1}"), &version)).unwrap();
         assert!(matches!(done, Write::Done(_)));
         assert!(
-            started.elapsed() >= Duration::from_millis(250),
+            started.elapsed() >= HOLD - Duration::from_millis(50),
             "it waited for the guard"
         );
         other.join().unwrap();
