@@ -1,5 +1,6 @@
 //! The one tokio runtime of the process: every heartbeat of every lock runs on it, and
-//! blocking calls from other threads (the Python bindings, the CLI) wait on it.
+//! blocking calls from other threads (the Python bindings, the CLI) drive their own futures
+//! on its timers and I/O ([`drive`]).
 //!
 //! One per *process*: a child made by fork inherits the parent's runtime object but none of
 //! its worker threads, so a task spawned there would never run. The child leaks the
