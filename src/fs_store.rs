@@ -34,9 +34,10 @@ use std::time::{Duration, Instant};
 /// disk) and must not stall the heartbeats of other locks on the runtime's two threads.
 /// Except on a thread that drives a caller's own wait ([`crate::runtime::driving`]), when
 /// the file system is known to be local (ext4, xfs, btrfs, tmpfs, overlayfs, f2fs): there a
-/// slow call delays only that caller, and the pool's two thread hops would cost about 20 µs
-/// a call, more than the call itself (`make bench`). An update that would have to wait for
-/// another updater goes to the pool all the same.
+/// slow call delays only that caller, and the pool's two thread hops cost about 20 µs a call
+/// (acquire and release on local files, two calls: 255 µs through the pool, 215 µs inline,
+/// loops of 2,000 from Python). An update that would have to wait for another updater goes
+/// to the pool all the same.
 #[derive(Debug)]
 pub struct FileStore {
     files: Arc<Files>,

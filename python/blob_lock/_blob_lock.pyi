@@ -60,7 +60,7 @@ class NativeLock:
         on_lost: Callable[[LockLost], object] | None,
     ) -> NativeLock: ...
     def for_child(self) -> NativeLock:
-        """This lock as a child made by fork sees it (the parent's object is leaked)."""
+        """This lock as a child made by fork sees it (the parent's state is leaked there)."""
     def acquire(self, timeout: float | None, raise_timeout: bool) -> bool:
         """Waits for the lock; False on timeout, or raises LockTimeout when `raise_timeout`."""
     def try_acquire(self) -> bool:
@@ -114,7 +114,7 @@ class NativeKeepAlive:
     """The native handle behind `blob_lock.keep_alive` (made by `keep_alive` only)."""
 
     def leak_in_child(self) -> None:
-        """Leaks this object in a child made by fork (see `NativeLock.for_child`)."""
+        """Leaks this object in a child made by fork (as `NativeLock` leaks its state there)."""
     def stop(self) -> None:
         """Stops heartbeating (never releases)."""
     def stop_async(self) -> Future[None]:

@@ -109,7 +109,7 @@ def _after_fork_in_child() -> None:
     not release them. Each BlobLock it inherited becomes, when the child first uses it, a
     fresh, unheld lock with an owner id of its own (sharing the parent's id would let both
     believe they hold the lock); each KeepAlive reports itself lost here. The parent's
-    native objects are leaked in the child, never dropped (see NativeLock.for_child). The
+    native state is leaked in the child, never dropped (see NativeLock's Drop). The
     parent's heartbeats go on."""
     global _live_guard, _fork_guard, _forks
     _live_guard = threading.Lock()  # another thread of the parent may have held it
