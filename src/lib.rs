@@ -16,6 +16,7 @@ pub mod lockfile;
 pub mod protocol;
 pub mod runtime;
 pub mod store;
+pub mod sweeper;
 pub mod timing;
 
 #[cfg(feature = "python")]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 import sys
 import threading
@@ -19,6 +20,7 @@ from blob_lock import (
     LockTimeout,
     ReleaseStatus,
     StoreError,
+    inspect,
     keep_alive,
 )
 
@@ -326,8 +328,6 @@ def test_waiting_releases_the_gil(tmp_path):
 
 
 def test_many_held_locks_share_one_runtime():
-    import os
-
     def threads() -> int:
         return len(os.listdir("/proc/self/task"))
 
@@ -433,6 +433,39 @@ def test_ctrl_c_ends_a_wait_that_logs(tmp_path):
         assert out.strip() == "interrupted", err
         assert proc.returncode == 0
         assert held.held and not held.lost
+
+
+TAKES_AND_EXITS = """
+import atexit, os, sys
+# Runs after blob_lock's own exit handler (they run last registered first), then ends the
+# process at once: no interpreter teardown in which the sweeper's thread could catch up.
+atexit.register(os._exit, 0)
+from blob_lock import BlobLock
+lock = BlobLock(sys.argv[1])
+for _ in range(50):
+    lock.acquire()
+    lock.release()
+held = BlobLock(sys.argv[1] + "-held")
+held.acquire()  # released at exit
+"""
+
+
+def test_a_process_leaves_no_replaced_lockfiles_behind(tmp_path):
+    """Replaced lockfiles are removed off the caller's path, a batch every few
+    milliseconds; the last batch, the exit's own releases among it, goes at exit."""
+    import subprocess
+
+    uri = str(tmp_path / "lock")
+    done = subprocess.run(
+        [sys.executable, "-c", TAKES_AND_EXITS, uri],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    for name in ("lock", "lock-held"):
+        assert sorted(os.listdir(tmp_path / name)) == [".lock.json.guard", "lock.json"]
+    assert inspect(uri + "-held").state == "released"
 
 
 def test_a_file_update_gives_up_when_the_guard_stays_locked(tmp_path):

@@ -18,6 +18,7 @@ __all__ = [
     "doctor",
     "keep_alive",
     "keep_alive_async",
+    "sweep",
 ]
 
 __version__: str
@@ -155,3 +156,7 @@ def doctor(uri: str, *, storage_options: dict[str, str] | None, expire: float) -
 
 def close_async() -> None:
     """From now on no blob-lock awaitable completes (called at interpreter exit)."""
+
+def sweep() -> None:
+    """Removes now the replaced lockfiles still queued for removal (called at interpreter
+    exit, after the releases)."""

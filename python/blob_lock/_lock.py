@@ -89,6 +89,8 @@ def _at_exit() -> None:
                 item.stop()
         except Exception:  # exit must go on; the lock then expires by itself
             pass
+    # Last: the releases above replaced lockfiles too.
+    _blob_lock.sweep()
 
 
 def _owners_here() -> set[str]:

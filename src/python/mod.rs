@@ -685,6 +685,13 @@ fn close_async() {
     asyncio::close();
 }
 
+/// Removes now the replaced lockfiles still queued for removal (called at interpreter exit,
+/// after the releases).
+#[pyfunction]
+fn sweep(py: Python<'_>) {
+    py.detach(crate::sweeper::flush);
+}
+
 #[pymodule]
 fn _blob_lock(m: &Bound<'_, PyModule>) -> PyResult<()> {
     // Rust log records go to Python's `logging` under the logger "blob_lock".
@@ -696,5 +703,6 @@ fn _blob_lock(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(keep_alive_async, m)?)?;
     m.add_function(wrap_pyfunction!(doctor, m)?)?;
     m.add_function(wrap_pyfunction!(close_async, m)?)?;
+    m.add_function(wrap_pyfunction!(sweep, m)?)?;
     Ok(())
 }
