@@ -31,6 +31,12 @@ pub trait Clock: Send + Sync + Debug + 'static {
         use rand::Rng;
         rand::rng().random_range(0.5..1.0)
     }
+    /// True if [`Clock::now`] and [`Clock::sleep_until`] are tokio's own, so that a timer
+    /// elsewhere on the runtime agrees with this clock (the shared runtime's starter of
+    /// heartbeats, `crate::starter`).
+    fn is_tokio(&self) -> bool {
+        false
+    }
 }
 
 /// tokio's clock and the system's wall clock.
@@ -46,6 +52,9 @@ impl Clock for SystemClock {
     }
     fn sleep_until(&self, deadline: Instant) -> Sleep {
         Box::pin(tokio::time::sleep_until(deadline))
+    }
+    fn is_tokio(&self) -> bool {
+        true
     }
 }
 

@@ -439,6 +439,9 @@ impl Shared {
 /// releasing (the lock then expires); call [`Lease::release`] to release.
 pub struct Lease {
     shared: Arc<Shared>,
+    /// The heartbeat's start, while it is filed with the shared runtime's starter and has
+    /// not run.
+    filed: Mutex<Option<crate::starter::Ticket>>,
 }
 
 impl std::fmt::Debug for Lease {
@@ -459,6 +462,7 @@ impl Lease {
         on_lost: Option<LossHook>,
         claim: Arc<Claim>,
     ) -> Lease {
+        let first_beat = held.lease_start + engine.timing.heartbeat;
         let shared = Arc::new(Shared {
             on_lost,
             claim,
@@ -473,8 +477,20 @@ impl Lease {
             released: AtomicBool::new(false),
             stop: Notify::new(),
         });
-        tokio::spawn(heartbeat(shared.clone()));
-        Lease { shared }
+        let mut filed = None;
+        if shared.engine.clock.is_tokio() && crate::runtime::on_shared_runtime() {
+            // Nothing to do before the first renewal: the task starts then, if the lease is
+            // still held (most blocking callers have released long before).
+            let task = shared.clone();
+            let start = Box::new(move || drop(tokio::spawn(heartbeat(task))));
+            filed = Some(crate::starter::start_at(first_beat, start));
+        } else {
+            tokio::spawn(heartbeat(shared.clone()));
+        }
+        Lease {
+            shared,
+            filed: Mutex::new(filed),
+        }
     }
 
     /// The owner id.
@@ -561,6 +577,10 @@ impl Lease {
     /// Tells the heartbeat to stop, without waiting for it.
     fn halt(&self) {
         self.shared.stopped.store(true, Ordering::SeqCst);
+        let filed = self.filed.lock().unwrap_or_else(|e| e.into_inner()).take();
+        if filed.is_some_and(crate::starter::cancel) {
+            return; // no task was started: nobody to tell
+        }
         self.shared.stop.notify_one();
     }
 }

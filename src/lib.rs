@@ -15,6 +15,7 @@ pub mod lease;
 pub mod lockfile;
 pub mod protocol;
 pub mod runtime;
+mod starter;
 pub mod store;
 pub mod sweeper;
 pub mod timing;

@@ -33,6 +33,7 @@ pub fn runtime() -> &'static Runtime {
                     // 4.3 KB, 106 µs (bench/worker.py scale, on 2 cores).
                     .max_blocking_threads(BLOCKING_THREADS)
                     .thread_name("blob-lock")
+                    .on_thread_start(|| ON_RUNTIME.with(|on| on.set(true)))
                     .enable_all()
                     .build()
                     .expect("cannot start the blob-lock runtime threads"),
@@ -46,6 +47,8 @@ pub fn runtime() -> &'static Runtime {
 thread_local! {
     /// Set while this thread drives a future for a caller who waits for it ([`drive`]).
     static DRIVING: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+    /// Set on the shared runtime's own threads (workers and blocking pool).
+    static ON_RUNTIME: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
 }
 
 /// Runs `fut` to its end on the calling thread (not a runtime worker), on the shared
@@ -67,4 +70,10 @@ pub fn drive<F: std::future::Future>(fut: F) -> F::Output {
 /// it, whereas on a runtime worker it would delay every lock's heartbeat.
 pub fn driving() -> bool {
     DRIVING.with(|d| d.get())
+}
+
+/// True where futures run on the shared runtime: its own threads, and a thread inside
+/// [`drive`]. (Not in a caller's own runtime, such as a test's with paused time.)
+pub fn on_shared_runtime() -> bool {
+    driving() || ON_RUNTIME.with(|on| on.get())
 }
