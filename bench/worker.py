@@ -80,7 +80,7 @@ def uncontended(kind: str, where: str, n: int, options: dict | None) -> None:
         lock.release()
         samples.append(clock() - t)
         assert ok
-    say(result=stats(samples))
+    say(result={**stats(samples), "samples": samples})
 
 
 def floor(kind: str, where: str, n: int) -> None:
@@ -146,7 +146,7 @@ def floor(kind: str, where: str, n: int) -> None:
         t = clock()
         cycle()
         samples.append(clock() - t)
-    say(result=stats(samples))
+    say(result={**stats(samples), "samples": samples})
 
 
 def latency(protocol: str, prefix: str, n: int, options: dict) -> None:

@@ -156,10 +156,15 @@ fn this_thread_id() -> i64 {
     i64::from(nix::unistd::gettid().as_raw())
 }
 
-fn this_hostname() -> String {
-    hostname::get()
-        .map(|h| h.to_string_lossy().into_owned())
-        .unwrap_or_default()
+/// This machine's name, looked up once per process (a system call each write otherwise;
+/// it is there for people reading the lockfile).
+fn this_hostname() -> &'static str {
+    static NAME: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    NAME.get_or_init(|| {
+        hostname::get()
+            .map(|h| h.to_string_lossy().into_owned())
+            .unwrap_or_default()
+    })
 }
 
 impl LockFile {
@@ -179,7 +184,7 @@ impl LockFile {
             released_at: String::new(),
             first_written_at: now.clone(),
             first_acquired_at: now,
-            hostname: this_hostname(),
+            hostname: this_hostname().to_string(),
             pid: std::process::id().to_string(),
             tid: this_thread_id(),
             write_count: 1,
@@ -193,7 +198,7 @@ impl LockFile {
     pub fn renewed(&self, writer_name: Option<&str>, wall: DateTime<Utc>) -> Self {
         let mut next = self.clone();
         next.written_at = format_time(wall);
-        next.hostname = this_hostname();
+        this_hostname().clone_into(&mut next.hostname);
         next.pid = std::process::id().to_string();
         next.tid = this_thread_id();
         next.write_count = self.write_count.saturating_add(1);
