@@ -62,7 +62,14 @@ struct Files {
     /// Whether calls may run inline: [`UNKNOWN`] until the first call (on the pool) looks
     /// at the file system, then [`LOCAL`] or [`REMOTE`].
     place: AtomicU8,
+    /// Set at this store's first write, which removes stray temporary files.
+    strays_removed: AtomicBool,
 }
+
+/// How old a temporary file beside the lockfile must be to count as stray. Younger ones may
+/// be another process's write in flight (a write takes microseconds; one frozen for longer
+/// than this fails and is retried).
+const STRAY_AGE: Duration = Duration::from_secs(60);
 
 const UNKNOWN: u8 = 0;
 const LOCAL: u8 = 1;
@@ -79,6 +86,7 @@ impl FileStore {
                 guard_wait,
                 no_exchange: AtomicBool::new(false),
                 place: AtomicU8::new(UNKNOWN),
+                strays_removed: AtomicBool::new(false),
             }),
         }
     }
@@ -177,8 +185,38 @@ impl Files {
         }))
     }
 
+    /// Removes the temporary files that processes left beside the lockfile when they ended
+    /// before their sweeper ([`crate::sweeper`]) removed them: killed, or ended by
+    /// `os._exit` (as multiprocessing's children are) within milliseconds of a write.
+    fn remove_strays(&self) {
+        let Ok(entries) = fs::read_dir(self.dir()) else {
+            return;
+        };
+        let mut removed = 0;
+        for entry in entries.flatten() {
+            let name = entry.file_name();
+            let name = name.to_string_lossy();
+            if !(name.starts_with(TEMP_PREFIX) && name.ends_with(TEMP_SUFFIX)) {
+                continue;
+            }
+            let old = entry
+                .metadata()
+                .and_then(|m| m.modified())
+                .is_ok_and(|t| t.elapsed().is_ok_and(|age| age > STRAY_AGE));
+            if old && fs::remove_file(entry.path()).is_ok() {
+                removed += 1;
+            }
+        }
+        if removed > 0 {
+            log::debug!("{}: removed {removed} stray temporary files", self.uri);
+        }
+    }
+
     /// Writes `body` to a fresh temporary file beside the lockfile.
     fn stage(&self, body: &[u8]) -> Result<(PathBuf, Version)> {
+        if !self.strays_removed.swap(true, Ordering::Relaxed) {
+            self.remove_strays();
+        }
         let dir = self.dir();
         let tmp = dir.join(temp_name());
         let open = || OpenOptions::new().write(true).create_new(true).open(&tmp);
@@ -371,10 +409,13 @@ fn temp_name() -> String {
     let prefix = PREFIX.get_or_init(|| uuid::Uuid::new_v4().as_u64_pair().0);
     let n = COUNTER.fetch_add(1, Ordering::Relaxed);
     format!(
-        ".lock.json.{prefix:016x}-{:x}-{n:x}.tmp",
+        "{TEMP_PREFIX}{prefix:016x}-{:x}-{n:x}{TEMP_SUFFIX}",
         std::process::id()
     )
 }
+
+const TEMP_PREFIX: &str = ".lock.json.";
+const TEMP_SUFFIX: &str = ".tmp";
 
 fn version_of(meta: &fs::Metadata, content: &[u8]) -> Version {
     // FNV-1a: stable across builds and processes, unlike std's hasher.
@@ -534,6 +575,33 @@ mod tests {
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_first_write_removes_old_stray_temporary_files_only() {
+        let dir = tempfile::tempdir().unwrap();
+        let folder = dir.path().join("lock");
+        fs::create_dir_all(&folder).unwrap();
+        let stray = |name: &str, age: Duration| {
+            let file = File::create(folder.join(name)).unwrap();
+            file.set_modified(std::time::SystemTime::now() - age)
+                .unwrap();
+        };
+        stray(".lock.json.0123456789abcdef-1f-0.tmp", STRAY_AGE * 2); // left by a dead process
+        stray(".lock.json.0123456789abcdef-1f-1.tmp", Duration::ZERO); // a write in flight
+        stray("result.tmp", STRAY_AGE * 2); // not ours
+        let store = store(dir.path());
+        let Write::Done(_) = store.create(Bytes::from_static(b"{}")).await.unwrap() else {
+            panic!("a new lockfile is created")
+        };
+        assert_eq!(
+            names(&folder),
+            [
+                ".lock.json.0123456789abcdef-1f-1.tmp",
+                "lock.json",
+                "result.tmp"
+            ]
+        );
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn an_overwrite_makes_a_missing_lockfile_and_its_folder() {
         let dir = tempfile::tempdir().unwrap();
         let store = store(dir.path());
@@ -613,6 +681,7 @@ mod tests {
             guard_wait: Duration::ZERO,
             no_exchange: AtomicBool::new(false),
             place: AtomicU8::new(UNKNOWN),
+            strays_removed: AtomicBool::new(false),
         };
         assert_eq!(on("/dev/shm").where_to_run(), LOCAL, "tmpfs is local");
         // procfs stands for any file system not on the list (NFS, SMB, FUSE).

@@ -160,7 +160,8 @@ impl Lock {
 
     /// Waits until the lock is ours, or `timeout` passes (`Error::Timeout`); `None` waits
     /// for ever. Transient store errors are retried within the timeout; permanent ones end
-    /// the wait at once. Starts the heartbeat on the current tokio runtime.
+    /// the wait at once. The heartbeat runs on the current tokio runtime: at once, or, on
+    /// the shared runtime ([`crate::runtime::on_shared_runtime`]), from its first renewal.
     pub async fn acquire(&self, timeout: Option<Duration>) -> Result<Lease> {
         let clock = &self.engine.clock;
         let began = clock.now();
@@ -435,7 +436,7 @@ impl Shared {
     }
 }
 
-/// A held lease with its heartbeat running. Dropping it stops the heartbeat without
+/// A held lease, renewed by its heartbeat. Dropping it stops the heartbeat without
 /// releasing (the lock then expires); call [`Lease::release`] to release.
 pub struct Lease {
     shared: Arc<Shared>,
@@ -483,7 +484,10 @@ impl Lease {
             // still held (most blocking callers have released long before).
             let task = shared.clone();
             let start = Box::new(move || drop(tokio::spawn(heartbeat(task))));
-            filed = Some(crate::starter::start_at(first_beat, start));
+            match crate::starter::start_at(first_beat, start) {
+                Ok(ticket) => filed = Some(ticket),
+                Err(start) => start(),
+            }
         } else {
             tokio::spawn(heartbeat(shared.clone()));
         }
@@ -726,5 +730,28 @@ async fn heartbeat(shared: Arc<Shared>) {
                 retry = (retry * 2).min(heartbeat / 2);
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::runtime::drive;
+
+    #[test]
+    fn a_lease_released_before_its_first_renewal_takes_its_start_back() {
+        let options = LockOptions::new(30.0).unwrap();
+        let store = crate::store::open("memory://brief/lock", &Default::default(), &options.timing)
+            .unwrap();
+        let lock = Lock::with_store("t", store, &options);
+        for _ in 0..100 {
+            let lease = drive(lock.acquire(None)).unwrap();
+            assert_eq!(crate::starter::filed(), 1, "filed, not spawned");
+            assert_eq!(drive(lease.release()).unwrap(), ReleaseStatus::Released);
+            assert_eq!(crate::starter::filed(), 0, "taken back at release");
+        }
+        let dropped = drive(lock.acquire(None)).unwrap();
+        drop(dropped);
+        assert_eq!(crate::starter::filed(), 0, "taken back when dropped");
     }
 }

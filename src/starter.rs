@@ -11,7 +11,8 @@
 //! (or when an earlier one is filed), so filing a start later than all others wakes nobody.
 
 use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, TryLockError};
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
@@ -41,6 +42,25 @@ impl Starter {
         self.filed.lock().unwrap_or_else(|e| e.into_inner())
     }
 
+    fn file(&self, at: Instant, start: Start) -> Ticket {
+        let mut filed = self.filed();
+        filed.issued += 1;
+        let ticket = Ticket(at, filed.issued);
+        filed.starts.insert(ticket, start);
+        if filed.armed.is_none_or(|armed| at < armed) {
+            filed.armed = Some(at);
+            // A permit if the task is not waiting yet: it then looks again at once.
+            self.wake.notify_one();
+        }
+        ticket
+    }
+
+    fn cancel(&self, ticket: Ticket) -> bool {
+        let start = self.filed().starts.remove(&ticket);
+        // Dropped outside the mutex, for the same reason as in `run`.
+        start.is_some()
+    }
+
     async fn run(self: Arc<Self>) {
         loop {
             let (due, armed) = {
@@ -52,7 +72,9 @@ impl Starter {
             };
             // Outside the mutex: a start spawns, and dropping what it holds may do anything.
             for start in due.into_values() {
-                start();
+                // One start that panics must not end this task: every later heartbeat
+                // would then never start, and held locks would expire unnoticed.
+                let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(start));
             }
             match armed {
                 Some(at) => {
@@ -67,95 +89,124 @@ impl Starter {
     }
 }
 
-/// This process's starter, its task spawned on the shared runtime on first use. A child
-/// made by fork starts its own (the parent's task does not run there).
-fn starter() -> Arc<Starter> {
-    static STARTER: Mutex<Option<(u32, Arc<Starter>)>> = Mutex::new(None);
+/// This process's starter; with `create`, started on first use (its task spawned on the
+/// shared runtime). A child made by fork starts its own (the parent's task does not run
+/// there). `None` also in a child whose slot a parent thread held at the fork, and for a
+/// moment at first use, to a thread that finds another making it.
+fn starter(create: bool) -> Option<Arc<Starter>> {
+    static STARTER: Mutex<Option<Arc<Starter>>> = Mutex::new(None);
+    static OWNER: AtomicU32 = AtomicU32::new(0);
     let pid = std::process::id();
-    let mut slot = STARTER.lock().unwrap_or_else(|e| e.into_inner());
-    match &*slot {
-        Some((owner, starter)) if *owner == pid => starter.clone(),
-        _ => {
-            let starter = Arc::<Starter>::default();
-            crate::runtime::runtime().spawn(starter.clone().run());
-            *slot = Some((pid, starter.clone()));
-            starter
+    let mine = OWNER.load(Ordering::Acquire) == pid;
+    if !mine && !create {
+        return None;
+    }
+    // In a child made by fork the mutex may have been copied locked, by a parent thread the
+    // child does not have: never wait for it there.
+    let mut slot = if mine {
+        STARTER.lock().unwrap_or_else(|e| e.into_inner())
+    } else {
+        match STARTER.try_lock() {
+            Ok(slot) => slot,
+            Err(TryLockError::Poisoned(e)) => e.into_inner(),
+            Err(TryLockError::WouldBlock) => return None,
         }
+    };
+    if OWNER.load(Ordering::Acquire) != pid {
+        let starter = Arc::<Starter>::default();
+        crate::runtime::runtime().spawn(starter.clone().run());
+        *slot = Some(starter);
+        OWNER.store(pid, Ordering::Release);
+    }
+    slot.clone()
+}
+
+/// Files `start` to run at `at` (on tokio's clock) on the shared runtime; gives it back if
+/// this process cannot have a starter (then start it now).
+pub(crate) fn start_at(at: Instant, start: Start) -> Result<Ticket, Start> {
+    match starter(true) {
+        Some(starter) => Ok(starter.file(at, start)),
+        None => Err(start),
     }
 }
 
-/// Files `start` to run at `at` (on tokio's clock) on the shared runtime.
-pub(crate) fn start_at(at: Instant, start: Start) -> Ticket {
-    let starter = starter();
-    let mut filed = starter.filed();
-    filed.issued += 1;
-    let ticket = Ticket(at, filed.issued);
-    filed.starts.insert(ticket, start);
-    if filed.armed.is_none_or(|armed| at < armed) {
-        filed.armed = Some(at);
-        // A permit if the task is not waiting yet: it then looks again at once.
-        starter.wake.notify_one();
-    }
-    ticket
-}
-
-/// Takes back a filed start: true if it had not run (it never will), false if it ran.
+/// Takes back a filed start: true if it had not run (it never will), false if it ran (or
+/// was filed in another process: a child made by fork has none of its parent's tasks).
 pub(crate) fn cancel(ticket: Ticket) -> bool {
-    let start = starter().filed().starts.remove(&ticket);
-    // Dropped outside the mutex, for the same reason as in `run`.
-    start.is_some()
+    starter(false).is_some_and(|s| s.cancel(ticket))
+}
+
+/// How many starts are filed in this process and have not run (for tests).
+#[cfg(test)]
+pub(crate) fn filed() -> usize {
+    starter(false).map_or(0, |s| s.filed().starts.len())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::runtime::drive;
-    use std::sync::atomic::{AtomicUsize, Ordering};
+    use crate::runtime::{drive, runtime};
     use std::time::Duration;
 
-    fn counting(n: &Arc<AtomicUsize>) -> Start {
-        let n = n.clone();
+    /// A starter of the test's own, so that other tests' starts do not wake it.
+    fn own_starter() -> Arc<Starter> {
+        let starter = Arc::<Starter>::default();
+        runtime().spawn(starter.clone().run());
+        starter
+    }
+
+    /// A start that sends the instant it ran.
+    fn noting(tx: &std::sync::mpsc::Sender<Instant>) -> Start {
+        let tx = tx.clone();
         Box::new(move || {
-            n.fetch_add(1, Ordering::SeqCst);
+            let _ = tx.send(Instant::now());
         })
     }
 
-    /// Waits (a generous liveness bound) until `n` reaches `want`.
-    fn reaches(n: &AtomicUsize, want: usize) -> bool {
-        let until = std::time::Instant::now() + Duration::from_secs(10);
-        while n.load(Ordering::SeqCst) < want && std::time::Instant::now() < until {
-            std::thread::sleep(Duration::from_millis(2));
-        }
-        n.load(Ordering::SeqCst) == want
-    }
+    const LIVENESS: Duration = Duration::from_secs(10);
 
     #[test]
     fn a_start_runs_once_at_its_instant_unless_taken_back() {
-        let ran = Arc::new(AtomicUsize::new(0));
+        let starter = own_starter();
+        let (tx, rx) = std::sync::mpsc::channel();
         let now = drive(async { Instant::now() });
-        let kept = start_at(now + Duration::from_millis(50), counting(&ran));
-        let taken = start_at(now + Duration::from_millis(50), counting(&ran));
-        assert!(cancel(taken), "not run yet, so taken back");
-        assert!(reaches(&ran, 1));
-        assert!(!cancel(kept), "it ran");
-        std::thread::sleep(Duration::from_millis(100));
-        assert_eq!(
-            ran.load(Ordering::SeqCst),
-            1,
-            "the taken-back start never ran"
+        let at = now + Duration::from_millis(50);
+        let kept = starter.file(at, noting(&tx));
+        let taken = starter.file(at, noting(&tx));
+        let later = starter.file(now + Duration::from_secs(3600), noting(&tx));
+        assert!(starter.cancel(taken), "not run yet, so taken back");
+        let ran = rx.recv_timeout(LIVENESS).expect("the kept start ran");
+        assert!(ran >= at, "not before its instant");
+        assert!(!starter.cancel(kept), "it ran");
+        assert!(
+            rx.recv_timeout(Duration::from_millis(200)).is_err(),
+            "the taken-back start never ran, nor the one an hour away"
         );
+        assert!(starter.cancel(later));
+        assert!(starter.filed().starts.is_empty());
     }
 
     #[test]
     fn an_earlier_start_filed_after_a_later_one_wakes_the_starter() {
-        let ran = Arc::new(AtomicUsize::new(0));
+        let starter = own_starter();
+        let (tx, rx) = std::sync::mpsc::channel();
         let now = drive(async { Instant::now() });
-        let late = start_at(now + Duration::from_secs(3600), counting(&ran));
-        start_at(now + Duration::from_millis(20), counting(&ran));
-        assert!(
-            reaches(&ran, 1),
-            "the starter, asleep until an hour from now, was woken"
-        );
-        assert!(cancel(late));
+        let late = starter.file(now + Duration::from_secs(3600), noting(&tx));
+        // Long enough for the task to have gone to sleep until an hour from now.
+        std::thread::sleep(Duration::from_millis(200));
+        starter.file(now + Duration::from_millis(250), noting(&tx));
+        rx.recv_timeout(LIVENESS)
+            .expect("the starter, asleep until an hour from now, was woken for it");
+        assert!(starter.cancel(late));
+    }
+
+    #[test]
+    fn a_start_that_panics_leaves_the_others_to_run() {
+        let starter = own_starter();
+        let (tx, rx) = std::sync::mpsc::channel();
+        let now = drive(async { Instant::now() });
+        starter.file(now, Box::new(|| panic!("a start that panics")));
+        starter.file(now + Duration::from_millis(20), noting(&tx));
+        rx.recv_timeout(LIVENESS).expect("the next start ran");
     }
 }

@@ -7,12 +7,16 @@
 //! The caller of a lock need not wait for it: the name goes on a queue here, and a thread
 //! removes what gathered every few milliseconds, so that one wake-up serves a batch.
 //!
-//! A process that dies before its batch is removed leaves those files behind: names
+//! A process that ends before its batch is removed leaves those files behind: names
 //! `.lock.json.*.tmp` beside the lockfile, each holding an earlier lockfile, read by
-//! nobody. [`flush`] removes what is queued at once; the Python package calls it at exit.
+//! nobody. [`flush`] removes what is queued at once: the Python package calls it at exit,
+//! and a Rust program should before it exits. What is left all the same (a process killed,
+//! or ended by `os._exit`) the next process to write that lockfile removes once it is a
+//! minute old ([`crate::fs_store`]).
 
 use std::path::PathBuf;
-use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, TryLockError};
 use std::time::Duration;
 
 /// How long the thread gathers names after the first one before it removes them.
@@ -80,25 +84,39 @@ fn remove(names: &[PathBuf]) {
 
 /// This process's sweeper, started on first use when `start`. A child made by fork starts
 /// its own: it inherits the parent's queue (the parent's thread removes those names) but not
-/// the thread, and maybe a queue locked for ever by it.
+/// the thread. `None` also if the thread cannot start, in a child whose slot a parent
+/// thread held at the fork, and for a moment at first use, to a thread that finds another
+/// making it.
 fn sweeper(start: bool) -> Option<Arc<Sweeper>> {
-    static SWEEPER: Mutex<Option<(u32, Arc<Sweeper>)>> = Mutex::new(None);
+    static SWEEPER: Mutex<Option<Arc<Sweeper>>> = Mutex::new(None);
+    static OWNER: AtomicU32 = AtomicU32::new(0);
     let pid = std::process::id();
-    let mut slot = SWEEPER.lock().unwrap_or_else(|e| e.into_inner());
-    match &*slot {
-        Some((owner, sweeper)) if *owner == pid => Some(sweeper.clone()),
-        _ if !start => None,
-        _ => {
-            let sweeper = Arc::<Sweeper>::default();
-            let thread = sweeper.clone();
-            std::thread::Builder::new()
-                .name("blob-lock-sweep".into())
-                .spawn(move || thread.run())
-                .ok()?;
-            *slot = Some((pid, sweeper.clone()));
-            Some(sweeper)
-        }
+    let mine = OWNER.load(Ordering::Acquire) == pid;
+    if !mine && !start {
+        return None;
     }
+    // In a child made by fork the mutex may have been copied locked, by a parent thread the
+    // child does not have: never wait for it there (at exit, `flush` would hang for ever).
+    let mut slot = if mine {
+        SWEEPER.lock().unwrap_or_else(|e| e.into_inner())
+    } else {
+        match SWEEPER.try_lock() {
+            Ok(slot) => slot,
+            Err(TryLockError::Poisoned(e)) => e.into_inner(),
+            Err(TryLockError::WouldBlock) => return None,
+        }
+    };
+    if OWNER.load(Ordering::Acquire) != pid {
+        let sweeper = Arc::<Sweeper>::default();
+        let thread = sweeper.clone();
+        std::thread::Builder::new()
+            .name("blob-lock-sweep".into())
+            .spawn(move || thread.run())
+            .ok()?;
+        *slot = Some(sweeper);
+        OWNER.store(pid, Ordering::Release);
+    }
+    slot.clone()
 }
 
 /// Removes `name` soon, on the sweeper's thread (at once on this one if that thread cannot

@@ -175,17 +175,13 @@ async fn corrupt_lockfiles_are_reported_not_overwritten() {
 
 /// A blocking caller's lease (driven on the shared runtime, as from Python) files its
 /// heartbeat with the runtime's starter instead of spawning it at once; it is renewed all
-/// the same, and a release before its first renewal leaves the next holder alone.
+/// the same.
 #[test]
 fn a_lease_taken_by_a_blocking_caller_is_renewed() {
     use blob_lock::runtime::drive;
     let o = opts(Protocol::Cas, 1.0); // a renewal every third of a second
     let s = memory("driven", &o);
     let lock = Lock::with_store("t", s.clone(), &o);
-    for _ in 0..100 {
-        let brief = drive(lock.acquire(None)).unwrap();
-        assert_eq!(drive(brief.release()).unwrap(), ReleaseStatus::Released);
-    }
     let lease = drive(lock.acquire(None)).unwrap();
     std::thread::sleep(Duration::from_millis(2500)); // two and a half leases
     assert!(!lease.is_lost(), "{:?}", lease.lost_reason());

@@ -81,16 +81,18 @@ def _at_exit() -> None:
     _blob_lock.close_async()
     with _live_guard:
         live = list(_live)
-    for item in live:
-        try:
-            if isinstance(item, BlobLock):
-                item.release()
-            else:
-                item.stop()
-        except Exception:  # exit must go on; the lock then expires by itself
-            pass
-    # Last: the releases above replaced lockfiles too.
-    _blob_lock.sweep()
+    try:
+        for item in live:
+            try:
+                if isinstance(item, BlobLock):
+                    item.release()
+                else:
+                    item.stop()
+            except Exception:  # exit must go on; the lock then expires by itself
+                pass
+    finally:
+        # Last: the releases above replaced lockfiles too.
+        _blob_lock.sweep()
 
 
 def _owners_here() -> set[str]:
