@@ -260,9 +260,14 @@ impl Files {
         };
         // After an exchange `tmp` holds the previous lockfile, which may go in a while
         // (nobody reads it); after a rename it is gone; after a failure it holds our body,
-        // never to be used.
+        // never to be used. Only a caller who waits hands the removal to the sweeper: on
+        // the blocking pool (heartbeats) the pool's threads remove in parallel, where one
+        // sweeper thread fell behind 10,000 locks renewing each second and they were lost.
         match swapped {
-            Ok(true) => crate::sweeper::remove_later(tmp),
+            Ok(true) if crate::runtime::driving() => crate::sweeper::remove_later(tmp),
+            Ok(true) => {
+                let _ = fs::remove_file(&tmp);
+            }
             Ok(false) => {}
             Err(e) => {
                 let _ = fs::remove_file(&tmp);
