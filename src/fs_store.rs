@@ -13,8 +13,8 @@
 //! never written again, so readers never see a torn lockfile. (Writing the replaced file
 //! again as the next update's temporary file would save creating and removing one, about
 //! half an update's cost on ext4, but a reader that opened it as the lockfile a moment
-//! earlier, mops's among them, could read it half written.) The replaced files are removed
-//! off the caller's path, by [`crate::sweeper`]. The version is a digest of inode, mtime,
+//! earlier, mops's among them, could read it half written.) A caller who waits leaves the
+//! removal of the replaced file to [`crate::sweeper`]. The version is a digest of inode, mtime,
 //! size and content: any write changes it.
 
 use crate::errors::{Error, Result, StoreErrorKind};
