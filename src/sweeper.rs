@@ -6,6 +6,8 @@
 //! 80 µs update (Python loops of 3,000 updates), and an acquire+release does two updates.
 //! The caller of a lock need not wait for it: the name goes on a queue here, and a thread
 //! removes what gathered every few milliseconds, so that one wake-up serves a batch.
+//! (Heartbeats, on the blocking pool, remove their own: one thread here fell behind
+//! 10,000 file locks renewing each second.)
 //!
 //! A process that ends before its batch is removed leaves those files behind: names
 //! `.lock.json.*.tmp` beside the lockfile, each holding an earlier lockfile, read by
