@@ -579,6 +579,31 @@ mod tests {
         );
     }
 
+    /// Heartbeats update on the blocking pool; they remove the replaced lockfile themselves,
+    /// at once, rather than queue it for the sweeper's one thread (which fell behind
+    /// 10,000 locks renewing each second).
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn an_update_on_the_pool_removes_the_replaced_file_itself() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = store(dir.path());
+        let Write::Done(mut version) = store.create(Bytes::from_static(b"{}")).await.unwrap()
+        else {
+            panic!("a new lockfile is created")
+        };
+        for i in 0..20 {
+            let body = Bytes::from(format!("{{\"n\":{i}}}"));
+            let Write::Done(v) = store.update(body, &version).await.unwrap() else {
+                panic!("no other writer")
+            };
+            version = v;
+            assert_eq!(
+                names(&dir.path().join("lock")),
+                [".lock.json.guard", "lock.json"],
+                "nothing left for the sweeper"
+            );
+        }
+    }
+
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn the_first_write_removes_old_stray_temporary_files_only() {
         let dir = tempfile::tempdir().unwrap();
