@@ -7,7 +7,8 @@
 //! parent's runtime (dropping it would wait for threads that do not exist) and starts its
 //! own on first use.
 
-use std::sync::Mutex;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex, TryLockError};
 use tokio::runtime::Runtime;
 
 /// Threads for blocking calls (file calls, DNS lookups). Enough that a few calls hung on
@@ -76,4 +77,57 @@ pub fn driving() -> bool {
 /// [`drive`]. (Not in a caller's own runtime, such as a test's with paused time.)
 pub fn on_shared_runtime() -> bool {
     driving() || ON_RUNTIME.with(|on| on.get())
+}
+
+/// A value of this process, made on first use (the sweeper, the starter). A child made by
+/// fork makes its own: it has none of the parent's threads, which the parent's value may
+/// rely on. And it never waits for the slot's mutex, which a parent thread may have held at
+/// the fork: the child would wait for ever.
+pub(crate) struct PerProcess<T> {
+    slot: Mutex<Option<Arc<T>>>,
+    /// The pid the value in `slot` was made by.
+    owner: AtomicU32,
+}
+
+impl<T> PerProcess<T> {
+    pub(crate) const fn new() -> Self {
+        PerProcess {
+            slot: Mutex::new(None),
+            owner: AtomicU32::new(0),
+        }
+    }
+
+    /// This process's value, if it made one.
+    pub(crate) fn get(&self) -> Option<Arc<T>> {
+        self.find(None::<fn() -> Option<Arc<T>>>)
+    }
+
+    /// This process's value, made by `make` if there is none yet. `None` if `make` gives
+    /// none, in a child whose slot a parent thread held at the fork, and for a moment at
+    /// first use, to a thread that finds another one making it.
+    pub(crate) fn get_or_make(&self, make: impl FnOnce() -> Option<Arc<T>>) -> Option<Arc<T>> {
+        self.find(Some(make))
+    }
+
+    fn find(&self, make: Option<impl FnOnce() -> Option<Arc<T>>>) -> Option<Arc<T>> {
+        let pid = std::process::id();
+        let mine = self.owner.load(Ordering::Acquire) == pid;
+        if !mine && make.is_none() {
+            return None;
+        }
+        let mut slot = if mine {
+            self.slot.lock().unwrap_or_else(|e| e.into_inner())
+        } else {
+            match self.slot.try_lock() {
+                Ok(slot) => slot,
+                Err(TryLockError::Poisoned(e)) => e.into_inner(),
+                Err(TryLockError::WouldBlock) => return None,
+            }
+        };
+        if self.owner.load(Ordering::Acquire) != pid {
+            *slot = Some(make?()?);
+            self.owner.store(pid, Ordering::Release);
+        }
+        slot.clone()
+    }
 }

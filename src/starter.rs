@@ -10,9 +10,9 @@
 //! runtime thread hears of either. The starter task wakes when the earliest start is due
 //! (or when an earlier one is filed), so filing a start later than all others wakes nobody.
 
+use crate::runtime::PerProcess;
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, TryLockError};
+use std::sync::{Arc, Mutex, MutexGuard};
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
@@ -91,34 +91,17 @@ impl Starter {
 
 /// This process's starter; with `create`, started on first use (its task spawned on the
 /// shared runtime). A child made by fork starts its own (the parent's task does not run
-/// there). `None` also in a child whose slot a parent thread held at the fork, and for a
-/// moment at first use, to a thread that finds another making it.
+/// there). See [`PerProcess::get_or_make`] for when it is `None`.
 fn starter(create: bool) -> Option<Arc<Starter>> {
-    static STARTER: Mutex<Option<Arc<Starter>>> = Mutex::new(None);
-    static OWNER: AtomicU32 = AtomicU32::new(0);
-    let pid = std::process::id();
-    let mine = OWNER.load(Ordering::Acquire) == pid;
-    if !mine && !create {
-        return None;
+    static STARTER: PerProcess<Starter> = PerProcess::new();
+    if !create {
+        return STARTER.get();
     }
-    // In a child made by fork the mutex may have been copied locked, by a parent thread the
-    // child does not have: never wait for it there.
-    let mut slot = if mine {
-        STARTER.lock().unwrap_or_else(|e| e.into_inner())
-    } else {
-        match STARTER.try_lock() {
-            Ok(slot) => slot,
-            Err(TryLockError::Poisoned(e)) => e.into_inner(),
-            Err(TryLockError::WouldBlock) => return None,
-        }
-    };
-    if OWNER.load(Ordering::Acquire) != pid {
+    STARTER.get_or_make(|| {
         let starter = Arc::<Starter>::default();
         crate::runtime::runtime().spawn(starter.clone().run());
-        *slot = Some(starter);
-        OWNER.store(pid, Ordering::Release);
-    }
-    slot.clone()
+        Some(starter)
+    })
 }
 
 /// Files `start` to run at `at` (on tokio's clock) on the shared runtime; gives it back if

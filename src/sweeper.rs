@@ -16,9 +16,9 @@
 //! or ended by `os._exit`) the next process to write that lockfile removes once it is a
 //! minute old ([`crate::fs_store`]).
 
+use crate::runtime::PerProcess;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard, TryLockError};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::Duration;
 
 /// How long the thread gathers names after the first one before it removes them.
@@ -84,41 +84,24 @@ fn remove(names: &[PathBuf]) {
     }
 }
 
-/// This process's sweeper, started on first use when `start`. A child made by fork starts
-/// its own: it inherits the parent's queue (the parent's thread removes those names) but not
-/// the thread. `None` also if the thread cannot start, in a child whose slot a parent
-/// thread held at the fork, and for a moment at first use, to a thread that finds another
-/// making it.
+/// This process's sweeper, its thread started on first use when `start`. A child made by
+/// fork starts its own: it inherits the parent's queue (the parent's thread removes those
+/// names) but not the thread. `None` also if the thread cannot start (see
+/// [`PerProcess::get_or_make`] for the rest).
 fn sweeper(start: bool) -> Option<Arc<Sweeper>> {
-    static SWEEPER: Mutex<Option<Arc<Sweeper>>> = Mutex::new(None);
-    static OWNER: AtomicU32 = AtomicU32::new(0);
-    let pid = std::process::id();
-    let mine = OWNER.load(Ordering::Acquire) == pid;
-    if !mine && !start {
-        return None;
+    static SWEEPER: PerProcess<Sweeper> = PerProcess::new();
+    if !start {
+        return SWEEPER.get();
     }
-    // In a child made by fork the mutex may have been copied locked, by a parent thread the
-    // child does not have: never wait for it there (at exit, `flush` would hang for ever).
-    let mut slot = if mine {
-        SWEEPER.lock().unwrap_or_else(|e| e.into_inner())
-    } else {
-        match SWEEPER.try_lock() {
-            Ok(slot) => slot,
-            Err(TryLockError::Poisoned(e)) => e.into_inner(),
-            Err(TryLockError::WouldBlock) => return None,
-        }
-    };
-    if OWNER.load(Ordering::Acquire) != pid {
+    SWEEPER.get_or_make(|| {
         let sweeper = Arc::<Sweeper>::default();
         let thread = sweeper.clone();
         std::thread::Builder::new()
             .name("blob-lock-sweep".into())
             .spawn(move || thread.run())
             .ok()?;
-        *slot = Some(sweeper);
-        OWNER.store(pid, Ordering::Release);
-    }
-    slot.clone()
+        Some(sweeper)
+    })
 }
 
 /// Removes `name` soon, on the sweeper's thread (at once on this one if that thread cannot
