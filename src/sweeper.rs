@@ -84,30 +84,25 @@ fn remove(names: &[PathBuf]) {
     }
 }
 
-/// This process's sweeper, its thread started on first use when `start`. A child made by
-/// fork starts its own: it inherits the parent's queue (the parent's thread removes those
-/// names) but not the thread. `None` also if the thread cannot start (see
-/// [`PerProcess::get_or_make`] for the rest).
-fn sweeper(start: bool) -> Option<Arc<Sweeper>> {
-    static SWEEPER: PerProcess<Sweeper> = PerProcess::new();
-    if !start {
-        return SWEEPER.get();
-    }
-    SWEEPER.get_or_make(|| {
-        let sweeper = Arc::<Sweeper>::default();
-        let thread = sweeper.clone();
-        std::thread::Builder::new()
-            .name("blob-lock-sweep".into())
-            .spawn(move || thread.run())
-            .ok()?;
-        Some(sweeper)
-    })
+/// This process's sweeper, made on first use. A child made by fork makes its own: it
+/// inherits the parent's queue (the parent's thread removes those names) but not the thread.
+static SWEEPER: PerProcess<Sweeper> = PerProcess::new();
+
+/// A sweeper with its thread running; `None` if the thread cannot start.
+fn start_sweeper() -> Option<Arc<Sweeper>> {
+    let sweeper = Arc::<Sweeper>::default();
+    let thread = sweeper.clone();
+    std::thread::Builder::new()
+        .name("blob-lock-sweep".into())
+        .spawn(move || thread.run())
+        .ok()?;
+    Some(sweeper)
 }
 
 /// Removes `name` soon, on the sweeper's thread (at once on this one if that thread cannot
 /// start).
 pub(crate) fn remove_later(name: PathBuf) {
-    let Some(sweeper) = sweeper(true) else {
+    let Some(sweeper) = SWEEPER.get_or_make(start_sweeper) else {
         remove(&[name]);
         return;
     };
@@ -123,7 +118,7 @@ pub(crate) fn remove_later(name: PathBuf) {
 /// those the sweeper's thread is removing. Call it before a process exits, or before a test
 /// counts the files beside a lockfile.
 pub fn flush() {
-    let Some(sweeper) = sweeper(false) else {
+    let Some(sweeper) = SWEEPER.get() else {
         return;
     };
     let batch = std::mem::take(&mut sweeper.queue().names);
