@@ -288,7 +288,9 @@ def machine(tmp: str) -> list[str]:
 
 # The uncontended loops run in this many rounds, each library (and each floor) once per
 # round in turn: this VM's speed drifts 10-20 % over minutes, which would favour whichever
-# library happened to run in a fast minute.
+# library happened to run in a fast minute. Each round starts one further along the list,
+# so that no library always follows the same one: on a file system without a journal,
+# files deleted by the run before slow the next one's file creation (BENCHMARKS.md).
 ROUNDS = 5
 
 
@@ -298,8 +300,8 @@ def uncontended(rep: Report, sz: Sizes, tmp: str) -> None:
     runs = [("uncontended", kind) for kind in ["blob-lock", *PEERS]]
     runs += [("floor", kind) for kind in ["cas", "link"]]
     samples: dict[tuple[str, str], list[float]] = {run: [] for run in runs}
-    for _ in range(ROUNDS):
-        for what, kind in runs:
+    for r in range(ROUNDS):
+        for what, kind in runs[r % len(runs) :] + runs[: r % len(runs)]:
             n = sz.uncontended // ROUNDS
             if kind == "mops":
                 n = max(4, n // 10)
@@ -336,16 +338,17 @@ def uncontended(rep: Report, sz: Sizes, tmp: str) -> None:
         f"{ratio(floors['link']['median'], floors['cas']['median'])}",
     )
     rep.notes.append(
-        f"Uncontended: one lock object acquired and released in a loop (after a tenth as many "
+        "Uncontended: one lock object acquired and released in a loop (after a tenth as many "
         f"warm-up rounds), timed from Python with perf_counter, in {ROUNDS} rounds that take "
-        "the libraries in turn (a fresh process each); blob-lock `acquire()` + "
-        "`release()` (cas, expire 30 s), mops `lease.acquire(debug=False)` + `.release()` (no "
-        "maintenance daemon; fewer rounds, about 15 ms each), flufl.lock `lock()` + "
-        "`unlock()`, filelock `acquire()` + `release()` (flock; not a lease). The file system "
-        "alone (bench/worker.py `floor`): cas is two update-if-match, each a guard flock, a "
-        "read of the lockfile, a new temporary file, an exchange and an unlink (blob-lock "
-        "leaves the unlink to a thread of its own, off the caller's path); flufl.lock's "
-        "protocol a claim file created, linked, stat-ed, then two unlinks."
+        "the libraries in turn, each round starting one further along (a fresh process each);"
+        " blob-lock `acquire()` + `release()` (cas, expire 30 s), mops "
+        "`lease.acquire(debug=False)` + `.release()` (no maintenance daemon; fewer rounds, "
+        "about 15 ms each), flufl.lock `lock()` + `unlock()`, filelock `acquire()` + "
+        "`release()` (flock; not a lease). The file system alone (bench/worker.py `floor`): "
+        "cas is two update-if-match, each a guard flock, a read of the lockfile, a new "
+        "temporary file, an exchange and an unlink (blob-lock leaves the unlink to a thread "
+        "of its own, off the caller's path); flufl.lock's protocol a claim file created, "
+        "linked, stat-ed, then two unlinks."
     )
 
 
