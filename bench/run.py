@@ -461,20 +461,27 @@ def trace_counts(sz: Sizes, tmp: str) -> dict:
         )
         if proc.returncode != 0:
             return {"error": f"strace failed: {(proc.stderr.strip().splitlines() or [''])[-1]}"}
+        # One segment per marked iteration. What follows the end mark (the sweeper's last
+        # removals, the exit's flush) is no iteration: its syscalls are spread over the
+        # repeated ones, which left those files.
         segments: list[list[str]] = []
+        tail: list[str] = []
         cur: list[str] | None = None
         for line in Path(log).read_text(errors="replace").splitlines():
+            if f"{where}.mark-end" in line:
+                cur = tail
+                continue
             if f"{where}.mark-" in line:
                 cur = []
                 segments.append(cur)
                 continue
             if cur is not None and where + "/" in line:
                 cur.append(line)
-        segments = segments[:-1] if segments and not segments[-1] else segments
         if len(segments) < 2:
             return {"error": "strace showed no marked iterations"}
         per = [classify(seg, where) for seg in segments]
         again = per[1:]
+        tail_syscalls = classify(tail, where)[1]
         calls = sum(sum(p[0].values()) for p in again) / len(again)
         merged: dict[str, int] = {}
         for p in again:
@@ -485,7 +492,7 @@ def trace_counts(sz: Sizes, tmp: str) -> dict:
             "new_parts": parts_str(per[0][0], 1),
             "calls": calls,
             "parts": parts_str(merged, len(again)),
-            "syscalls": sum(p[1] for p in again) / len(again),
+            "syscalls": (sum(p[1] for p in again) + tail_syscalls) / len(again),
         }
         os.unlink(log)
     return out
