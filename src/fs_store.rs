@@ -11,8 +11,9 @@
 //!
 //! Every write makes a new file (a new inode), and a file once published as the lockfile is
 //! never written again, so readers never see a torn lockfile. (Writing the replaced file
-//! again as the next update's temporary file would save creating and removing one, about
-//! half an update's cost on ext4, but a reader that opened it as the lockfile a moment
+//! again as the next update's temporary file would save creating and removing one, more
+//! than half an update's cost on ext4 (30 µs instead of 82 µs in a Python replay,
+//! BENCHMARKS.md), but a reader that opened it as the lockfile a moment
 //! earlier, mops's among them, could read it half written.) A caller who waits leaves the
 //! removal of the replaced file to [`crate::sweeper`]. The version is a digest of inode, mtime,
 //! size and content: any write changes it.
