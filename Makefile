@@ -1,14 +1,18 @@
 # One word per step. `make test` is the whole check on a fresh machine: it installs what it
-# needs (a virtualenv with the test tools, Azurite from npm), builds the extension, and runs
-# the linters, the Rust tests and the Python tests against moto and Azurite servers that the
-# tests start on free loopback ports.
+# needs (a virtualenv with the test tools, Azurite and s3rver from npm), builds the
+# extension, and runs the linters, the Rust tests and the Python tests against moto, s3rver
+# and Azurite servers that the tests start on free loopback ports.
 
 VENV ?= .venv
 PY := $(VENV)/bin/python
 AZURITE_VERSION := 3.35.0
 AZURITE := .cache/azurite/node_modules/.bin/azurite-blob
+# s3rver: an S3-compatible server that accepts conditional headers and ignores them, the
+# store on which blob-lock must not run cas (tests/test_unsafe_stores.py).
+S3RVER_VERSION := 3.7.1
+S3RVER := .cache/s3rver/node_modules/.bin/s3rver
 
-.PHONY: test install-test-deps build-dev lint rust-test typecheck py-test azurite
+.PHONY: test install-test-deps build-dev lint rust-test typecheck py-test azurite s3rver
 
 test: lint rust-test typecheck py-test
 
@@ -28,6 +32,12 @@ $(AZURITE):
 	npm install --prefix .cache/azurite --no-audit --no-fund --loglevel=error azurite@$(AZURITE_VERSION)
 
 azurite: $(AZURITE)
+
+$(S3RVER):
+	mkdir -p .cache/s3rver
+	npm install --prefix .cache/s3rver --no-audit --no-fund --loglevel=error s3rver@$(S3RVER_VERSION)
+
+s3rver: $(S3RVER)
 
 lint: install-test-deps
 	cargo fmt --check
@@ -57,8 +67,8 @@ typecheck: build-dev
 # faulthandler print every thread's stack, so such a run fails with a diagnosis, not a stall.
 PY_TEST_BOUND ?= 30m
 
-py-test: build-dev azurite
-	AZURITE_BLOB=$(abspath $(AZURITE)) timeout --signal=ABRT --kill-after=30 $(PY_TEST_BOUND) \
+py-test: build-dev azurite s3rver
+	AZURITE_BLOB=$(abspath $(AZURITE)) S3RVER=$(abspath $(S3RVER)) timeout --signal=ABRT --kill-after=30 $(PY_TEST_BOUND) \
 		$(PY) -m pytest -q
 
 # The benchmark (bench/run.py), not part of `make test`: a release build of the extension,

@@ -43,7 +43,7 @@ from libs import poll_max  # noqa: E402
 
 WORKER = str(HERE / "worker.py")
 PEERS = ["flufl.lock", "filelock", "mops"]
-SECTIONS = ["uncontended", "requests", "latency", "handover", "scale", "contention"]
+SECTIONS = ["uncontended", "requests", "latency", "clients", "handover", "scale", "contention"]
 
 
 # -- sizes --------------------------------------------------------------------------------
@@ -53,6 +53,7 @@ SECTIONS = ["uncontended", "requests", "latency", "handover", "scale", "contenti
 class Sizes:
     uncontended: int = 2000  # acquire+release per library (mops: a tenth: 15 ms each)
     latency: int = 30  # acquire+release on moto behind the delay, per protocol
+    clients: int = 200  # locks made, and `with` blocks, per store in the clients section
     delay: float = 0.02  # the fault proxy's delay, each chunk each way
     count_rounds: int = 20  # acquire+release counted per case
     trace_rounds: int = 10  # acquire+release under strace
@@ -74,6 +75,7 @@ class Sizes:
         return cls(
             uncontended=200,
             latency=8,
+            clients=30,
             count_rounds=5,
             trace_rounds=3,
             cross_rounds=3,
@@ -379,11 +381,26 @@ def requests(rep: Report, sz: Sizes, tmp: str, moto) -> None:
             reqs += moto.counter.since(mark)
         return len(reqs) / n, breakdown(reqs, n)
 
+    # The process checks the store's conditional writes once, before its first cas write:
+    # counted on its own, then out of the way of the per-lock figures.
+    mark = moto.counter.snapshot()
+    with BlobLock(moto.uri(), storage_options=so):
+        pass
+    probe = [
+        r for r in moto.counter.since(mark) if ".blob-lock-probe-" in r.path or "?delete" in r.path
+    ]
+    rep.add(
+        "store requests of the check of a store's conditional writes, once per process",
+        f"{len(probe)} = {breakdown(probe)}",
+        "—",
+        "≤ 4",
+        met(len(probe) <= 4),
+    )
     traced = trace_counts(sz, tmp)
     cases = [
         ("new", "a new lock"),
         ("same", "the same lock again, after its own release"),
-        ("other", "a lock last released by another owner"),
+        ("other", "a fresh BlobLock on a lock this process released"),
     ]
     for protocol in ["cas", "lww"]:
         for case, label in cases:
@@ -421,14 +438,17 @@ def requests(rep: Report, sz: Sizes, tmp: str, moto) -> None:
     if "error" in traced:
         rep.notes.append(f"Local file store calls not counted: {traced['error']}.")
     rep.notes.append(
-        "Store requests: counted on the wire by bench/count_proxy.py between blob-lock and "
+        "Store requests: counted on the wire by tests/count_proxy.py between blob-lock and "
         "moto's S3 server, over "
         f"{n} acquire+release each; read = GET, create = PUT If-None-Match, update = PUT "
         "If-Match, overwrite = unconditional PUT. Local files and memory:// cannot be "
         "counted from Python (no hook into the Rust store); the local-file rows infer store "
         "calls from an strace of the worker: read = open of lock.json, create = link onto "
         "lock.json, replace = rename onto lock.json (blob-lock's update-if-match, or a plain "
-        "overwrite; mops writes by rename). 'again' is the same lock object re-acquired."
+        "overwrite; mops writes by rename). 'again' is the same lock object re-acquired. "
+        "The store's check (its four requests: create, create again, an update with a "
+        "version that never existed, a delete, which object_store sends as S3's bulk "
+        "delete, a POST) is counted on its own, before the other rows."
     )
 
 
@@ -564,6 +584,43 @@ def latency(rep: Report, sz: Sizes, moto) -> None:
         "`inspect()` on a warm connection, in the same process as the acquisitions; lww's "
         "figures include its settle wait (500 ms at expire 30 s). The proxies add their own "
         "hops on loopback."
+    )
+
+
+def clients(rep: Report, sz: Sizes, moto) -> None:
+    """Locks as users make them: a fresh BlobLock for every `with`, on a store in use."""
+    so = json.dumps(moto.storage_options)
+    memory = run_worker("clients", f"memory://bench-{uuid.uuid4().hex[:8]}", sz.clients)
+    moto.faults.delay(sz.delay)
+    try:
+        s3 = run_worker("clients", moto.uri(), sz.clients, so)
+    finally:
+        moto.faults.delay(0)
+    for where, r in [("S3 (moto)", s3), ("memory://", memory)]:
+        c = r["construct"]["median"]
+        rep.add(
+            f"constructing a BlobLock on a {where} store in use (median of {r['construct']['n']})",
+            f"{fmt_time(c)}; {r['sockets_opened']} sockets opened",
+            "—",
+            "< 50 µs, no connection" if where.startswith("S3") else "—",
+            met(c < 50e-6 and r["sockets_opened"] == 0) if where.startswith("S3") else "—",
+        )
+    fresh, reused = s3["fresh"]["median"], s3["reused"]["median"]
+    rep.add(
+        f"`with BlobLock(uri): pass`, a fresh object each time against one reused, moto "
+        f"+{sz.delay * 1e3:g} ms delay (median of {s3['fresh']['n']})",
+        f"×{fresh / reused:.2f} ({fmt_time(fresh)} against {fmt_time(reused)})",
+        "—",
+        "≤ ×1.3",
+        met(fresh / reused <= 1.3),
+    )
+    rep.notes.append(
+        "Clients: the locks are made in one process after a first lock has used the store "
+        "(its client built, its conditional writes checked); sockets are the process's open "
+        "ones before and after the constructions. Fresh against reused: the same URI taken "
+        "again and again with `with`, by a new BlobLock each time (as the README, the "
+        "decorator and orchestrators write it) or by one BlobLock; both behind the delay of "
+        "the latency section."
     )
 
 
@@ -912,6 +969,7 @@ def main() -> None:
         ("contention-expire", float),
         ("handover-expire", float),
         ("delay", float),
+        ("clients", int),
     ]:
         ap.add_argument(f"--{name}", type=kind)
     args = ap.parse_args()
@@ -925,6 +983,7 @@ def main() -> None:
         "contention_expire",
         "handover_expire",
         "delay",
+        "clients",
     ]:
         if getattr(args, name) is not None:
             setattr(sz, name, getattr(args, name))
@@ -939,7 +998,7 @@ def main() -> None:
     rep = Report()
     moto = None
     try:
-        if "requests" in sections or "latency" in sections:
+        if {"requests", "latency", "clients"} & set(sections):
             from moto_store import Moto
 
             moto = Moto(link=not args.serial_delay)
@@ -952,6 +1011,8 @@ def main() -> None:
                     requests(rep, sz, tmp, moto)
                 elif section == "latency":
                     latency(rep, sz, moto)
+                elif section == "clients":
+                    clients(rep, sz, moto)
                 elif section == "handover":
                     handover(rep, sz, tmp)
                 elif section == "scale":

@@ -186,6 +186,64 @@ def latency(protocol: str, prefix: str, n: int, options: dict) -> None:
     say(result={"rtt": stats(rtts), "fresh": stats(fresh), "again": stats(again)})
 
 
+def sockets() -> set[str]:
+    """This process's open sockets."""
+    found = set()
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            target = os.readlink(f"/proc/self/fd/{fd}")
+        except OSError:
+            continue
+        if target.startswith("socket:"):
+            found.add(target)
+    return found
+
+
+def clients(prefix: str, n: int, options: dict | None) -> None:
+    """Locks made as users make them, on a store already in use: what constructing one
+    costs and whether it opens a connection; then ``with BlobLock(uri): pass`` on one URI
+    with a fresh object each time, against one object taken again and again."""
+    from blob_lock import BlobLock
+
+    clock = time.perf_counter
+    with BlobLock(f"{prefix}/warm", storage_options=options):
+        pass  # the store is in use: its client is built and its conditional writes checked
+    before = sockets()
+    made = []
+    built = []
+    for i in range(n):
+        t = clock()
+        made.append(BlobLock(f"{prefix}/made-{i}", storage_options=options))
+        built.append(clock() - t)
+    opened = len(sockets() - before)
+    uri = f"{prefix}/fresh"
+    with BlobLock(uri, storage_options=options):
+        pass
+    fresh = []
+    for _ in range(n):
+        t = clock()
+        with BlobLock(uri, storage_options=options):
+            pass
+        fresh.append(clock() - t)
+    reused = []
+    one = BlobLock(f"{prefix}/reused", storage_options=options)
+    with one:
+        pass
+    for _ in range(n):
+        t = clock()
+        with one:
+            pass
+        reused.append(clock() - t)
+    say(
+        result={
+            "construct": stats(built),
+            "sockets_opened": opened,
+            "fresh": stats(fresh),
+            "reused": stats(reused),
+        }
+    )
+
+
 def trace(kind: str, where: str, n: int) -> None:
     """Under strace: one acquire + release of a new lock, then ``n`` of the same lock, each
     iteration begun by a failing stat of ``<where>.mark-<i>`` that marks it in the trace."""
@@ -470,6 +528,8 @@ def main() -> None:
         latency(args[0], args[1], int(args[2]), json.loads(args[3]))
     elif mode == "trace":
         trace(args[0], args[1], int(args[2]))
+    elif mode == "clients":
+        clients(args[0], int(args[1]), json.loads(args[2]) if len(args) > 2 else None)
     elif mode == "serve":
         serve(args[0], args[1], float(args[2]))
     elif mode == "threads":

@@ -65,6 +65,7 @@ async fn timed<T>(f: impl Future<Output = Result<T>>) -> (Result<T>, f64) {
 /// A permanent error on the first call (no bucket, bad credentials) is returned as an
 /// error; later errors are failed probes.
 pub async fn doctor(uri: &str, options: &LockOptions) -> Result<Report> {
+    crate::store::Location::parse(uri)?; // the scratch lock's URI would hide what is wrong
     let scratch = format!(
         "{}/.blob-lock-doctor-{}",
         uri.trim_end_matches('/'),

@@ -69,6 +69,17 @@ pub enum Error {
         reason: String,
     },
 
+    /// `cas` was asked for on a store that does not honour conditional writes: two owners
+    /// could both acquire. Found by the probe every process makes before its first `cas`
+    /// write to a store (`store::probe`).
+    #[error("lock {uri}: protocol cas is not safe on this store: {check}; use protocol \"auto\" or \"lww\" (best effort), or, if `blob-lock doctor --race` finds the store safe, set the storage option blob_lock_conditional_writes=trust")]
+    UnsafeStore {
+        /// The lock URI.
+        uri: String,
+        /// The check that failed, in words.
+        check: String,
+    },
+
     /// The store refused or failed a request. `message` carries the store's own words.
     #[error("store error at {uri}: {message}")]
     Store {

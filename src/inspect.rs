@@ -175,7 +175,8 @@ pub async fn break_lock(engine: &Engine, expect: Option<(&str, u64)>) -> Result<
         if lf.is_released() {
             return Ok(Broken::AlreadyReleased(lf));
         }
-        let body = lf.released(engine.clock.wall());
+        let mut body = lf.released(engine.clock.wall());
+        body.broken_by = Some(crate::lockfile::this_process());
         let bytes = Bytes::from(body.encode());
         match engine.protocol {
             Protocol::Lww => {

@@ -7,7 +7,9 @@ use crate::clock::{self, Clock};
 use crate::errors::{Error, Result};
 use crate::inspect::{self, Broken, Inspection};
 use crate::lockfile::{LockFile, Protocol};
+use crate::per_process::PerProcess;
 use crate::protocol::{Attempt, Engine, Held, Pursuit, ReleaseStatus};
+use crate::released::Record;
 use crate::store::{self, LockStore};
 use crate::timing::{Polls, Timing};
 use std::collections::HashMap;
@@ -20,7 +22,8 @@ use tokio::time::Instant;
 /// How a lock is configured.
 #[derive(Debug, Clone)]
 pub struct LockOptions {
-    /// The protocol; `None` picks `cas`, which every supported store has.
+    /// The protocol; `None` (auto) lets the store decide: `cas` where it honours
+    /// conditional writes, `lww` where it does not ([`crate::store::probe`]).
     pub protocol: Option<Protocol>,
     /// Timing.
     pub timing: Timing,
@@ -56,20 +59,21 @@ impl LockOptions {
     }
 }
 
-/// The waker of the lock whose lockfile is `lockfile_uri`, shared by every lock on it in
-/// this process. Held weakly here, so that locks on URIs no longer in use leave nothing.
-fn waker(lockfile_uri: &str) -> Arc<Notify> {
-    static WAKERS: Mutex<Option<HashMap<String, std::sync::Weak<Notify>>>> = Mutex::new(None);
-    let mut guard = WAKERS.lock().unwrap_or_else(|e| e.into_inner());
-    let wakers = guard.get_or_insert_with(HashMap::new);
-    if let Some(w) = wakers.get(lockfile_uri).and_then(std::sync::Weak::upgrade) {
+/// The waker of the lock whose lockfile is `identity` ([`LockStore::identity`]), shared by
+/// every lock on it in this process. Held weakly here, so that locks on URIs no longer in
+/// use leave nothing.
+fn waker(identity: &str) -> Arc<Notify> {
+    type Wakers = Mutex<HashMap<String, std::sync::Weak<Notify>>>;
+    static WAKERS: PerProcess<Wakers> = PerProcess::new(Default::default);
+    let mut wakers = WAKERS.get().lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(w) = wakers.get(identity).and_then(std::sync::Weak::upgrade) {
         return w;
     }
     if wakers.len() >= 1024 && wakers.len().is_power_of_two() {
         wakers.retain(|_, w| w.strong_count() > 0);
     }
     let w = Arc::new(Notify::new());
-    wakers.insert(lockfile_uri.to_string(), Arc::downgrade(&w));
+    wakers.insert(identity.to_string(), Arc::downgrade(&w));
     w
 }
 
@@ -81,31 +85,39 @@ pub fn new_owner_id() -> String {
 /// One lock URI, with one owner id for every acquisition through it.
 #[derive(Debug, Clone)]
 pub struct Lock {
+    /// The engine, with `cas` in place of auto until the store has decided.
     engine: Engine,
+    /// The protocol asked for; `None` lets the store decide.
+    requested: Option<Protocol>,
     owner: String,
     uri: String,
     on_lost: Option<LossHook>,
     /// Kept to open the store again ([`Lock::reopened`]).
     storage_options: Arc<HashMap<String, String>>,
+    /// Held while what an interrupted acquisition may have written is released; the next
+    /// acquisition waits for it (see [`Lock::release_in_background`]).
+    cleanups: Arc<tokio::sync::Mutex<()>>,
 }
 
 impl Lock {
     /// Opens the lock at `uri`. Checks the URI and options; makes no request.
     pub fn new(uri: &str, options: &LockOptions) -> Result<Lock> {
         let store = store::open(uri, &options.storage_options, &options.timing)?;
+        let identity = store.identity();
         let mut lock = Lock::with_store(uri, store, options);
-        lock.engine.wake = Some(waker(lock.engine.uri()));
+        lock.engine.wake = Some(waker(&identity));
+        lock.engine.hint = Record::Process(identity.into());
         lock.storage_options = Arc::new(options.storage_options.clone());
         Ok(lock)
     }
 
     /// The same lock as a child made by fork needs it: the same URI and options, a store
-    /// client of its own (opened again from the URI), a fresh owner id, no hint.
+    /// client of its own (opened again from the URI), a fresh owner id.
     pub fn reopened(&self) -> Result<Lock> {
         Lock::new(
             &self.uri,
             &LockOptions {
-                protocol: Some(self.engine.protocol),
+                protocol: self.requested,
                 timing: *self.engine.timing,
                 storage_options: (*self.storage_options).clone(),
                 clock: self.engine.clock.clone(),
@@ -125,10 +137,12 @@ impl Lock {
                 hint: Default::default(),
                 wake: None,
             },
+            requested: options.protocol,
             owner: new_owner_id(),
             uri: uri.to_string(),
             on_lost: options.on_lost.clone(),
             storage_options: Default::default(),
+            cleanups: Default::default(),
         }
     }
 
@@ -148,9 +162,10 @@ impl Lock {
         &self.uri
     }
 
-    /// The protocol in use.
-    pub fn protocol(&self) -> Protocol {
-        self.engine.protocol
+    /// The protocol in use: the one asked for, or, for auto, the one the store decided on;
+    /// `None` while the store has not been probed yet (its first write will).
+    pub fn protocol(&self) -> Option<Protocol> {
+        self.engine.store.known_protocol(self.requested)
     }
 
     /// The timing in use.
@@ -158,10 +173,28 @@ impl Lock {
         &self.engine.timing
     }
 
+    /// The engine with the protocol the store allows for this lock; the first call on a
+    /// store over HTTP probes it (once per process), later ones only look.
+    async fn resolved(&self) -> Result<Engine> {
+        let protocol = self.engine.store.protocol_for(self.requested).await?;
+        Ok(self.engine.with_protocol(protocol))
+    }
+
+    /// The engine for reads, without a request: the protocol if known, else lww, whose
+    /// reads take an unreadable lockfile for a write in flight and read again for a while
+    /// (under cas it is corrupt at once).
+    fn reader(&self) -> Engine {
+        self.engine
+            .with_protocol(self.protocol().unwrap_or(Protocol::Lww))
+    }
+
     /// Waits until the lock is ours, or `timeout` passes (`Error::Timeout`); `None` waits
     /// for ever. Transient store errors are retried within the timeout; permanent ones end
-    /// the wait at once. The heartbeat runs on the current tokio runtime: at once, or, on
-    /// the shared runtime ([`crate::runtime::on_shared_runtime`]), from its first renewal.
+    /// the wait at once, and a wait in which the store never answered ends with its error.
+    /// An attempt still running at the timeout is given one request timeout more, then
+    /// abandoned (whatever it wrote is released in the background). The heartbeat runs on
+    /// the current tokio runtime: at once, or, on the shared runtime
+    /// ([`crate::runtime::on_shared_runtime`]), from its first renewal.
     pub async fn acquire(&self, timeout: Option<Duration>) -> Result<Lease> {
         let clock = &self.engine.clock;
         let began = clock.now();
@@ -172,6 +205,28 @@ impl Lock {
         let mut logged_holder = String::new();
         let claim = Arc::new(Claim::new(&self.uri, &self.owner));
         let wake = self.engine.wake.clone();
+        let timed_out = |claim: &Claim, holder: &str| {
+            let timeout = Error::Timeout {
+                uri: self.uri.clone(),
+                waited: clock.now() - began,
+                holder: holder.to_string(),
+            };
+            claim.enter(State::Failed, &timeout);
+            timeout
+        };
+        // A cutoff one request timeout after the deadline bounds every wait below.
+        let cutoff = deadline.map(|d| d + timing.request_timeout());
+        let cleaned = self.cleanups.lock();
+        match cutoff {
+            None => drop(cleaned.await),
+            Some(cutoff) => tokio::select! {
+                biased;
+                guard = cleaned => drop(guard),
+                _ = clock.sleep_until(cutoff) => {
+                    return Err(timed_out(&claim, "ourselves (what an interrupted acquisition wrote is still being released)"));
+                }
+            },
+        }
         loop {
             // Listening before the attempt: a release between our read and our sleep wakes us.
             let mut woken = wake.as_ref().map(|w| Box::pin(w.notified()));
@@ -179,15 +234,27 @@ impl Lock {
                 w.as_mut().enable();
             }
             claim.enter(State::Acquiring, "attempt");
-            let (who, expires_in) = match self.engine.attempt(&self.owner, &mut pursuit).await {
-                Ok(Attempt::Acquired(held)) => match self.fresh(held).await {
-                    Some(held) => return Ok(self.start(held, claim)),
+            let attempt = self.attempt(&mut pursuit);
+            let outcome = match cutoff {
+                None => attempt.await,
+                Some(cutoff) => tokio::select! {
+                    biased;
+                    outcome = attempt => outcome,
+                    _ = clock.sleep_until(cutoff) => {
+                        self.release_in_background();
+                        return Err(timed_out(&claim, "unknown (the last attempt did not finish in time)"));
+                    }
+                },
+            };
+            let (who, expires_in) = match outcome {
+                Ok((engine, Attempt::Acquired(held))) => match self.fresh(&engine, held).await {
+                    Some(held) => return Ok(self.start(engine, held, claim)),
                     None => {
                         claim.enter(State::Waiting, "acquired too late to claim it");
                         ("ourselves, too late to claim".to_string(), None)
                     }
                 },
-                Ok(Attempt::Busy { holder, expires_in }) => {
+                Ok((_, Attempt::Busy { holder, expires_in })) => {
                     let who = holder.as_ref().map(LockFile::describe).unwrap_or_default();
                     claim.enter(State::Waiting, format_args!("held by {who}"));
                     (who, expires_in)
@@ -208,13 +275,7 @@ impl Lock {
             }
             let now = clock.now();
             if deadline.is_some_and(|d| now >= d) {
-                let timeout = Error::Timeout {
-                    uri: self.uri.clone(),
-                    waited: now - began,
-                    holder: who,
-                };
-                claim.enter(State::Failed, &timeout);
-                return Err(timeout);
+                return Err(timed_out(&claim, &who));
             }
             let pause = polls.pause(clock.jitter(), expires_in, deadline.map(|d| d - now));
             match woken {
@@ -229,20 +290,57 @@ impl Lock {
         }
     }
 
-    /// One attempt; never waits. `None` when someone else holds the lock.
+    /// One acquisition attempt on the protocol the store allows.
+    async fn attempt(&self, pursuit: &mut Pursuit) -> Result<(Engine, Attempt)> {
+        let engine = self.resolved().await?;
+        let outcome = engine.attempt(&self.owner, pursuit).await?;
+        Ok((engine, outcome))
+    }
+
+    /// After an acquisition of this lock was interrupted (a signal, a cancelled task) or
+    /// abandoned at its timeout: releases, in the background, whatever it may have
+    /// written. Takes the lock's cleanup turn now, so that the next acquisition through it
+    /// (which has the same owner id) waits for this release instead of being released by
+    /// it.
+    pub fn release_in_background(&self) {
+        let lock = self.clone();
+        let turn = self.cleanups.clone().try_lock_owned();
+        crate::cleanup::spawn(async move {
+            let _turn = match turn {
+                Ok(turn) => turn,
+                Err(_) => lock.cleanups.clone().lock_owned().await,
+            };
+            if let Err(e) = lock.release_unheld().await {
+                log::warn!(
+                    "{}: release after an interrupted acquisition failed: {e}",
+                    lock.uri
+                );
+            }
+        });
+    }
+
+    /// One attempt; never waits. `None` when someone else holds the lock (or this lock's
+    /// own interrupted acquisition is still being released).
     pub async fn try_acquire(&self) -> Result<Option<Lease>> {
         let claim = Arc::new(Claim::new(&self.uri, &self.owner));
         claim.enter(State::Acquiring, "one attempt");
+        if self.cleanups.try_lock().is_err() {
+            claim.enter(
+                State::Failed,
+                "an interrupted acquisition is being released",
+            );
+            return Ok(None);
+        }
         let mut pursuit = Pursuit::default();
-        match self.engine.attempt(&self.owner, &mut pursuit).await {
-            Ok(Attempt::Acquired(held)) => match self.fresh(held).await {
-                Some(held) => Ok(Some(self.start(held, claim))),
+        match self.attempt(&mut pursuit).await {
+            Ok((engine, Attempt::Acquired(held))) => match self.fresh(&engine, held).await {
+                Some(held) => Ok(Some(self.start(engine, held, claim))),
                 None => {
                     claim.enter(State::Failed, "acquired too late to claim it");
                     Ok(None)
                 }
             },
-            Ok(Attempt::Busy { holder, .. }) => {
+            Ok((_, Attempt::Busy { holder, .. })) => {
                 let who = holder.as_ref().map(LockFile::describe).unwrap_or_default();
                 claim.enter(State::Failed, format_args!("held by {who}"));
                 Ok(None)
@@ -258,45 +356,47 @@ impl Lock {
     /// lease in hand. Refuses (and writes nothing) when another owner holds it.
     pub async fn release_unheld(&self) -> Result<ReleaseStatus> {
         let until = self.engine.clock.now() + self.engine.timing.heartbeat;
-        release_retrying(&self.engine, &self.owner, None, until, None).await
+        let released = with_retries(&self.engine, "release", until, || async {
+            let engine = self.resolved().await?;
+            engine.release_seeing(&self.owner, None).await
+        });
+        Ok(released.await.0?.0)
     }
 
     /// Reads the lockfile once and says what it shows; never writes.
     pub async fn inspect(&self) -> Result<Inspection> {
-        inspect::inspect(&self.engine).await
+        inspect::inspect(&self.reader()).await
     }
 
     /// Waits until the lock is free to take, or `timeout` passes; takes nothing.
     pub async fn wait_free(&self, timeout: Option<Duration>) -> Result<Inspection> {
-        inspect::wait_free(&self.engine, timeout).await
+        inspect::wait_free(&self.reader(), timeout).await
     }
 
     /// Marks the lock released whoever holds it (only the acquisition `expect` names, if
     /// given). See [`inspect::break_lock`].
     pub async fn break_lock(&self, expect: Option<(&str, u64)>) -> Result<Broken> {
-        inspect::break_lock(&self.engine, expect).await
+        inspect::break_lock(&self.resolved().await?, expect).await
     }
 
     /// An acquisition whose write took so long that its lease has already run out (a
     /// request delayed past `expire - margin`) must not be claimed: a waiter may have taken
     /// the lock over meanwhile. Renew it first; claim it only if that succeeds.
-    async fn fresh(&self, mut held: Held) -> Option<Held> {
-        let t = &self.engine.timing;
-        if self.engine.clock.now() < held.lease_start + t.expire - t.margin {
+    async fn fresh(&self, engine: &Engine, mut held: Held) -> Option<Held> {
+        let t = &engine.timing;
+        if engine.clock.now() < held.lease_start + t.expire - t.margin {
             return Some(held);
         }
         log::debug!("{}: acquired too late to claim; renewing first", self.uri);
-        match self.engine.renew(&mut held, None).await {
-            Ok(()) if self.engine.clock.now() < held.lease_start + t.expire - t.margin => {
-                Some(held)
-            }
+        match engine.renew(&mut held, None).await {
+            Ok(()) if engine.clock.now() < held.lease_start + t.expire - t.margin => Some(held),
             _ => None,
         }
     }
 
-    fn start(&self, held: Held, claim: Arc<Claim>) -> Lease {
+    fn start(&self, engine: Engine, held: Held, claim: Arc<Claim>) -> Lease {
         claim.enter(State::Held, format_args!("token {}", held.token));
-        Lease::start(self.engine.clone(), held, None, self.on_lost.clone(), claim)
+        Lease::start(engine, held, None, self.on_lost.clone(), claim)
     }
 }
 
@@ -305,7 +405,13 @@ impl Lock {
 /// or is released. Never releases.
 pub async fn keep_alive(uri: &str, owner: &str, options: &LockOptions) -> Result<Lease> {
     let store = store::open(uri, &options.storage_options, &options.timing)?;
-    keep_alive_on(store, owner, options).await
+    let (mut engine, held, claim) = adopt(store, owner, options).await?;
+    // Requests are bounded by the lock's own schedule, which only the lockfile told us.
+    if engine.timing.request_timeout() != options.timing.request_timeout() {
+        engine.store = store::open(uri, &options.storage_options, &engine.timing)?;
+    }
+    let on_lost = options.on_lost.clone();
+    Ok(Lease::start(engine, held, Some("remote"), on_lost, claim))
 }
 
 /// [`keep_alive`] on a given store.
@@ -314,6 +420,18 @@ pub async fn keep_alive_on(
     owner: &str,
     options: &LockOptions,
 ) -> Result<Lease> {
+    let (engine, held, claim) = adopt(store, owner, options).await?;
+    let on_lost = options.on_lost.clone();
+    Ok(Lease::start(engine, held, Some("remote"), on_lost, claim))
+}
+
+/// Takes up `owner`'s lock as a co-owner: the engine on the lock's own schedule, what it
+/// holds, and its claim.
+async fn adopt(
+    store: Arc<dyn LockStore>,
+    owner: &str,
+    options: &LockOptions,
+) -> Result<(Engine, Held, Arc<Claim>)> {
     if owner.is_empty() || owner.contains('/') {
         return Err(Error::InvalidArgument(format!(
             "owner {owner:?} is not an owner id; pass the `owner` of the orchestrator's held lock"
@@ -330,16 +448,19 @@ pub async fn keep_alive_on(
     let claim = Arc::new(Claim::starting_in(engine.uri(), owner, State::Acquiring));
     // A remote starting during a store blip retries for a heartbeat before giving up.
     let until = engine.clock.now() + engine.timing.heartbeat;
-    let adopted = with_retries(&engine, "keep_alive", until, || {
-        engine.adopt(owner, Some("remote"))
+    let adopted = with_retries(&engine, "keep_alive", until, || async {
+        let protocol = engine.store.protocol_for(options.protocol).await?;
+        let engine = engine.with_protocol(protocol);
+        Ok((engine.adopt(owner, Some("remote")).await?, protocol))
     });
-    let held = match adopted.await.0 {
-        Ok(held) => held,
+    let (held, protocol) = match adopted.await.0 {
+        Ok(adopted) => adopted,
         Err(e) => {
             claim.enter(State::Failed, &e);
             return Err(e);
         }
     };
+    engine.protocol = protocol;
     claim.enter(
         State::Held,
         format_args!("kept alive, token {}", held.token),
@@ -352,13 +473,7 @@ pub async fn keep_alive_on(
             ..t
         });
     }
-    Ok(Lease::start(
-        engine,
-        held,
-        Some("remote"),
-        options.on_lost.clone(),
-        claim,
-    ))
+    Ok((engine, held, claim))
 }
 
 struct Shared {
@@ -484,10 +599,7 @@ impl Lease {
             // still held (most blocking callers have released long before).
             let task = shared.clone();
             let start = Box::new(move || drop(tokio::spawn(heartbeat(task))));
-            match crate::starter::start_at(first_beat, start) {
-                Ok(ticket) => filed = Some(ticket),
-                Err(start) => start(),
-            }
+            filed = Some(crate::starter::start_at(first_beat, start));
         } else {
             tokio::spawn(heartbeat(shared.clone()));
         }
@@ -631,15 +743,23 @@ async fn release_retrying(
     until: Instant,
     deadline: Option<Instant>,
 ) -> Result<ReleaseStatus> {
-    match with_retries(engine, "release", until, || engine.release(owner, held)).await {
-        (Ok(ReleaseStatus::AlreadyReleased), true) => Ok(ReleaseStatus::Released),
-        (Ok(ReleaseStatus::HeldByOther(_, token)), true)
-            if held.is_some_and(|h| token > h.token)
+    let token = held.map(|h| h.token);
+    let released = with_retries(engine, "release", until, || {
+        engine.release_seeing(owner, held)
+    });
+    match released.await {
+        (Ok((ReleaseStatus::AlreadyReleased, Some(lf))), true)
+            if lf.writer_id == owner && token.is_none_or(|t| t == lf.token) =>
+        {
+            Ok(ReleaseStatus::Released)
+        }
+        (Ok((_, Some(lf))), true)
+            if token.is_some_and(|t| lf.token > t)
                 && deadline.is_some_and(|d| engine.clock.now() < d) =>
         {
             Ok(ReleaseStatus::Released)
         }
-        (result, _) => result,
+        (result, _) => result.map(|(status, _)| status),
     }
 }
 
@@ -677,7 +797,8 @@ async fn heartbeat(shared: Arc<Shared>) {
         let renewal = {
             // Boxed: inline, the renewal's state made every idle heartbeat task about 1.9 KB
             // (most of a held lock's memory); boxed it exists only while a renewal runs.
-            let mut renewal = Box::pin(shared.engine.renew(&mut held, shared.writer_name));
+            let renewal = shared.engine.renew(&mut held, shared.writer_name);
+            let mut renewal = Box::pin(crate::store::gate::urgently(renewal));
             tokio::select! {
                 biased;
                 r = &mut renewal => r,

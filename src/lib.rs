@@ -6,14 +6,17 @@
 #![warn(missing_docs, unreachable_pub)]
 
 pub mod claim;
+pub mod cleanup;
 pub mod clock;
 pub mod doctor;
 pub mod errors;
-pub mod fs_store;
 pub mod inspect;
 pub mod lease;
 pub mod lockfile;
+mod per_process;
 pub mod protocol;
+pub mod race;
+pub mod released;
 pub mod runtime;
 mod starter;
 pub mod store;

@@ -65,6 +65,8 @@ pub struct LockFile {
     pub token: u64,
     /// Which protocol wrote it, when we did.
     pub protocol: Option<String>,
+    /// Who broke the lock (`blob-lock break`): user, host and pid, for people.
+    pub broken_by: Option<String>,
 }
 
 impl Clone for LockFile {
@@ -83,6 +85,7 @@ impl Clone for LockFile {
             writer_name: None,
             token: 0,
             protocol: None,
+            broken_by: None,
         };
         copy.clone_from(self);
         copy
@@ -109,6 +112,7 @@ impl Clone for LockFile {
             writer_name,
             token,
             protocol,
+            broken_by,
         } = source;
         self.writer_id.clone_from(writer_id);
         self.written_at.clone_from(written_at);
@@ -123,6 +127,7 @@ impl Clone for LockFile {
         self.writer_name.clone_from(writer_name);
         self.token = *token;
         self.protocol.clone_from(protocol);
+        self.broken_by.clone_from(broken_by);
     }
 }
 
@@ -167,6 +172,17 @@ fn this_hostname() -> &'static str {
     })
 }
 
+/// This process as a person reads it: `user@host (pid N)`.
+pub fn this_process() -> String {
+    let uid = nix::unistd::getuid();
+    let user = std::env::var("LOGNAME")
+        .or_else(|_| std::env::var("USER"))
+        .ok()
+        .or_else(|| Some(nix::unistd::User::from_uid(uid).ok()??.name))
+        .unwrap_or_else(|| format!("uid {uid}"));
+    format!("{user}@{} (pid {})", this_hostname(), std::process::id())
+}
+
 impl LockFile {
     /// The body written by an acquisition.
     pub fn acquired(
@@ -191,6 +207,7 @@ impl LockFile {
             writer_name: None,
             token,
             protocol: Some(protocol.as_str().to_string()),
+            broken_by: None,
         }
     }
 
@@ -267,6 +284,9 @@ impl LockFile {
         if let Some(p) = &self.protocol {
             m.insert("protocol".into(), p.clone().into());
         }
+        if let Some(by) = &self.broken_by {
+            m.insert("broken_by".into(), by.clone().into());
+        }
         let mut json = serde_json::to_vec(&Value::Object(m))
             .expect("a map of strings and numbers always encodes");
         // Exact: the buffer grew by doubling, and a memory:// store keeps it as it is.
@@ -327,6 +347,10 @@ impl LockFile {
             token,
             protocol: m
                 .get("protocol")
+                .and_then(Value::as_str)
+                .map(str::to_string),
+            broken_by: m
+                .get("broken_by")
                 .and_then(Value::as_str)
                 .map(str::to_string),
         })

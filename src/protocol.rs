@@ -13,10 +13,11 @@
 use crate::clock::Clock;
 use crate::errors::{Error, Result};
 use crate::lockfile::{LockFile, Protocol};
+use crate::released::Record;
 use crate::store::{LockStore, Snapshot, Version, Write};
 use crate::timing::Timing;
 use bytes::Bytes;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 use tokio::time::Instant;
 
@@ -118,37 +119,12 @@ pub struct Engine {
     pub timing: Arc<Timing>,
     /// Its clocks.
     pub clock: Arc<dyn Clock>,
-    /// What our own last release wrote, shared by the lock and its leases.
-    pub hint: Hint,
+    /// What our own last release of this lock wrote (see [`crate::released`]).
+    pub hint: Record,
     /// Woken when a lock on this URI is released in this process, so that waiters here
     /// take it over at once instead of at their next poll. `None` for stores brought by
     /// tests and simulations, whose "processes" share one real process.
     pub wake: Option<Arc<tokio::sync::Notify>>,
-}
-
-/// The lockfile as our own last release left it, and its version. The next acquisition
-/// through the same lock first tries an update-if-match on that version: when nobody wrote
-/// since, that one request acquires (instead of create, read and update), so a lock taken
-/// again and again costs two requests per acquire and release. A stale hint costs one
-/// refused request and is dropped.
-///
-/// Boxed inside: most locks hold no hint (held, or never released), and thousands of them
-/// in one process would each carry an empty lockfile's room (about 300 bytes).
-#[derive(Debug, Clone, Default)]
-pub struct Hint(Arc<Mutex<Option<Box<Released>>>>);
-
-/// A released lockfile and its version.
-type Released = (LockFile, Version);
-
-impl Hint {
-    fn set(&self, lf: LockFile, version: Version) {
-        *self.0.lock().unwrap_or_else(|e| e.into_inner()) = Some(Box::new((lf, version)));
-    }
-
-    fn take(&self) -> Option<Released> {
-        let taken = self.0.lock().unwrap_or_else(|e| e.into_inner()).take();
-        taken.map(|b| *b)
-    }
 }
 
 fn lost(uri: &str, reason: String) -> Error {
@@ -159,23 +135,48 @@ fn lost(uri: &str, reason: String) -> Error {
 }
 
 impl Engine {
+    /// The same engine running `protocol`.
+    pub fn with_protocol(&self, protocol: Protocol) -> Engine {
+        Engine {
+            protocol,
+            ..self.clone()
+        }
+    }
+
     /// The lockfile's URI.
     pub fn uri(&self) -> &str {
         self.store.uri()
     }
 
     /// Reads and decodes the lockfile. A lockfile we cannot decode is an error, never
-    /// something to overwrite: it may be a live lock of a tool we do not understand.
+    /// something to overwrite: it may be a live lock of a tool we do not understand. Under
+    /// `lww` (stores whose writes may not be atomic: a reader can see half of a write in
+    /// flight) it is read again until it decodes, for at most a request timeout, the
+    /// longest a write can be in flight.
     pub async fn read(&self) -> Result<Option<(LockFile, Snapshot)>> {
-        let Some(snap) = self.store.read().await? else {
-            return Ok(None);
-        };
-        match LockFile::decode(&snap.bytes) {
-            Ok(lf) => Ok(Some((lf, snap))),
-            Err(e) => Err(Error::InvalidLockFile {
+        let mut since = None;
+        loop {
+            let Some(snap) = self.store.read().await? else {
+                return Ok(None);
+            };
+            let e = match LockFile::decode(&snap.bytes) {
+                Ok(lf) => return Ok(Some((lf, snap))),
+                Err(e) => e,
+            };
+            let now = self.clock.now();
+            let first = *since.get_or_insert(now);
+            if self.protocol == Protocol::Lww && now - first < self.timing.request_timeout() {
+                log::debug!(
+                    "{}: unreadable ({e}), a write in flight? reading again",
+                    self.uri()
+                );
+                self.clock.sleep(self.timing.poll_min).await;
+                continue;
+            }
+            return Err(Error::InvalidLockFile {
                 uri: self.uri().to_string(),
                 reason: e.0,
-            }),
+            });
         }
     }
 
@@ -504,22 +505,38 @@ impl Engine {
     /// Releases the lock of `owner`. With `held`, only that acquisition is released; without,
     /// whatever acquisition the lockfile shows for `owner`.
     pub async fn release(&self, owner: &str, held: Option<&Held>) -> Result<ReleaseStatus> {
-        let mut known: Option<(LockFile, Version)> =
-            held.map(|h| (h.body.clone(), h.version.clone()));
+        Ok(self.release_seeing(owner, held).await?.0)
+    }
+
+    /// [`Engine::release`], with the lockfile found when it was not released now.
+    pub(crate) async fn release_seeing(
+        &self,
+        owner: &str,
+        held: Option<&Held>,
+    ) -> Result<(ReleaseStatus, Option<LockFile>)> {
+        // cas starts from the version we hold (its write is conditional on it); lww reads
+        // first, as its renewals do, and writes only over a lockfile that is still ours.
+        let mut known: Option<(LockFile, Version)> = held
+            .filter(|_| self.protocol == Protocol::Cas)
+            .map(|h| (h.body.clone(), h.version.clone()));
         let token = held.map(|h| h.token);
         for _ in 0..8 {
             let (lf, version) = match known.take() {
                 Some(k) => k,
                 None => match self.read().await? {
-                    None => return Ok(ReleaseStatus::NoLockfile),
+                    None => return Ok((ReleaseStatus::NoLockfile, None)),
                     Some((lf, snap)) => (lf, snap.version),
                 },
             };
-            if lf.writer_id != owner || token.is_some_and(|t| t != lf.token && lf.token != 0) {
-                return Ok(ReleaseStatus::HeldByOther(lf.describe(), lf.token));
-            }
+            // Released, by us or by whoever held it since: nobody holds it now.
             if lf.is_released() {
-                return Ok(ReleaseStatus::AlreadyReleased);
+                return Ok((ReleaseStatus::AlreadyReleased, Some(lf)));
+            }
+            if lf.writer_id != owner || token.is_some_and(|t| t != lf.token && lf.token != 0) {
+                return Ok((
+                    ReleaseStatus::HeldByOther(lf.describe(), lf.token),
+                    Some(lf),
+                ));
             }
             let mut lf = lf;
             if let Some(t) = token {
@@ -529,7 +546,7 @@ impl Engine {
             match self.protocol {
                 Protocol::Lww => {
                     self.store.overwrite(Bytes::from(body.encode())).await?;
-                    return Ok(ReleaseStatus::Released);
+                    return Ok((ReleaseStatus::Released, None));
                 }
                 Protocol::Cas => {
                     match self
@@ -539,14 +556,14 @@ impl Engine {
                     {
                         Write::Done(version) => {
                             self.hint.set(body, version);
-                            return Ok(ReleaseStatus::Released);
+                            return Ok((ReleaseStatus::Released, None));
                         }
                         Write::Conflict => {
                             // Settle by reading: a co-owner's renewal (write again over it),
                             // our own retried release that landed, or a takeover.
                             if let Some((now, _)) = self.read().await? {
                                 if now == body {
-                                    return Ok(ReleaseStatus::Released);
+                                    return Ok((ReleaseStatus::Released, None));
                                 }
                             }
                         }

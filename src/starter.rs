@@ -10,7 +10,7 @@
 //! runtime thread hears of either. The starter task wakes when the earliest start is due
 //! (or when an earlier one is filed), so filing a start later than all others wakes nobody.
 
-use crate::runtime::PerProcess;
+use crate::per_process::PerProcess;
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 use tokio::sync::Notify;
@@ -91,34 +91,30 @@ impl Starter {
 
 /// This process's starter, made on first use. A child made by fork makes its own (the
 /// parent's task does not run there).
-static STARTER: PerProcess<Starter> = PerProcess::new();
+static STARTER: PerProcess<Arc<Starter>> = PerProcess::new(start_starter);
 
 /// A starter with its task spawned on the shared runtime.
-fn start_starter() -> Option<Arc<Starter>> {
+fn start_starter() -> Arc<Starter> {
     let starter = Arc::<Starter>::default();
     crate::runtime::runtime().spawn(starter.clone().run());
-    Some(starter)
+    starter
 }
 
-/// Files `start` to run at `at` (on tokio's clock) on the shared runtime; gives it back if
-/// this process cannot have a starter (then start it now; see [`PerProcess::get_or_make`]).
-pub(crate) fn start_at(at: Instant, start: Start) -> Result<Ticket, Start> {
-    match STARTER.get_or_make(start_starter) {
-        Some(starter) => Ok(starter.file(at, start)),
-        None => Err(start),
-    }
+/// Files `start` to run at `at` (on tokio's clock) on the shared runtime.
+pub(crate) fn start_at(at: Instant, start: Start) -> Ticket {
+    STARTER.get().file(at, start)
 }
 
 /// Takes back a filed start: true if it had not run (it never will), false if it ran (or
 /// was filed in another process: a child made by fork has none of its parent's tasks).
 pub(crate) fn cancel(ticket: Ticket) -> bool {
-    STARTER.get().is_some_and(|s| s.cancel(ticket))
+    STARTER.made().is_some_and(|s| s.cancel(ticket))
 }
 
 /// How many starts are filed in this process and have not run (for tests).
 #[cfg(test)]
 pub(crate) fn filed() -> usize {
-    STARTER.get().map_or(0, |s| s.filed().starts.len())
+    STARTER.made().map_or(0, |s| s.filed().starts.len())
 }
 
 #[cfg(test)]
@@ -129,7 +125,7 @@ mod tests {
 
     /// A starter of the test's own, so that other tests' starts do not wake it.
     fn own_starter() -> Arc<Starter> {
-        start_starter().unwrap()
+        start_starter()
     }
 
     /// A start that sends the instant it ran.

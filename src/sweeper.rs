@@ -2,7 +2,7 @@
 //!
 //! An update of a lockfile on a local file system exchanges a new file with the lockfile,
 //! which leaves the previous lockfile under the new file's temporary name
-//! ([`crate::fs_store`]). Removing it frees an inode: on ext4 that took about 18 µs of an
+//! ([`crate::store::file`]). Removing it frees an inode: on ext4 that took about 18 µs of an
 //! 80 µs update (Python loops of 3,000 updates), and an acquire+release does two updates.
 //! The caller of a lock need not wait for it: the name goes on a queue here, and a thread
 //! removes what gathered every few milliseconds, so that one wake-up serves a batch.
@@ -14,9 +14,9 @@
 //! nobody. [`flush`] removes what is queued at once: the Python package calls it at exit,
 //! and a Rust program should before it exits. What is left all the same (a process killed,
 //! or ended by `os._exit`) the next process to write that lockfile removes once it is a
-//! minute old ([`crate::fs_store`]).
+//! minute old ([`crate::store::file`]).
 
-use crate::runtime::PerProcess;
+use crate::per_process::PerProcess;
 use std::path::PathBuf;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::Duration;
@@ -86,7 +86,7 @@ fn remove(names: &[PathBuf]) {
 
 /// This process's sweeper, made on first use. A child made by fork makes its own: it
 /// inherits the parent's queue (the parent's thread removes those names) but not the thread.
-static SWEEPER: PerProcess<Sweeper> = PerProcess::new();
+static SWEEPER: PerProcess<Option<Arc<Sweeper>>> = PerProcess::new(start_sweeper);
 
 /// A sweeper with its thread running; `None` if the thread cannot start.
 fn start_sweeper() -> Option<Arc<Sweeper>> {
@@ -102,7 +102,7 @@ fn start_sweeper() -> Option<Arc<Sweeper>> {
 /// Removes `name` soon, on the sweeper's thread (at once on this one if that thread cannot
 /// start).
 pub(crate) fn remove_later(name: PathBuf) {
-    let Some(sweeper) = SWEEPER.get_or_make(start_sweeper) else {
+    let Some(sweeper) = SWEEPER.get() else {
         remove(&[name]);
         return;
     };
@@ -118,7 +118,7 @@ pub(crate) fn remove_later(name: PathBuf) {
 /// those the sweeper's thread is removing. Call it before a process exits, or before a test
 /// counts the files beside a lockfile.
 pub fn flush() {
-    let Some(sweeper) = SWEEPER.get() else {
+    let Some(sweeper) = SWEEPER.made().and_then(Option::as_ref) else {
         return;
     };
     let batch = std::mem::take(&mut sweeper.queue().names);

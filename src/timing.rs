@@ -50,9 +50,44 @@ pub fn seconds_or_zero(name: &str, value: f64) -> Result<Duration> {
     })
 }
 
+/// A timeout: zero or more seconds, at most [`Timing::MAX_TIMEOUT`] (`None` waits for ever).
+pub fn timeout(value: f64) -> Result<Duration> {
+    let t = seconds_or_zero("timeout", value)?;
+    at_most(
+        "timeout",
+        t,
+        Timing::MAX_TIMEOUT,
+        "; pass None to wait for ever",
+    )?;
+    Ok(t)
+}
+
+fn at_most(name: &str, value: Duration, max: Duration, hint: &str) -> Result<()> {
+    if value > max {
+        return Err(Error::InvalidArgument(format!(
+            "{name} must be at most {} seconds, got {}{hint}",
+            max.as_secs_f64(),
+            value.as_secs_f64()
+        )));
+    }
+    Ok(())
+}
+
 impl Timing {
     /// Default skew allowance for the wall-clock fast path.
     pub const DEFAULT_SKEW: Duration = Duration::from_secs(60);
+    /// The shortest `expire`: a renewal must fit in a third of it, store round trip included.
+    pub const MIN_EXPIRE: Duration = Duration::from_millis(500);
+    /// The longest `expire` (7 days): a crashed holder blocks everyone for this long, and
+    /// every reader of the lockfile (ours, mops's) must accept the number.
+    pub const MAX_EXPIRE: Duration = Duration::from_secs(7 * 24 * 3600);
+    /// The shortest heartbeat: 20 writes a second per lock is already more than any store
+    /// should be asked for.
+    pub const MIN_HEARTBEAT: Duration = Duration::from_millis(50);
+    /// The largest clock skew allowance (a day).
+    pub const MAX_SKEW: Duration = Duration::from_secs(24 * 3600);
+    /// The longest finite timeout (a year); `None` waits for ever.
+    pub const MAX_TIMEOUT: Duration = Duration::from_secs(365 * 24 * 3600);
 
     /// Checks and completes the timing for `expire` seconds. `heartbeat`, `settle` and `skew`
     /// (`Some(None)` switches the fast path off) take their defaults when not given.
@@ -63,16 +98,30 @@ impl Timing {
         skew: Option<Option<f64>>,
     ) -> Result<Timing> {
         let expire = seconds("expire", expire)?;
-        if expire < Duration::from_millis(100) {
+        if expire < Self::MIN_EXPIRE {
             return Err(Error::InvalidArgument(format!(
-                "expire must be at least 0.1 seconds (a store round trip takes longer than that), got {}",
+                "expire must be at least {} seconds (a renewal, store round trip included, must fit in a third of it), got {}",
+                Self::MIN_EXPIRE.as_secs_f64(),
                 expire.as_secs_f64()
             )));
         }
+        at_most(
+            "expire",
+            expire,
+            Self::MAX_EXPIRE,
+            " (a crashed holder would block everyone for longer)",
+        )?;
         let heartbeat = match heartbeat {
             Some(h) => seconds("heartbeat", h)?,
             None => expire / 3,
         };
+        if heartbeat < Self::MIN_HEARTBEAT {
+            return Err(Error::InvalidArgument(format!(
+                "heartbeat must be at least {} seconds (each one is a write to the store), got {}",
+                Self::MIN_HEARTBEAT.as_secs_f64(),
+                heartbeat.as_secs_f64()
+            )));
+        }
         if heartbeat >= expire / 2 {
             return Err(Error::InvalidArgument(format!(
                 "heartbeat ({}s) must be less than half of expire ({}s), so that a failed renewal can be retried before the lock expires; the default is expire / 3",
@@ -84,10 +133,26 @@ impl Timing {
             Some(s) => seconds_or_zero("settle", s)?,
             None => (expire / 20).clamp(Duration::from_millis(50), Duration::from_millis(500)),
         };
+        if settle >= expire / 2 {
+            return Err(Error::InvalidArgument(format!(
+                "settle ({}s) must be less than half of expire ({}s): an lww acquisition waits that long before it counts as held",
+                settle.as_secs_f64(),
+                expire.as_secs_f64()
+            )));
+        }
         let skew = match skew {
             None => Some(Self::DEFAULT_SKEW),
             Some(None) => None,
-            Some(Some(s)) => Some(seconds_or_zero("clock_skew", s)?),
+            Some(Some(s)) => {
+                let s = seconds_or_zero("clock_skew", s)?;
+                at_most(
+                    "clock_skew",
+                    s,
+                    Self::MAX_SKEW,
+                    "; pass None to switch the wall-clock fast path off",
+                )?;
+                Some(s)
+            }
         };
         Ok(Timing {
             expire,
@@ -103,6 +168,13 @@ impl Timing {
     /// The defaults for `expire` seconds.
     pub fn with_expire(expire: f64) -> Result<Timing> {
         Timing::new(expire, None, None, None)
+    }
+
+    /// How long one store request may take: half a heartbeat, from 1 to 30 s. A request lost
+    /// in a partition hangs until then, so a renewal that hangs is retried in time to land
+    /// before the lease deadline (which comes `heartbeat + margin` or more after it was due).
+    pub fn request_timeout(&self) -> Duration {
+        (self.heartbeat / 2).clamp(Duration::from_secs(1), Duration::from_secs(30))
     }
 }
 
@@ -170,5 +242,46 @@ mod tests {
         assert!(err.to_string().contains("less than half"));
         assert!(Timing::new(10.0, Some(0.0), None, None).is_err());
         assert!(Timing::new(10.0, Some(4.9), None, None).is_ok());
+    }
+
+    /// Whatever a writer accepts, every reader of the lockfile must accept too
+    /// (`LockFile::decode` takes `expire_s` below 1e9).
+    #[test]
+    fn bounds_are_enforced_at_construction() {
+        for (expire, heartbeat, settle, skew, why) in [
+            (1e10, None, None, None, "expire must be at most 604800"),
+            (0.2, None, None, None, "at least 0.5"),
+            (
+                1.0,
+                Some(0.001),
+                None,
+                None,
+                "heartbeat must be at least 0.05",
+            ),
+            (10.0, None, Some(6.0), None, "settle"),
+            (
+                10.0,
+                None,
+                None,
+                Some(Some(1e6)),
+                "clock_skew must be at most",
+            ),
+        ] {
+            let e = Timing::new(expire, heartbeat, settle, skew)
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains(why), "{e} should say {why}");
+        }
+        let longest = Timing::with_expire(Timing::MAX_EXPIRE.as_secs_f64()).unwrap();
+        let body = crate::lockfile::LockFile::acquired(
+            "o",
+            longest.expire,
+            1,
+            crate::lockfile::Protocol::Cas,
+            chrono::Utc::now(),
+        );
+        assert!(crate::lockfile::LockFile::decode(&body.encode()).is_ok());
+        assert!(timeout(1e10).unwrap_err().to_string().contains("None"));
+        assert_eq!(timeout(0.0).unwrap(), Duration::ZERO);
     }
 }

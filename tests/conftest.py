@@ -4,6 +4,7 @@ here on free loopback ports and stopped after the session. Every test that takes
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -73,26 +74,115 @@ def moto_endpoint(tmp_path_factory):
         stop(proc)
 
 
-def azurite_command() -> list[str]:
-    explicit = os.environ.get("AZURITE_BLOB")
+def npm_command(variable: str, package: str, program: str) -> list[str]:
+    """A program the test command installs with npm into .cache/ (or ``$variable``)."""
+    explicit = os.environ.get(variable)
     candidates = [explicit] if explicit else []
     candidates += [
-        str(ROOT / ".cache" / "azurite" / "node_modules" / ".bin" / "azurite-blob"),
-        shutil.which("azurite-blob") or "",
+        str(ROOT / ".cache" / package / "node_modules" / ".bin" / program),
+        shutil.which(program) or "",
     ]
     for c in candidates:
         if c and Path(c).exists():
             return [c]
     raise RuntimeError(
-        "azurite-blob not found: run the test command of the README (make test), which "
-        "installs it with npm, or set AZURITE_BLOB to its path"
+        f"{program} not found: run the test command of the README (make test), which "
+        f"installs it with npm, or set {variable} to its path"
     )
 
 
+def azurite_command() -> list[str]:
+    return npm_command("AZURITE_BLOB", "azurite", "azurite-blob")
+
+
+def s3_options(endpoint: str, key: str = "testing") -> dict[str, str]:
+    """object_store's options for an S3-compatible server on loopback."""
+    return {
+        "aws_endpoint": endpoint,
+        "aws_allow_http": "true",
+        "aws_region": "us-east-1",
+        "aws_access_key_id": key,
+        "aws_secret_access_key": key,
+        "aws_virtual_hosted_style_request": "false",
+    }
+
+
+@dataclass
+class S3Server:
+    """An S3-compatible server for one test session, and a bucket on it."""
+
+    endpoint: str
+    bucket: str
+    options: dict[str, str]
+
+    def uri(self, name: str | None = None) -> str:
+        return f"s3://{self.bucket}/{name or uuid.uuid4().hex}"
+
+    def options_json(self) -> str:
+        return json.dumps(self.options)
+
+    def options_args(self) -> list[str]:
+        return [f"-o{k}={v}" for k, v in self.options.items()]
+
+
+S3RVER_BUCKET = "s3rver-bucket"
+
+
 @pytest.fixture(scope="session")
-def azurite_url(tmp_path_factory):
+def s3rver(tmp_path_factory) -> S3Server:
+    """s3rver (npm): accepts If-None-Match and If-Match and ignores them, and its writes are
+    not atomic for readers. The store on which cas would let two owners in."""
     port = free_port()
-    work = tmp_path_factory.mktemp("azurite")
+    work = tmp_path_factory.mktemp("s3rver")
+    log = open(work / "s3rver.log", "w")
+    proc = subprocess.Popen(
+        [
+            *npm_command("S3RVER", "s3rver", "s3rver"),
+            "-d",
+            str(work / "data"),
+            "-a",
+            "127.0.0.1",
+            "-p",
+            str(port),
+            "-s",
+            "--configure-bucket",
+            S3RVER_BUCKET,
+        ],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+    try:
+        wait_for_port(port, proc, "s3rver")
+        endpoint = f"http://127.0.0.1:{port}"
+        yield S3Server(endpoint, S3RVER_BUCKET, s3_options(endpoint, "S3RVER"))
+    finally:
+        stop(proc)
+
+
+@pytest.fixture(scope="session")
+def plain_moto(tmp_path_factory) -> S3Server:
+    """moto's own server as PyPI ships it: conditional PutObject checked, then written in a
+    second step, so that racing writers can both win."""
+    port = free_port()
+    log = open(tmp_path_factory.mktemp("plain-moto") / "moto.log", "w")
+    server = Path(sys.executable).parent / "moto_server"
+    proc = subprocess.Popen(
+        [str(server), "-H", "127.0.0.1", "-p", str(port)], stdout=log, stderr=subprocess.STDOUT
+    )
+    try:
+        wait_for_port(port, proc, "moto_server")
+        endpoint = f"http://127.0.0.1:{port}"
+        bucket = "plain-moto-bucket"
+        boto3_s3(endpoint).create_bucket(Bucket=bucket)
+        yield S3Server(endpoint, bucket, s3_options(endpoint))
+    finally:
+        stop(proc)
+
+
+@contextlib.contextmanager
+def running_azurite(work: Path):
+    """Azurite on a free loopback port, in memory; yields its URL."""
+    port = free_port()
     log = open(work / "azurite.log", "w")
     proc = subprocess.Popen(
         [
@@ -104,6 +194,7 @@ def azurite_url(tmp_path_factory):
             "--inMemoryPersistence",
             "--skipApiVersionCheck",
             "--disableTelemetry",
+            "--silent",  # no access log: a line written per request slows it under load
         ],
         cwd=work,  # Azurite writes its debug log and temp files into its working folder
         stdout=log,
@@ -111,12 +202,25 @@ def azurite_url(tmp_path_factory):
     )
     try:
         wait_for_port(port, proc, "azurite-blob")
-        url = f"http://127.0.0.1:{port}"
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        stop(proc)
+
+
+@pytest.fixture(scope="session")
+def azurite_url(tmp_path_factory):
+    with running_azurite(tmp_path_factory.mktemp("azurite")) as url:
         # object_store reads the emulator's address from here only; subprocesses inherit it.
         os.environ["AZURITE_BLOB_STORAGE_URL"] = url
         yield url
-    finally:
-        stop(proc)
+
+
+@pytest.fixture
+def own_azurite(tmp_path):
+    """An Azurite of this test's own, empty: the shared one slows with every blob the
+    other tests left in it. Reach it with ``AZURITE_BLOB_STORAGE_URL`` set to its URL."""
+    with running_azurite(tmp_path) as url:
+        yield url
 
 
 @pytest.fixture(scope="session")
@@ -162,25 +266,23 @@ class Backend:
         return json.dumps(self.storage_options)
 
 
-def _s3_backend(endpoint: str) -> Backend:
+def boto3_s3(endpoint: str, key: str = "testing"):
+    """boto3's S3 client for a server on loopback: the tool users reach S3 with."""
     import boto3
 
-    bucket = f"b-{uuid.uuid4().hex[:12]}"
-    opts = {
-        "aws_endpoint": endpoint,
-        "aws_allow_http": "true",
-        "aws_region": "us-east-1",
-        "aws_access_key_id": "testing",
-        "aws_secret_access_key": "testing",
-        "aws_virtual_hosted_style_request": "false",
-    }
-    client = boto3.client(
+    return boto3.client(
         "s3",
         endpoint_url=endpoint,
         region_name="us-east-1",
-        aws_access_key_id="testing",
-        aws_secret_access_key="testing",
+        aws_access_key_id=key,
+        aws_secret_access_key=key,
     )
+
+
+def _s3_backend(endpoint: str) -> Backend:
+    bucket = f"b-{uuid.uuid4().hex[:12]}"
+    opts = s3_options(endpoint)
+    client = boto3_s3(endpoint)
     client.create_bucket(Bucket=bucket)
     b = Backend("s3", f"s3://{bucket}", opts)
 
@@ -345,3 +447,55 @@ def workers():
     yield start
     for w in started:
         w.kill()
+
+
+# The installed console script, beside this interpreter (the venv need not be activated).
+_beside = Path(sys.executable).parent / "blob-lock"
+BLOB_LOCK = str(_beside) if _beside.exists() else shutil.which("blob-lock") or "blob-lock"
+
+
+def cli(
+    *args: str, timeout: float = 120, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess:
+    """``blob-lock ARGS...`` as a user runs it: its exit code and output."""
+    return subprocess.run(
+        [BLOB_LOCK, *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**os.environ, **(env or {})},
+    )
+
+
+def proxied_moto(moto_endpoint: str):
+    """A counting proxy (tests/count_proxy.py) in front of the tests' moto, the storage
+    options that reach moto through it, and a new bucket's root URI: a store that this
+    process has never used (its endpoint is new), so it has neither a client nor a
+    verdict yet. Close the proxy after."""
+    from urllib.parse import urlsplit
+
+    from count_proxy import CountProxy
+
+    backend = _s3_backend(moto_endpoint)
+    where = urlsplit(moto_endpoint)
+    proxy = CountProxy(where.hostname or "127.0.0.1", where.port or 80)
+    options = {**backend.storage_options, "aws_endpoint": proxy.url}
+    return proxy, options, backend.root
+
+
+def count_in_processes(
+    workers, uri: str, options_json: str, tmp_path: Path, n_proc: int, n_each: int, expire: float
+) -> tuple[int, list[dict], list]:
+    """``n_proc`` processes each take the lock ``n_each`` times and, holding it, increment a
+    counter file by a read and a write (a race a broken lock would show): the count, each
+    process's last line, and the processes."""
+    counter = tmp_path / "counter"
+    counter.write_text("0")
+    args = (str(counter), str(n_each), str(expire))
+    procs = [workers("counter", uri, options_json, *args) for _ in range(n_proc)]
+    for p in procs:
+        assert p.line()["event"] == "ready"
+    done = [p.line(timeout=300) for p in procs]
+    for p in procs:
+        assert p.wait() == 0
+    return int(counter.read_text()), done, procs

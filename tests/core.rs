@@ -195,3 +195,112 @@ fn a_lease_taken_by_a_blocking_caller_is_renewed() {
     );
     assert_eq!(drive(lease.release()).unwrap(), ReleaseStatus::Released);
 }
+
+/// A store whose writes are not atomic for readers (s3rver): its next `torn` reads see
+/// half of the lockfile, as a read during a write in flight would.
+#[derive(Debug)]
+struct Torn {
+    inner: Arc<dyn LockStore>,
+    torn: AtomicUsize,
+}
+
+#[async_trait::async_trait]
+impl LockStore for Torn {
+    async fn read(&self) -> blob_lock::Result<Option<store::Snapshot>> {
+        let mut snap = self.inner.read().await?;
+        if let Some(s) = snap.as_mut() {
+            let torn = self
+                .torn
+                .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1));
+            if torn.is_ok() {
+                s.bytes = s.bytes.slice(..s.bytes.len() / 2);
+            }
+        }
+        Ok(snap)
+    }
+    async fn create(&self, body: bytes::Bytes) -> blob_lock::Result<store::Write> {
+        self.inner.create(body).await
+    }
+    async fn update(
+        &self,
+        body: bytes::Bytes,
+        expected: &store::Version,
+    ) -> blob_lock::Result<store::Write> {
+        self.inner.update(body, expected).await
+    }
+    async fn overwrite(&self, body: bytes::Bytes) -> blob_lock::Result<store::Version> {
+        self.inner.overwrite(body).await
+    }
+    fn uri(&self) -> &str {
+        self.inner.uri()
+    }
+}
+
+/// Under lww a half-written lockfile is a write in flight: read again, not reported as a
+/// corrupt lockfile to delete by hand. Under cas (atomic stores) it is corruption.
+#[tokio::test(start_paused = true)]
+async fn lww_reads_a_torn_lockfile_again_and_cas_reports_it() {
+    for protocol in [Protocol::Lww, Protocol::Cas] {
+        let o = opts(protocol, 2.0);
+        let inner = memory(&format!("torn-{}", protocol.as_str()), &o);
+        let first = Lock::with_store("t", inner.clone(), &o);
+        first.acquire(None).await.unwrap().release().await.unwrap();
+        let torn = Arc::new(Torn {
+            inner,
+            torn: AtomicUsize::new(3),
+        });
+        let lock = Lock::with_store("t", torn.clone(), &o);
+        match protocol {
+            Protocol::Lww => {
+                let lease = lock.acquire(Some(Duration::from_secs(5))).await.unwrap();
+                assert_eq!(lease.token(), 2);
+                assert_eq!(
+                    torn.torn.load(Ordering::SeqCst),
+                    0,
+                    "read again until whole"
+                );
+            }
+            _ => {
+                let err = lock.try_acquire().await.unwrap_err();
+                assert!(matches!(err, Error::InvalidLockFile { .. }), "{err}");
+            }
+        }
+    }
+    // Bounded: a lockfile that stays unreadable is reported under lww too.
+    let o = opts(Protocol::Lww, 2.0);
+    let inner = memory("torn-for-good", &o);
+    Lock::with_store("t", inner.clone(), &o)
+        .acquire(None)
+        .await
+        .unwrap();
+    let torn = Arc::new(Torn {
+        inner,
+        torn: AtomicUsize::new(usize::MAX),
+    });
+    let started = tokio::time::Instant::now();
+    let err = Lock::with_store("t", torn, &o)
+        .acquire(None)
+        .await
+        .unwrap_err();
+    assert!(matches!(err, Error::InvalidLockFile { .. }), "{err}");
+    assert!(started.elapsed() <= o.timing.request_timeout() + Duration::from_millis(100));
+}
+
+/// A release finds the lock released by whoever held it after us: nobody holds it, so it
+/// says so, instead of naming a holder that is gone.
+#[tokio::test(start_paused = true)]
+async fn a_release_after_another_owner_released_says_already_released() {
+    let o = opts(Protocol::Cas, 2.0);
+    let s = memory("released-by-other", &o);
+    let a = Lock::with_store("t", s.clone(), &o);
+    let la = a.acquire(None).await.unwrap();
+    la.stop().await; // a crashed holder: its lease expires
+    let b = Lock::with_store("t", s.clone(), &o);
+    let lb = b.acquire(None).await.unwrap();
+    assert_eq!(lb.release().await.unwrap(), ReleaseStatus::Released);
+    assert_eq!(la.release().await.unwrap(), ReleaseStatus::AlreadyReleased);
+    assert_eq!(
+        a.release_unheld().await.unwrap(),
+        ReleaseStatus::AlreadyReleased
+    );
+}

@@ -175,6 +175,36 @@ def test_wait_returns_when_the_holder_releases_and_times_out_otherwise(tmp_path)
     assert BlobLock(uri).try_acquire()
 
 
+@pytest.mark.parametrize("stderr", ["broken", "closed"])
+def test_a_wait_with_nobody_reading_its_progress_still_runs_the_command(tmp_path, stderr):
+    """``blob-lock run`` with standard error a pipe nobody reads (``2>&1 | head`` after
+    head exited), or closed: the progress lines fail or have nowhere to go, and the command
+    still runs when the lock comes free."""
+    import os
+
+    uri = str(tmp_path / "lock")
+    out = tmp_path / "ran"
+    lock = BlobLock(uri, expire=30)
+    lock.acquire()
+    read, write = os.pipe()
+    os.close(read)  # every write to standard error now fails with EPIPE
+    cmd = [BLOB_LOCK, "run", uri, "--", "touch", str(out)]
+    if stderr == "broken":
+        runner = subprocess.Popen(cmd, stderr=write)
+    else:
+        runner = subprocess.Popen(cmd, stderr=subprocess.DEVNULL, preexec_fn=lambda: os.close(2))
+    os.close(write)
+    try:
+        time.sleep(2.5)  # past the first progress line, a second in
+        assert runner.poll() is None, "still waiting for the lock"
+        lock.release()
+        assert runner.wait(60) == 0
+        assert out.exists()
+    finally:
+        runner.kill()
+        runner.wait()
+
+
 def test_wait_shows_the_holder_on_a_terminal_and_in_lines_elsewhere(tmp_path):
     import os
     import pty
@@ -269,3 +299,70 @@ def test_doctor_names_a_missing_bucket(moto_endpoint):
     done = run("doctor", "s3://no-such-bucket-here/x", *opts)
     assert done.returncode == 1
     assert "bucket" in done.stderr and "create it first" in done.stderr
+
+
+def test_version():
+    import blob_lock
+
+    done = run("--version")
+    assert done.returncode == 0
+    assert done.stdout.strip() == f"blob-lock {blob_lock.__version__}"
+
+
+# A command that takes the lock over behind run's back (as a waiter would after expiry),
+# then exits with the code it is given.
+STEAL = """
+import json, pathlib, sys
+lockfile = pathlib.Path(sys.argv[1]) / "lock.json"
+body = json.loads(lockfile.read_text())
+body.update(writer_id="thief", token=body["token"] + 1)
+lockfile.write_text(json.dumps(body))
+sys.exit(int(sys.argv[2]))
+"""
+
+
+def test_run_exits_4_when_the_lock_was_lost_while_the_command_ran(tmp_path):
+    uri = str(tmp_path / "lock")
+    done = run("run", uri, "--", sys.executable, "-c", STEAL, uri, "0")
+    assert done.returncode == 4, done.stderr
+    assert "lost while the command ran" in done.stderr and "thief" in done.stderr
+    # The command's own failure wins.
+    uri = str(tmp_path / "other")
+    done = run("run", uri, "--", sys.executable, "-c", STEAL, uri, "5")
+    assert done.returncode == 5, done.stderr
+    assert "lost while the command ran" in done.stderr
+
+
+def test_status_after_break_says_who_broke_it(tmp_path):
+    import getpass
+    import socket
+
+    uri = str(tmp_path / "lock")
+    holder = BlobLock(uri, raise_on_lost=False)
+    holder.acquire()
+    assert run("break", uri, "--yes").returncode == 0
+    text = run("status", uri).stdout
+    assert "released, broken by" in text and holder.owner in text, text
+    seen = json.loads(run("status", uri, "--json").stdout)
+    assert seen["broken_by"].startswith(f"{getpass.getuser()}@{socket.gethostname()}")
+    holder.release()
+
+
+@pytest.mark.parametrize(
+    "args", [["status", "{uri}", "--json"], ["--help"], ["doctor", "{uri}"]], ids=str
+)
+def test_output_piped_to_head_ends_quietly(tmp_path, args):
+    uri = str(tmp_path / "lock")
+    BlobLock(uri).try_acquire()
+    line = " ".join([BLOB_LOCK, *[a.replace("{uri}", uri) for a in args]])
+    # `head -c 0` has gone before the command writes: every write meets a closed pipe.
+    done = subprocess.run(
+        f"{line} | head -c 0", shell=True, capture_output=True, text=True, timeout=60
+    )
+    assert done.stderr == "", done.stderr
+
+
+def test_a_memory_store_in_the_command_line_warns_that_it_is_this_process_only():
+    done = run("status", "memory://here/lock")
+    assert done.returncode == 0
+    assert "memory:// store lives inside one process" in done.stderr

@@ -8,6 +8,7 @@ import re
 import sys
 import threading
 import time
+import uuid
 
 import pytest
 from blob_lock import (
@@ -123,14 +124,19 @@ def steal(backend, uri: str) -> None:
     backend.raw_put(uri, json.dumps(thief).encode())
 
 
+def wait_lost(lock, within: float = 30) -> None:
+    """Waits (a liveness bound) until ``lock`` knows it lost its lease."""
+    deadline = time.monotonic() + within
+    while not lock.lost and time.monotonic() < deadline:
+        time.sleep(0.05)
+
+
 def test_holder_sees_lost_when_taken(backend):
     uri = backend.uri()
     lock = backend.lock(uri, expire=1.5)
     assert lock.acquire()
     steal(backend, uri)
-    deadline = time.monotonic() + 30
-    while not lock.lost and time.monotonic() < deadline:
-        time.sleep(0.05)
+    wait_lost(lock)
     assert lock.lost and not lock.held
     assert "thief" in lock.lost_reason
     # Releasing a lost lock writes nothing over the new holder.
@@ -161,32 +167,47 @@ def test_a_loss_found_only_at_release_is_told_too(backend):
     # Taken over between heartbeats (here the first is 10 s away): the release finds it.
     uri = backend.uri()
     told = threading.Event()
-    with pytest.raises(LockLost, match="held_by_other"):
+    with pytest.raises(LockLost, match="at release it was held by owner thief"):
         with backend.lock(uri, expire=30, on_lost=lambda _: told.set()):
             steal(backend, uri)
     assert told.wait(30), "on_lost was not called"
     assert json.loads(backend.raw_get(uri))["writer_id"] == "thief"
 
 
-def test_one_blocklock_is_not_acquired_by_two_threads_at_once(backend):
-    uri = backend.uri()
-    with backend.lock(uri):
-        shared = backend.lock(uri)
-        waiting = threading.Thread(target=lambda: shared.acquire(timeout=2))
-        waiting.start()
-        time.sleep(0.5)
-        with pytest.raises(LockError, match="another thread"):
-            shared.try_acquire()
-        waiting.join()
+def test_a_blocklock_shared_by_threads_is_taken_in_turn_like_threading_lock(backend):
+    shared = backend.lock(backend.uri(), expire=5)
+    got: list[tuple[bool, int | None]] = []
+
+    def second_thread() -> None:
+        # While the first thread holds it: one attempt says no, a short wait times out...
+        got.append((shared.try_acquire(), None))
+        got.append((shared.acquire(timeout=0.3), None))
+        # ...and a wait takes it once the first thread releases it.
+        ok = shared.acquire(timeout=60)
+        got.append((ok, shared.token))
+        shared.release()
+
+    with shared as held:
+        first = held.token
+        with pytest.raises(LockError, match="not reentrant"):
+            shared.acquire(timeout=1)  # the thread that holds it may not take it again
+        thread = threading.Thread(target=second_thread)
+        thread.start()
+        deadline = time.monotonic() + 30
+        while len(got) < 2 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        time.sleep(0.3)
+        assert len(got) == 2, "the second thread waits while the first holds it"
+    thread.join(60)
+    assert got == [(False, None), (False, None), (True, first + 1)]
+    assert not shared.held
 
 
 def test_loss_can_be_ignored_or_noted_on_the_blocks_own_error(backend):
     uri = backend.uri()
     with backend.lock(uri, expire=1.5, raise_on_lost=False) as held:
         steal(backend, uri)
-        deadline = time.monotonic() + 30
-        while not held.lost and time.monotonic() < deadline:
-            time.sleep(0.05)
+        wait_lost(held)
         assert held.lost
     # A block that raises keeps its own error; the loss is added as a note.
     uri = backend.uri()
@@ -262,7 +283,7 @@ def test_bad_uris_are_refused(uri, match):
 def test_unknown_storage_option_is_refused():
     with pytest.raises(ValueError, match="aws_no_such_thing"):
         BlobLock("s3://bucket/x", storage_options={"aws_no_such_thing": "1"})
-    with pytest.raises(ValueError, match="take no options"):
+    with pytest.raises(ValueError, match="take no object_store options"):
         BlobLock("memory://m/x", storage_options={"a": "b"})
 
 
@@ -509,3 +530,54 @@ def test_an_http_endpoint_without_allow_http_fails_at_once(moto_endpoint):
     with pytest.raises(StoreError) as e:
         BlobLock(backend.uri(), storage_options=opts).acquire()
     assert "allow_http" in str(e.value) and not e.value.transient
+
+
+def test_lost_and_its_reason_outlive_the_block(backend):
+    uri = backend.uri()
+    with backend.lock(uri, expire=1.5, raise_on_lost=False) as held:
+        steal(backend, uri)
+        wait_lost(held)
+    # After the block: what happened to it, until the next acquisition.
+    assert held.lost and "thief" in (held.lost_reason or "")
+    assert not held.held and held.token is None
+    # The same object's next acquisition (once the thief's lease ran out) starts clean.
+    assert held.acquire(timeout=60)
+    assert held.held and not held.lost and held.lost_reason is None
+    held.release()
+    assert not held.lost and held.lost_reason is None
+    # A loss found only at release is kept too.
+    uri = backend.uri()
+    with backend.lock(uri, expire=30, raise_on_lost=False) as held:
+        steal(backend, uri)
+    assert held.lost and "at release it was held by owner thief" in (held.lost_reason or "")
+    # The next acquisition starts clean.
+    fresh = backend.uri()
+    other = backend.lock(fresh)
+    with other:
+        pass
+    assert not other.lost and other.lost_reason is None
+
+
+def test_a_release_after_another_owner_released_says_already_released(backend):
+    if backend.raw_put is None:
+        pytest.skip("no way to write memory:// from outside; cargo test covers this")
+    uri = backend.uri()
+    lock = backend.lock(uri, expire=30, raise_on_lost=False)
+    assert lock.acquire(timeout=10)
+    # Taken over and released by another owner (after our lease ran out, say).
+    theirs = json.loads(backend.raw_get(uri))
+    theirs.update(writer_id="next", token=theirs["token"] + 1, written_at="")
+    theirs["released_at"] = "2026-01-01T00:00:00+00:00"
+    backend.raw_put(uri, json.dumps(theirs).encode())
+    assert lock.release() == ReleaseStatus.ALREADY_RELEASED
+    assert lock.lost  # it was ours, and someone else released it
+
+
+def test_keys_with_spaces_and_non_ascii_name_the_object_other_tools_name(shared_backend):
+    # The key is the URI's text after the bucket, as boto3, the Azure SDK, mops and the
+    # file system take it (raw_get reads the literal key with them).
+    uri = f"{shared_backend.root}/with space/ünïcode-{uuid.uuid4().hex[:8]}"
+    with shared_backend.lock(uri) as held:
+        body = shared_backend.raw_get(uri)
+        assert body is not None, "the lockfile is under the literal key"
+        assert json.loads(body)["writer_id"] == held.owner

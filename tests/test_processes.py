@@ -8,23 +8,15 @@ import signal
 import time
 
 from blob_lock import ReleaseStatus
+from conftest import count_in_processes
 
 
 def test_processes_count_exactly_under_the_lock(shared_backend, workers, tmp_path):
-    uri = shared_backend.uri()
-    counter = tmp_path / "counter"
-    counter.write_text("0")
     n_proc, n_each = 4, 8
-    procs = [
-        workers("counter", uri, shared_backend.options_json(), str(counter), str(n_each), "5")
-        for _ in range(n_proc)
-    ]
-    for p in procs:
-        assert p.line()["event"] == "ready"
-    for p in procs:
-        assert p.line(timeout=180)["event"] == "done"
-        assert p.wait() == 0
-    assert int(counter.read_text()) == n_proc * n_each
+    count, _, _ = count_in_processes(
+        workers, shared_backend.uri(), shared_backend.options_json(), tmp_path, n_proc, n_each, 5
+    )
+    assert count == n_proc * n_each
 
 
 def test_sigkilled_holder_is_taken_over_after_expire(shared_backend, workers):

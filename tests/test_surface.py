@@ -135,6 +135,58 @@ def test_an_acquisition_cancelled_at_the_finish_is_released(tmp_path):
     assert BlobLock(uri).try_acquire()
 
 
+def test_a_cancelled_task_never_releases_what_the_next_task_on_the_object_took(tmp_path):
+    """Two tasks share one BlobLock (one owner id). The first is cancelled while it waits;
+    the cleanup of what it may have written must not release the second's acquisition,
+    which the same owner id would match."""
+    uri = str(tmp_path / "lock")
+    holder = BlobLock(uri, expire=5)
+    holder.acquire()
+
+    async def main() -> None:
+        shared = BlobLock(uri, expire=5)
+        first = asyncio.ensure_future(shared.acquire_async())
+        await asyncio.sleep(0.3)  # waiting for the holder
+        second = asyncio.ensure_future(shared.acquire_async(timeout=60))
+        await asyncio.sleep(0.3)  # waiting for its turn on the object
+        first.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await first
+        assert await holder.release_async() is ReleaseStatus.RELEASED
+        assert await second
+        await asyncio.sleep(1.0)  # any background release of the first has run
+        assert shared.held and not shared.lost
+        assert inspect(uri, owner=shared.owner).state is LockState.OURS
+        assert await shared.release_async() is ReleaseStatus.RELEASED
+
+    asyncio.run(main())
+
+
+def test_a_forked_child_tries_the_lock_as_an_owner_of_its_own(tmp_path):
+    import os
+    import warnings
+
+    uri = str(tmp_path / "lock")
+    held = BlobLock(uri, expire=30)
+    assert held.acquire()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)  # fork with threads running
+        pid = os.fork()
+    if pid == 0:
+        code = 3
+        try:
+            mine = held.try_acquire()  # the parent holds it: not ours to take
+            other = BlobLock(str(tmp_path / "other"))
+            freed = other.try_acquire() and other.release() is ReleaseStatus.RELEASED
+            code = 0 if mine is False and freed else 1
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    assert held.held and inspect(uri, owner=held.owner).state is LockState.OURS
+    assert held.release() is ReleaseStatus.RELEASED
+
+
 # -- inspect ---------------------------------------------------------------------------
 
 
@@ -264,5 +316,5 @@ def test_async_with_raises_lock_lost_when_taken_over_meanwhile(tmp_path):
             # Someone overwrites the lockfile behind the holder's back, between heartbeats.
             (tmp_path / "lock" / "lock.json").write_bytes(foreign_lockfile("thief", 0))
 
-    with pytest.raises(LockLost, match="held_by_other"):
+    with pytest.raises(LockLost, match="at release it was held by owner thief"):
         asyncio.run(main())

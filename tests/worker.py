@@ -3,18 +3,54 @@ Prints one JSON line per event and flushes, so the test can follow it."""
 
 from __future__ import annotations
 
+import asyncio
 import gc
 import json
 import os
+import resource
 import sys
 import time
 from pathlib import Path
 
-from blob_lock import BlobLock, keep_alive
+from blob_lock import BlobLock, inspect_async, keep_alive
 
 
 def say(**kw) -> None:
     print(json.dumps(kw), flush=True)
+
+
+def open_files() -> int:
+    return len(os.listdir("/proc/self/fd"))
+
+
+async def many(uri: str, options: dict | None, n: int, hold: float, expire: float) -> None:
+    """Acquires ``n`` locks under ``uri`` (a fresh BlobLock each, as users make them), holds
+    them for ``hold`` seconds while they renew, then releases them."""
+    locks = [BlobLock(f"{uri}/{i}", expire=expire, storage_options=options) for i in range(n)]
+    began = time.monotonic()
+    await asyncio.gather(*(lock.acquire_async(timeout=120) for lock in locks))
+    say(
+        event="acquired",
+        held=sum(lock.held for lock in locks),
+        seconds=time.monotonic() - began,
+        files=open_files(),
+    )
+    most = 0
+    until = time.monotonic() + hold
+    while time.monotonic() < until:
+        most = max(most, open_files())
+        await asyncio.sleep(0.2)
+    lost = [lock.lost_reason for lock in locks if lock.lost]
+    sample = [await inspect_async(lock.uri, storage_options=options) for lock in locks[::30]]
+    statuses = await asyncio.gather(*(lock.release_async() for lock in locks))
+    say(
+        event="released",
+        lost=len(lost),
+        first_loss=lost[0] if lost else None,
+        fewest_writes=min(seen.write_count or 0 for seen in sample),
+        released=sum(s == "released" for s in statuses),
+        most_files=most,
+    )
 
 
 def main() -> None:
@@ -23,13 +59,26 @@ def main() -> None:
         # N acquisitions, each a non-atomic read-modify-write of a shared counter file.
         counter, n, expire = Path(sys.argv[4]), int(sys.argv[5]), float(sys.argv[6])
         say(event="ready")
+        protocols = set()
         for _ in range(n):
             with BlobLock(uri, expire=expire, storage_options=options) as held:
                 value = int(counter.read_text())
                 time.sleep(0.002)  # widen the window a broken lock would let others into
                 counter.write_text(str(value + 1))
                 assert not held.lost
-        say(event="done")
+                protocols.add(held.protocol)
+        say(event="done", protocols=sorted(protocols))
+    elif mode == "many":
+        # Holds N locks at once in one process under a file-descriptor limit, through a
+        # number of heartbeats, then releases them all.
+        n, hold, expire, limit = (
+            int(sys.argv[4]),
+            float(sys.argv[5]),
+            float(sys.argv[6]),
+            int(sys.argv[7]),
+        )
+        resource.setrlimit(resource.RLIMIT_NOFILE, (limit, limit))
+        asyncio.run(many(uri, options, n, hold, expire))
     elif mode == "hold":
         expire = float(sys.argv[4])
         lock = BlobLock(uri, expire=expire, storage_options=options)

@@ -10,6 +10,7 @@ from blob_lock._inspect import (
     Inspection,
     LockState,
     Probe,
+    RaceReport,
     doctor,
     inspect,
     inspect_async,
@@ -30,6 +31,7 @@ from blob_lock.exceptions import (
     LockStolen,
     LockTimeout,
     StoreError,
+    UnsafeStore,
 )
 
 __all__ = [
@@ -45,8 +47,10 @@ __all__ = [
     "LockStolen",
     "LockTimeout",
     "Probe",
+    "RaceReport",
     "ReleaseStatus",
     "StoreError",
+    "UnsafeStore",
     "__version__",
     "doctor",
     "inspect",

@@ -14,8 +14,10 @@ __all__ = [
     "NativeKeepAlive",
     "NativeLock",
     "__version__",
+    "check_timeout",
     "close_async",
     "doctor",
+    "drain",
     "keep_alive",
     "keep_alive_async",
     "sweep",
@@ -96,7 +98,7 @@ class NativeLock:
     @property
     def state(self) -> _ClaimState: ...
     @property
-    def protocol(self) -> Literal["cas", "lww"]: ...
+    def protocol(self) -> Literal["cas", "lww", "auto"]: ...
     @property
     def expire(self) -> float: ...
     @property
@@ -151,8 +153,22 @@ def keep_alive_async(
 ) -> Future[NativeKeepAlive]:
     """`keep_alive` as an awaitable."""
 
-def doctor(uri: str, *, storage_options: dict[str, str] | None, expire: float) -> dict[str, Any]:
-    """Probes the store behind `uri` on a scratch lockfile; a dict of the report."""
+def doctor(
+    uri: str,
+    *,
+    storage_options: dict[str, str] | None,
+    expire: float,
+    race: tuple[int, int] | None = None,
+) -> dict[str, Any]:
+    """Probes the store behind `uri` on a scratch lockfile, and with `race` (racers, rounds)
+    races independent clients beside it; a dict of the report."""
+
+def check_timeout(timeout: float) -> None:
+    """Checks a timeout as `acquire` would take it: ValueError if it is not one."""
+
+def drain(timeout: float) -> None:
+    """Waits up to `timeout` seconds for the releases that interrupted acquisitions left
+    running in the background (called at interpreter exit)."""
 
 def close_async() -> None:
     """From now on no blob-lock awaitable completes (called at interpreter exit)."""

@@ -3,14 +3,24 @@
 from __future__ import annotations
 
 import enum
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
 
-from blob_lock import _blob_lock
+from blob_lock import _args, _blob_lock
 
-__all__ = ["DoctorReport", "Inspection", "LockState", "Probe", "doctor", "inspect", "inspect_async"]
+__all__ = [
+    "DoctorReport",
+    "Inspection",
+    "LockState",
+    "Probe",
+    "RaceReport",
+    "doctor",
+    "inspect",
+    "inspect_async",
+]
 
 
 class LockState(str, enum.Enum):
@@ -58,6 +68,10 @@ class Inspection:
     writer_name: str | None = None
     protocol: str | None = None
     last_modified: datetime | None = None
+    broken_by: str | None = None
+    """Who broke the lock (``blob-lock break``), when its release was not its holder's."""
+    write_count: int | None = None
+    """Writes by the current owner: its acquisition, then each renewal."""
 
     @property
     def free(self) -> bool:
@@ -74,6 +88,12 @@ class Inspection:
         """One line for people: the state and, when someone holds it, who and for how long."""
         if self.owner is None:
             return f"{self.uri}: {self.state.value}"
+        if self.broken_by is not None and self.state is LockState.RELEASED:
+            when = f" at {self.released_at.isoformat()}" if self.released_at else ""
+            return (
+                f"{self.uri}: released, broken by {self.broken_by}{when} "
+                f"(it was held by owner {self.owner}, token {self.token})"
+            )
         who = f"owner {self.owner}"
         if self.hostname:
             who += f" on {self.hostname}"
@@ -137,18 +157,18 @@ def _inspection(uri: str, d: dict[str, Any], owner: str | None) -> Inspection:
         writer_name=d.get("writer_name"),
         protocol=d.get("protocol"),
         last_modified=_time(d.get("last_modified")),
+        broken_by=d.get("broken_by"),
+        write_count=d.get("write_count"),
     )
 
 
-def _native(uri: str, storage_options: Mapping[str, str] | None) -> _blob_lock.NativeLock:
-    from blob_lock._lock import _options
-
+def _native(uri: object, storage_options: Mapping[str, str] | None) -> _blob_lock.NativeLock:
     return _blob_lock.NativeLock(
-        str(uri),
+        _args.lock_uri(uri),
         expire=30.0,
         heartbeat=None,
         protocol="auto",
-        storage_options=_options(storage_options),
+        storage_options=_args.storage_options(storage_options),
         settle=None,
         clock_skew=None,
         on_lost=None,
@@ -156,7 +176,10 @@ def _native(uri: str, storage_options: Mapping[str, str] | None) -> _blob_lock.N
 
 
 def inspect(
-    uri: str, *, owner: str | None = None, storage_options: Mapping[str, str] | None = None
+    uri: str | os.PathLike[str],
+    *,
+    owner: str | None = None,
+    storage_options: Mapping[str, str] | None = None,
 ) -> Inspection:
     """Reads the lock at ``uri`` once and says what it shows; never writes.
 
@@ -164,15 +187,19 @@ def inspect(
     ``keep_alive``) or ``owner``. Raises ``InvalidLockFile`` for a lockfile it cannot read
     and ``StoreError`` when the store fails.
     """
-    return _inspection(str(uri), _native(uri, storage_options).inspect(), owner)
+    native = _native(uri, storage_options)
+    return _inspection(native.uri, native.inspect(), owner)
 
 
 async def inspect_async(
-    uri: str, *, owner: str | None = None, storage_options: Mapping[str, str] | None = None
+    uri: str | os.PathLike[str],
+    *,
+    owner: str | None = None,
+    storage_options: Mapping[str, str] | None = None,
 ) -> Inspection:
     """``inspect`` without blocking the event loop."""
-    d = await _native(uri, storage_options).inspect_async()
-    return _inspection(str(uri), d, owner)
+    native = _native(uri, storage_options)
+    return _inspection(native.uri, await native.inspect_async(), owner)
 
 
 @dataclass(frozen=True)
@@ -183,6 +210,41 @@ class Probe:
     ok: bool
     seconds: float
     detail: str
+
+
+@dataclass(frozen=True)
+class RaceReport:
+    """What ``doctor(race=True)`` found racing independent clients beside the lock: each
+    round, every racer tries a create-if-absent of one new key, then an update-if-match over
+    one version, at the same moment. More than one winner in a round means the store checks
+    a condition and writes in two steps, and ``cas`` is not safe there."""
+
+    scratch: str
+    racers: int
+    rounds: int
+    create_doubles: int
+    update_doubles: int
+    errors: int
+    #: Rounds in which no write of a race landed (failed or refused): the race is then
+    #: inconclusive, ``cas_safe`` False.
+    unsettled: int
+    first_double: str | None
+    seconds: float
+    cas_safe: bool
+
+    def verdict(self) -> str:
+        """A sentence for people."""
+        if self.cas_safe:
+            return (
+                f"no round of {self.rounds} had two winners ({self.racers} racers, "
+                f"{self.seconds:.1f}s): conditional writes held under races"
+            )
+        if self.first_double is not None:
+            return f"conditional writes are NOT atomic under races: {self.first_double}"
+        return (
+            f"inconclusive: in {self.unsettled} of {self.rounds} rounds no write landed "
+            f"({self.errors} failed); check the store's health and run the race again"
+        )
 
 
 @dataclass(frozen=True)
@@ -197,11 +259,11 @@ class DoctorReport:
     reads_see_writes: bool
     cas_safe: bool
     lww_usable: bool
+    race: RaceReport | None = None
+    """The race, with ``doctor(race=True)``; ``cas_safe`` is False if it found two winners."""
 
     def verdict(self) -> str:
         """A sentence for people."""
-        if self.cas_safe:
-            return "cas is safe here: conditional writes are honoured and reads see writes"
         why = []
         if not self.create_is_conditional:
             why.append("create-if-absent (If-None-Match) is ignored")
@@ -209,6 +271,12 @@ class DoctorReport:
             why.append("update-if-match (If-Match) is ignored")
         if not self.reads_see_writes:
             why.append("reads do not always see the last write")
+        if self.race is not None and not self.race.cas_safe:
+            why.append("conditional writes are not atomic under races")
+        if not why:
+            return "cas is safe here: conditional writes are honoured and reads see writes" + (
+                ", also under races" if self.race is not None else ""
+            )
         lww = (
             "; lww works here, best effort (see the README)"
             if self.lww_usable
@@ -218,17 +286,40 @@ class DoctorReport:
 
 
 def doctor(
-    uri: str, *, storage_options: Mapping[str, str] | None = None, expire: float = 30.0
+    uri: str | os.PathLike[str],
+    *,
+    storage_options: Mapping[str, str] | None = None,
+    expire: float = 30.0,
+    race: bool = False,
+    racers: int = 16,
+    rounds: int = 100,
 ) -> DoctorReport:
     """Probes the store behind ``uri`` on a scratch lockfile beside it (deleted afterwards):
     create-if-absent twice, read-after-write, update-if-match, an update with a stale
     version, with the latency of each call. Says whether ``cas`` is safe there.
 
-    ``expire`` sizes the request timeout as a lock's would. A missing bucket or bad
-    credentials raise ``StoreError``.
+    With ``race``, ``racers`` independent clients (each with its own connections) then race
+    both conditional writes for ``rounds`` rounds; a round with more than one winner makes
+    ``cas_safe`` False. A race that finds none is evidence, not proof: a store that checks
+    and writes in two steps lets two racers in only when their requests meet inside that
+    window, so more racers and rounds find rarer races (moto's server, 64 racers: about one
+    round in 40). ``expire`` sizes the request timeout as a lock's would. A missing
+    bucket or bad credentials raise ``StoreError``.
     """
-    from blob_lock._lock import _options
-
-    d = _blob_lock.doctor(str(uri), storage_options=_options(storage_options), expire=expire)
+    for name, value in (("racers", racers), ("rounds", rounds)):
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise TypeError(f"{name} must be an int, got {value!r}")
+        if value < 0:  # the range is checked by the race itself
+            raise ValueError(f"{name} must be positive, got {value}")
+    d = _blob_lock.doctor(
+        _args.lock_uri(uri),
+        storage_options=_args.storage_options(storage_options),
+        expire=expire,
+        race=(racers, rounds) if race else None,
+    )
     probes = tuple(Probe(**p) for p in d.pop("probes"))
-    return DoctorReport(probes=probes, **d)
+    raced = d.pop("race")
+    report = RaceReport(**raced) if raced is not None else None
+    if report is not None and not report.cas_safe:
+        d["cas_safe"] = False
+    return DoctorReport(probes=probes, race=report, **d)

@@ -11,13 +11,14 @@ import logging
 import os
 import sys
 import threading
+import time
 from collections.abc import Awaitable, Callable, Mapping
-from datetime import timedelta
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, TypeVar, Union, cast, overload
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
-from blob_lock import _blob_lock
-from blob_lock.exceptions import LockError, LockLost
+from blob_lock import _args, _blob_lock
+from blob_lock._args import Seconds, callback, lock_uri, seconds
+from blob_lock.exceptions import LockError, LockLost, LockTimeout
 
 if TYPE_CHECKING:
     from blob_lock._inspect import Inspection
@@ -27,28 +28,6 @@ __all__ = ["BlobLock", "KeepAlive", "ReleaseStatus", "keep_alive", "keep_alive_a
 F = TypeVar("F", bound=Callable[..., Any])
 
 _log = logging.getLogger("blob_lock")
-
-Seconds = Union[float, int, timedelta]
-
-
-@overload
-def _seconds(name: str, value: Seconds) -> float: ...
-@overload
-def _seconds(name: str, value: Seconds | None) -> float | None: ...
-def _seconds(name: str, value: Seconds | None) -> float | None:
-    if value is None:
-        return None
-    if isinstance(value, timedelta):
-        return value.total_seconds()
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise TypeError(f"{name} must be seconds (a number) or a timedelta, got {value!r}")
-    return float(value)
-
-
-def _options(storage_options: Mapping[str, str] | None) -> dict[str, str] | None:
-    if storage_options is None:
-        return None
-    return {str(k): str(v) for k, v in storage_options.items()}
 
 
 class ReleaseStatus(str, enum.Enum):
@@ -91,7 +70,9 @@ def _at_exit() -> None:
             except Exception:  # exit must go on; the lock then expires by itself
                 pass
     finally:
-        # Last: the releases above replaced lockfiles too.
+        # What interrupted acquisitions may have written is being released in the
+        # background: a moment for that, then the lockfiles the releases replaced.
+        _blob_lock.drain(0.5)
         _blob_lock.sweep()
 
 
@@ -149,11 +130,15 @@ class BlobLock:
 
     ``protocol`` is ``"cas"`` (conditional writes: real mutual exclusion), ``"lww"`` (last
     writer wins after a settle wait: best effort, for stores without conditional writes) or
-    ``"auto"`` (``cas``, which every supported store has). ``storage_options`` are
-    object_store configuration keys (``aws_endpoint``, ``azure_storage_account_name``, ...),
-    on top of what the environment sets. ``clock_skew`` bounds how far machines' wall clocks
-    may disagree: a lock last written more than ``expire + clock_skew`` ago is taken at once
-    instead of being watched for ``expire`` seconds; ``None`` switches that off.
+    ``"auto"``: ``cas`` where the store honours conditional writes, ``lww`` (with one
+    warning per store) where it does not. Each process checks a store once, before its
+    first ``cas`` write to it; ``cas`` on a store that fails the check raises
+    ``UnsafeStore``. ``storage_options`` are object_store configuration keys
+    (``aws_endpoint``, ``azure_storage_account_name``, ...), on top of what the
+    environment sets, and ``blob_lock_conditional_writes="trust"``, which skips the check.
+    ``clock_skew`` bounds how far machines' wall clocks may disagree: a lock last written
+    more than ``expire + clock_skew`` ago is taken at once instead of being watched for
+    ``expire`` seconds; ``None`` switches that off.
 
     A held lock is lost when someone else takes it over, or when no renewal succeeds before
     its deadline (``expire`` less a safety margin, counted from the last renewal): from then
@@ -163,16 +148,23 @@ class BlobLock:
     its exclusion was broken. If the block raised already, its exception goes on with the
     loss added as a note.
 
+    One BlobLock may be shared by threads as a ``threading.Lock`` is: while one thread
+    holds it, another's ``acquire`` waits (within its timeout) for the release; the thread
+    that holds it may not acquire it again.
+
     In a child made by fork (multiprocessing's fork start method) an inherited BlobLock
     holds nothing and has an owner id of its own; the parent keeps holding and renewing.
     """
 
     # Thousands of held locks in one process: no per-instance __dict__.
-    __slots__ = ("__weakref__", "_config", "_forks", "_native_lock", "_raise_on_lost", "_timeout")
+    __slots__ = (
+        "__weakref__", "_config", "_forks", "_native_lock", "_raise_on_lost", "_timeout",
+        "_turn", "_turn_holder",
+    )  # fmt: skip
 
     def __init__(
         self,
-        uri: str,
+        uri: str | os.PathLike[str],
         *,
         expire: Seconds = 30.0,
         heartbeat: Seconds | None = None,
@@ -184,8 +176,10 @@ class BlobLock:
         on_lost: Callable[[LockLost], object] | None = None,
         raise_on_lost: bool = True,
     ) -> None:
-        if on_lost is not None and not callable(on_lost):
-            raise TypeError(f"on_lost must be callable, got {on_lost!r}")
+        callback("on_lost", on_lost)
+        uri = lock_uri(uri)
+        if not isinstance(protocol, str):
+            raise TypeError(f'protocol must be "auto", "cas" or "lww", got {protocol!r}')
         # What a decorated function's calls build their own locks from (a tuple: thousands
         # of held locks each keep one).
         self._config = (
@@ -193,22 +187,25 @@ class BlobLock:
             settle, clock_skew, on_lost, raise_on_lost,
         )  # fmt: skip
         self._raise_on_lost = raise_on_lost
-        if not isinstance(uri, str):
-            uri = str(uri)  # accept pathlib.Path
-        self._timeout = _seconds("timeout", timeout)
-        if self._timeout is not None and not self._timeout >= 0:
-            raise ValueError(f"timeout must be None or seconds >= 0, got {timeout!r}")
+        self._timeout = seconds("timeout", timeout)
         self._forks = _forks
         self._native_lock = _blob_lock.NativeLock(
             uri,
-            expire=_seconds("expire", expire),
-            heartbeat=_seconds("heartbeat", heartbeat),
+            expire=seconds("expire", expire),
+            heartbeat=seconds("heartbeat", heartbeat),
             protocol=protocol,
-            storage_options=_options(storage_options),
-            settle=_seconds("settle", settle),
-            clock_skew=_seconds("clock_skew", clock_skew),
+            storage_options=_args.storage_options(storage_options),
+            settle=seconds("settle", settle),
+            clock_skew=seconds("clock_skew", clock_skew),
             on_lost=on_lost,
         )
+        if self._timeout is not None:
+            _blob_lock.check_timeout(self._timeout)
+        # One acquisition through this object at a time, as with threading.Lock: another
+        # thread (or task) waits for its turn; the thread that holds it may not take it
+        # again. Held from acquisition to release.
+        self._turn = threading.Lock()
+        self._turn_holder: object = None
 
     @property
     def _native(self) -> _blob_lock.NativeLock:
@@ -217,6 +214,8 @@ class BlobLock:
             with _fork_guard:  # two threads of the child: one renewal
                 if self._forks != _forks:
                     self._native_lock = self._native_lock.for_child()
+                    self._turn = threading.Lock()  # a parent thread may have held it
+                    self._turn_holder = None
                     self._forks = _forks
         return self._native_lock
 
@@ -225,56 +224,157 @@ class BlobLock:
     def acquire(self, timeout: Seconds | None = None) -> bool:
         """Waits until the lock is ours; True then, False when ``timeout`` passes.
 
-        ``timeout`` None uses the lock's own ``timeout`` (which None makes for ever).
+        ``timeout`` None uses the lock's own ``timeout`` (which None makes for ever). While
+        another thread holds the lock through this same object, waits for it to release
+        first; the thread that holds it gets an error (locks are not reentrant).
         """
-        t = self._timeout if timeout is None else _seconds("timeout", timeout)
-        ok = self._native.acquire(t, False)
+        t = self._timeout if timeout is None else seconds("timeout", timeout)
+        return self._acquire(t, raise_timeout=False)
+
+    def _acquire(self, t: float | None, raise_timeout: bool) -> bool:
+        native = self._native
+        if t is not None:
+            _blob_lock.check_timeout(t)
+        began = time.monotonic()
+        if not self._take_turn(threading.current_thread(), t):
+            if raise_timeout:
+                raise LockTimeout(
+                    f"timed out after {t:.3f}s waiting for lock {self.uri}: another thread "
+                    "holds it through this BlobLock",
+                    self.uri,
+                )
+            return False
+        try:
+            left = None if t is None else max(0.0, t - (time.monotonic() - began))
+            ok = native.acquire(left, raise_timeout)
+        except BaseException:
+            self._give_turn()
+            raise
         if ok:
             self._track()
+        else:
+            self._give_turn()
         return ok
 
     def try_acquire(self) -> bool:
-        """One attempt that never waits: True if the lock is now ours."""
-        ok = self._native.try_acquire()
+        """One attempt that never waits: True if the lock is now ours. False as well while
+        another thread holds it through this same object."""
+        native = self._native  # first: in a child made by fork, it renews the turn
+        if not self._take_turn(threading.current_thread(), 0.0):
+            return False
+        try:
+            ok = native.try_acquire()
+        except BaseException:
+            self._give_turn()
+            raise
         if ok:
             self._track()
+        else:
+            self._give_turn()
         return ok
 
     def release(self) -> ReleaseStatus:
         """Stops the heartbeat and releases the lock; says what it found.
 
-        Refuses (``HELD_BY_OTHER``, nothing written) when another owner holds the lock.
+        Refuses (``HELD_BY_OTHER``, nothing written) when another owner holds the lock;
+        ``ALREADY_RELEASED`` when nobody does (released by us, by hand, or by whoever held
+        it since).
         """
         with _live_guard:
             _live.discard(self)
-        return ReleaseStatus(self._native.release())
+        try:
+            return ReleaseStatus(self._native.release())
+        finally:
+            self._give_turn()
 
     async def acquire_async(self, timeout: Seconds | None = None) -> bool:
         """``acquire`` without blocking the event loop. Cancelling it (``asyncio.timeout``,
-        ``task.cancel()``) stops the wait and releases whatever it may have written."""
-        t = self._timeout if timeout is None else _seconds("timeout", timeout)
-        return await self._acquiring(self._native.acquire_async(t, False))
+        ``task.cancel()``) stops the wait and releases whatever it may have written. Another
+        task acquiring through this same object waits for its turn."""
+        t = self._timeout if timeout is None else seconds("timeout", timeout)
+        return await self._acquire_async(t, raise_timeout=False)
 
     async def try_acquire_async(self) -> bool:
         """``try_acquire`` without blocking the event loop."""
-        return await self._acquiring(self._native.try_acquire_async())
+        native = self._native  # first: in a child made by fork, it renews the turn
+        if not self._take_turn(_current(), 0.0):
+            return False
+        return await self._acquiring(native.try_acquire_async)
 
     async def release_async(self) -> ReleaseStatus:
         """``release`` without blocking the event loop."""
         with _live_guard:
             _live.discard(self)
-        return ReleaseStatus(await self._native.release_async())
-
-    async def _acquiring(self, attempt: Awaitable[bool]) -> bool:
         try:
-            ok = bool(await attempt)
+            return ReleaseStatus(await self._native.release_async())
+        finally:
+            self._give_turn()
+
+    async def _acquire_async(self, t: float | None, raise_timeout: bool) -> bool:
+        native = self._native
+        if t is not None:
+            _blob_lock.check_timeout(t)
+        began = time.monotonic()
+        me, pause = _current(), 0.001
+        while not self._take_turn(me, 0.0):
+            waited = time.monotonic() - began
+            if t is not None and waited >= t:
+                if raise_timeout:
+                    raise LockTimeout(
+                        f"timed out after {t:.3f}s waiting for lock {self.uri}: another "
+                        "task holds it through this BlobLock",
+                        self.uri,
+                    )
+                return False
+            await asyncio.sleep(pause if t is None else min(pause, t - waited))
+            pause = min(pause * 2, 0.05)
+        left = None if t is None else max(0.0, t - (time.monotonic() - began))
+        return await self._acquiring(lambda: native.acquire_async(left, raise_timeout))
+
+    def _take_turn(self, me: object, timeout: float | None) -> bool:
+        """This thread's (or task's) turn to acquire through this object; False if another
+        one keeps it past ``timeout``."""
+        if self._turn_holder == me:
+            raise LockError(
+                f"this BlobLock already holds {self.uri} (or is acquiring it) in this "
+                "thread; release it first (locks are not reentrant)",
+                self.uri,
+            )
+        if timeout is None:
+            got = self._turn.acquire()
+        elif timeout <= 0:
+            got = self._turn.acquire(blocking=False)
+        else:
+            got = self._turn.acquire(timeout=timeout)
+        if got:
+            self._turn_holder = me
+        return got
+
+    def _give_turn(self) -> None:
+        if self._turn.locked():
+            self._turn_holder = None
+            try:
+                self._turn.release()
+            except RuntimeError:  # released meanwhile by another thread's release()
+                pass
+
+    async def _acquiring(self, attempt: Callable[[], Awaitable[bool]]) -> bool:
+        """Runs ``attempt`` in this task's turn; gives the turn back unless it acquired."""
+        try:
+            ok = bool(await attempt())
         except asyncio.CancelledError:
             # The native future may have acquired just before it was dropped: release what
             # it holds or wrote, on the native runtime (this event loop may be closing).
             self._native.abandon()
+            self._give_turn()
+            raise
+        except BaseException:
+            self._give_turn()
             raise
         if ok:
             self._track()
+        else:
+            self._give_turn()
         return ok
 
     def _track(self) -> None:
@@ -282,8 +382,7 @@ class BlobLock:
             _live.add(self)
 
     def __enter__(self) -> BlobLock:
-        self._native.acquire(self._timeout, True)
-        self._track()
+        self._acquire(self._timeout, raise_timeout=True)
         return self
 
     def __exit__(
@@ -295,7 +394,7 @@ class BlobLock:
         self._raise_lost(self._release_noting_loss(raise_lost=self._raise_on_lost), exc)
 
     async def __aenter__(self) -> BlobLock:
-        await self._acquiring(self._native.acquire_async(self._timeout, True))
+        await self._acquire_async(self._timeout, raise_timeout=True)
         return self
 
     async def __aexit__(
@@ -304,14 +403,14 @@ class BlobLock:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        lost, holding = self.lost_reason, self.token is not None  # before release forgets
+        lost = self.lost_reason
         try:
-            status = await self.release_async()
+            await self.release_async()
         except LockError as e:
             if lost is not None and self._raise_on_lost:
                 raise self._lost_error(lost) from e
             raise
-        self._raise_lost(_loss_at_release(lost, holding, status), exc)
+        self._raise_lost(self.lost_reason, exc)
 
     def __call__(self, func: F) -> F:
         """Use as a decorator: each call of ``func`` runs holding the lock (``async with``
@@ -350,14 +449,14 @@ class BlobLock:
         before, or found at release taken over between heartbeats, released or deleted by
         someone else. With ``raise_lost``, a release error after a known loss is raised as
         that loss."""
-        lost, holding = self.lost_reason, self.token is not None  # before release forgets
+        lost = self.lost_reason
         try:
-            status = self.release()
+            self.release()
         except LockError as e:
             if lost is not None and raise_lost:
                 raise self._lost_error(lost) from e
             raise
-        return _loss_at_release(lost, holding, status)
+        return self.lost_reason
 
     def _lost_error(self, reason: str) -> LockLost:
         return LockLost(f"lock {self.uri} was lost while the block ran: {reason}", self.uri)
@@ -386,12 +485,14 @@ class BlobLock:
 
     @property
     def lost(self) -> bool:
-        """True once the held lease was lost: taken over, or not renewed before its deadline."""
+        """True once the held lease was lost: taken over, or not renewed before its
+        deadline. Keeps its value after the release (the end of a ``with`` block), until
+        the next acquisition."""
         return self._native.lost
 
     @property
     def lost_reason(self) -> str | None:
-        """Why the lease was lost, if it was."""
+        """Why the lease was lost, if it was (kept after the release, as ``lost``)."""
         return self._native.lost_reason
 
     @property
@@ -409,7 +510,9 @@ class BlobLock:
 
     @property
     def protocol(self) -> str:
-        """``"cas"`` or ``"lww"``."""
+        """``"cas"`` or ``"lww"``: the protocol in use. With ``protocol="auto"``, ``"auto"``
+        until the store decided (the first acquisition on a store checks, once per process,
+        whether it honours conditional writes: ``cas`` if it does, ``lww`` if not)."""
         return self._native.protocol
 
     @property
@@ -431,13 +534,9 @@ class BlobLock:
         )
 
 
-def _loss_at_release(lost: str | None, holding: bool, status: ReleaseStatus) -> str | None:
-    """Why a held lock was lost: ``lost`` if it was known before the release; else, if the
-    lock was held up to the release (not released by hand meanwhile) and the release found
-    it taken over, released or deleted by someone else, that."""
-    if lost is None and holding and status is not ReleaseStatus.RELEASED:
-        return f"at release the lock was {status.value}"
-    return lost
+def _current() -> object:
+    """Who takes a BlobLock's turn in asyncio: the task (tasks share a thread)."""
+    return asyncio.current_task() or threading.current_thread()
 
 
 class KeepAlive:
@@ -520,8 +619,14 @@ class KeepAlive:
         return f"<KeepAlive {self.uri!r} {state} owner={self.owner} token={self.token}>"
 
 
+def _owner(owner: object) -> str:
+    if not isinstance(owner, str):
+        raise TypeError(f"owner must be the str owner id of the orchestrator's lock, got {owner!r}")
+    return owner
+
+
 def keep_alive(
-    uri: str,
+    uri: str | os.PathLike[str],
     owner: str,
     *,
     storage_options: Mapping[str, str] | None = None,
@@ -536,13 +641,12 @@ def keep_alive(
     releases: only the orchestrator does. ``on_lost`` is called once, on a thread of its
     own, with the ``LockLost`` error if the lock stops being this owner's.
     """
-    if on_lost is not None and not callable(on_lost):
-        raise TypeError(f"on_lost must be callable, got {on_lost!r}")
+    callback("on_lost", on_lost)
     return KeepAlive(
         _blob_lock.keep_alive(
-            str(uri),
-            owner,
-            storage_options=_options(storage_options),
+            lock_uri(uri),
+            _owner(owner),
+            storage_options=_args.storage_options(storage_options),
             protocol=protocol,
             on_lost=on_lost,
         )
@@ -550,7 +654,7 @@ def keep_alive(
 
 
 async def keep_alive_async(
-    uri: str,
+    uri: str | os.PathLike[str],
     owner: str,
     *,
     storage_options: Mapping[str, str] | None = None,
@@ -559,12 +663,11 @@ async def keep_alive_async(
 ) -> KeepAlive:
     """``keep_alive`` without blocking the event loop: ``async with await
     keep_alive_async(uri, owner):``."""
-    if on_lost is not None and not callable(on_lost):
-        raise TypeError(f"on_lost must be callable, got {on_lost!r}")
+    callback("on_lost", on_lost)
     native = await _blob_lock.keep_alive_async(
-        str(uri),
-        owner,
-        storage_options=_options(storage_options),
+        lock_uri(uri),
+        _owner(owner),
+        storage_options=_args.storage_options(storage_options),
         protocol=protocol,
         on_lost=on_lost,
     )
@@ -572,7 +675,7 @@ async def keep_alive_async(
 
 
 def locked(
-    uri: str,
+    uri: str | os.PathLike[str],
     *,
     expire: Seconds = 30.0,
     heartbeat: Seconds | None = None,

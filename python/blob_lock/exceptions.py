@@ -12,6 +12,7 @@ __all__ = [
     "LockStolen",
     "LockTimeout",
     "StoreError",
+    "UnsafeStore",
 ]
 
 
@@ -47,6 +48,16 @@ class InvalidLockFile(LockError):
     """The lockfile is not one we can trust (not JSON, fields missing, too large).
 
     It is never overwritten: inspect it, and delete it by hand if no process uses the lock.
+    """
+
+
+class UnsafeStore(LockError):
+    """``protocol="cas"`` on a store that does not honour conditional writes: two owners
+    could both acquire. Every process checks a store once before its first ``cas`` write
+    (four requests on a scratch key beside the lock); the message names the check that
+    failed. Use ``protocol="auto"`` (which falls back to ``lww`` there) or ``"lww"``; if
+    ``blob-lock doctor --race`` finds the store safe, set the storage option
+    ``blob_lock_conditional_writes="trust"``.
     """
 
 

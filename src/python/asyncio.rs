@@ -84,10 +84,10 @@ where
 
 /// Runs a hook when dropped unless disarmed: an acquisition whose awaitable is cancelled
 /// (its future dropped) may have written the lockfile, and must release it.
-pub(crate) struct OnDrop(Option<Pin<Box<dyn Future<Output = ()> + Send>>>);
+pub(crate) struct OnDrop(Option<Box<dyn FnOnce() + Send>>);
 
 impl OnDrop {
-    pub(crate) fn new(hook: Pin<Box<dyn Future<Output = ()> + Send>>) -> Self {
+    pub(crate) fn new(hook: Box<dyn FnOnce() + Send>) -> Self {
         OnDrop(Some(hook))
     }
 
@@ -99,7 +99,7 @@ impl OnDrop {
 impl Drop for OnDrop {
     fn drop(&mut self) {
         if let Some(hook) = self.0.take() {
-            runtime().spawn(hook);
+            hook();
         }
     }
 }

@@ -5,6 +5,7 @@
 use crate::doctor::Report;
 use crate::inspect::{Broken, Inspection};
 use crate::lockfile::{parse_time, LockFile};
+use crate::race::RaceReport;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
 
@@ -26,6 +27,7 @@ pub(crate) fn lockfile_dict<'py>(py: Python<'py>, lf: &LockFile) -> PyResult<Bou
     d.set_item("write_count", lf.write_count)?;
     d.set_item("writer_name", lf.writer_name.as_deref())?;
     d.set_item("protocol", lf.protocol.as_deref())?;
+    d.set_item("broken_by", lf.broken_by.as_deref())?;
     Ok(d)
 }
 
@@ -78,5 +80,20 @@ pub(crate) fn report_dict<'py>(py: Python<'py>, r: &Report) -> PyResult<Bound<'p
         probes.append(pd)?;
     }
     d.set_item("probes", probes)?;
+    Ok(d)
+}
+
+pub(crate) fn race_dict<'py>(py: Python<'py>, r: &RaceReport) -> PyResult<Bound<'py, PyDict>> {
+    let d = PyDict::new(py);
+    d.set_item("scratch", &r.scratch)?;
+    d.set_item("racers", r.racers)?;
+    d.set_item("rounds", r.rounds)?;
+    d.set_item("create_doubles", r.create_doubles)?;
+    d.set_item("update_doubles", r.update_doubles)?;
+    d.set_item("errors", r.errors)?;
+    d.set_item("unsettled", r.unsettled)?;
+    d.set_item("first_double", r.first_double.as_deref())?;
+    d.set_item("seconds", r.seconds)?;
+    d.set_item("cas_safe", r.cas_safe())?;
     Ok(d)
 }

@@ -19,7 +19,7 @@ use crate::errors::Error;
 use crate::lease::{self, Lease, Lock, LockOptions, LossHook};
 use crate::lockfile::Protocol;
 use crate::runtime::runtime;
-use crate::timing::{seconds_or_zero, Timing};
+use crate::timing::Timing;
 use asyncio::{awaitable, OnDrop};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
@@ -37,6 +37,7 @@ pyo3::import_exception!(blob_lock.exceptions, LockStolen);
 pyo3::import_exception!(blob_lock.exceptions, LockNotFound);
 pyo3::import_exception!(blob_lock.exceptions, InvalidLockFile);
 pyo3::import_exception!(blob_lock.exceptions, StoreError);
+pyo3::import_exception!(blob_lock.exceptions, UnsafeStore);
 
 fn to_py(e: Error) -> PyErr {
     let msg = e.to_string();
@@ -47,6 +48,7 @@ fn to_py(e: Error) -> PyErr {
         Error::Stolen { uri, .. } => LockStolen::new_err((msg, uri)),
         Error::NotFound { uri } => LockNotFound::new_err((msg, uri)),
         Error::InvalidLockFile { uri, .. } => InvalidLockFile::new_err((msg, uri)),
+        Error::UnsafeStore { uri, .. } => UnsafeStore::new_err((msg, uri)),
         Error::Store { uri, kind, .. } => {
             StoreError::new_err((msg, uri, kind == crate::errors::StoreErrorKind::Transient))
         }
@@ -97,7 +99,7 @@ where
                 });
                 let _ = logs::replay(py, held);
                 if let Some(hook) = on_cancel {
-                    runtime().spawn(hook);
+                    hook();
                 }
                 return Err(signal);
             }
@@ -106,7 +108,8 @@ where
     }
 }
 
-type CancelHook = std::pin::Pin<Box<dyn Future<Output = ()> + Send>>;
+/// What to do when a wait is interrupted, called at once (after its future is dropped).
+type CancelHook = Box<dyn FnOnce() + Send>;
 
 fn options(
     expire: f64,
@@ -117,8 +120,9 @@ fn options(
     clock_skew: Option<f64>,
 ) -> PyResult<LockOptions> {
     let protocol = match protocol {
-        "auto" | "cas" => Protocol::Cas,
-        "lww" => Protocol::Lww,
+        "auto" => None,
+        "cas" => Some(Protocol::Cas),
+        "lww" => Some(Protocol::Lww),
         other => {
             return Err(PyValueError::new_err(format!(
                 "protocol must be \"auto\", \"cas\" or \"lww\", got {other:?}"
@@ -126,7 +130,7 @@ fn options(
         }
     };
     Ok(LockOptions {
-        protocol: Some(protocol),
+        protocol,
         timing: Timing::new(expire, heartbeat, settle, Some(clock_skew)).map_err(to_py)?,
         storage_options: storage_options.unwrap_or_default(),
         clock: crate::clock::system(),
@@ -158,7 +162,7 @@ fn loss_hook(callback: Option<Py<PyAny>>) -> Option<LossHook> {
 }
 
 fn timeout(t: Option<f64>) -> PyResult<Option<Duration>> {
-    t.map(|t| seconds_or_zero("timeout", t).map_err(to_py))
+    t.map(|t| crate::timing::timeout(t).map_err(to_py))
         .transpose()
 }
 
@@ -169,8 +173,9 @@ struct NativeLock {
     lease: Slot,
     /// The process that made it.
     pid: u32,
-    /// Set while an acquisition runs: two threads acquiring through one BlobLock would
-    /// share its owner id, and both could believe they hold the lock.
+    /// Set while an acquisition runs: two acquisitions through one object would share its
+    /// owner id, and both could believe they hold the lock. (BlobLock already takes turns;
+    /// this keeps the native object safe on its own.)
     acquiring: Arc<AtomicBool>,
 }
 
@@ -188,30 +193,77 @@ impl Drop for NativeLock {
     }
 }
 
-/// The lease a NativeLock holds, shared with its asyncio acquisitions.
-type Slot = Arc<Mutex<Option<Arc<Lease>>>>;
+/// The lease a NativeLock holds, shared with its asyncio acquisitions, and why the last one
+/// was lost (kept after its release, until the next acquisition).
+type Slot = Arc<Mutex<Holding>>;
+
+#[derive(Default)]
+struct Holding {
+    lease: Option<Arc<Lease>>,
+    last_loss: Option<String>,
+    /// Set while an asyncio acquisition runs: `abandon` sets the flag inside, and the
+    /// acquisition then gives back what it acquires instead of holding it.
+    in_flight: Option<Arc<AtomicBool>>,
+}
 
 fn hold(slot: &Slot, lease: Lease) {
-    let old = slot
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .replace(Arc::new(lease));
+    let old = {
+        let mut holding = slot.lock().unwrap_or_else(|e| e.into_inner());
+        holding.last_loss = None;
+        holding.lease.replace(Arc::new(lease))
+    };
     // Dropped after the mutex: dropping a lease may log, which takes the GIL, while a
     // thread holding the GIL may wait for this mutex (`held`).
     drop(old);
 }
 
+/// Where an asyncio acquisition ends: holds its lease, or, if it was cancelled meanwhile
+/// (`abandon`), releases it in the background. True if held.
+fn settle(slot: &Slot, cancelled: &AtomicBool, acquired: Option<Lease>) -> bool {
+    let mut holding = slot.lock().unwrap_or_else(|e| e.into_inner());
+    holding.in_flight = None;
+    let Some(lease) = acquired else {
+        return false;
+    };
+    if cancelled.load(Ordering::SeqCst) {
+        drop(holding);
+        give_back(Arc::new(lease));
+        return false;
+    }
+    holding.last_loss = None;
+    let old = holding.lease.replace(Arc::new(lease));
+    drop(holding);
+    drop(old);
+    true
+}
+
+/// Releases `lease` in the background (an acquisition nobody waits for any more).
+fn give_back(lease: Arc<Lease>) {
+    crate::cleanup::spawn(async move {
+        if let Err(e) = lease.release().await {
+            log::warn!("release after a cancelled acquisition failed: {e}");
+        }
+    });
+}
+
 /// Takes the lease out of `slot` (at once, so that a held lock reads as released from now
-/// on) and releases it; holding none, releases whatever acquisition the lockfile shows for
-/// `lock`'s owner (an interrupted acquisition may have written it).
+/// on) and releases it, keeping why it was lost, if it was (found at the release too);
+/// holding none, releases whatever acquisition the lockfile shows for `lock`'s owner (an
+/// interrupted acquisition may have written it).
 fn release_slot(
     lock: Lock,
     slot: &Slot,
 ) -> impl Future<Output = crate::Result<crate::ReleaseStatus>> + Send + 'static {
-    let taken = slot.lock().unwrap_or_else(|e| e.into_inner()).take();
+    let taken = slot.lock().unwrap_or_else(|e| e.into_inner()).lease.take();
+    let slot = slot.clone();
     async move {
         match taken {
-            Some(lease) => lease.release().await,
+            Some(lease) => {
+                let released = lease.release().await;
+                let loss = lease.lost_reason();
+                slot.lock().unwrap_or_else(|e| e.into_inner()).last_loss = loss;
+                released
+            }
             None => lock.release_unheld().await,
         }
     }
@@ -228,7 +280,24 @@ impl Drop for Acquiring {
 
 impl NativeLock {
     fn lease(&self) -> Option<Arc<Lease>> {
-        self.lease.lock().unwrap_or_else(|e| e.into_inner()).clone()
+        self.lease
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .lease
+            .clone()
+    }
+
+    /// Why the current lease, or the last one released, was lost.
+    fn loss(&self) -> Option<String> {
+        match self.lease() {
+            Some(lease) => lease.lost_reason(),
+            None => self
+                .lease
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .last_loss
+                .clone(),
+        }
     }
 
     fn hold(&self, lease: Lease) {
@@ -238,27 +307,26 @@ impl NativeLock {
     fn empty(lock: Lock) -> NativeLock {
         NativeLock {
             lock,
-            lease: Arc::new(Mutex::new(None)),
+            lease: Default::default(),
             pid: std::process::id(),
             acquiring: Arc::new(AtomicBool::new(false)),
         }
     }
 
-    /// Refuses a second acquisition through this object, while one runs or is held.
-    /// The guard is shared with the acquisition's cancel hook: after an interruption the
-    /// flag stays set until the hook has released what was written, or the hook (which
-    /// releases by this lock's owner id) could release the next acquisition instead.
-    fn begin_acquiring(&self) -> PyResult<Arc<Acquiring>> {
+    /// Refuses a second acquisition through this object while one runs or is held. (What
+    /// an interrupted acquisition wrote is released by the core before this lock's next
+    /// acquisition begins: see `Lock::release_in_background`.)
+    fn begin_acquiring(&self) -> PyResult<Acquiring> {
         if self.acquiring.swap(true, Ordering::SeqCst) {
             return Err(LockError::new_err((
                 format!(
-                    "another acquisition of {} through this BlobLock is under way (in another thread, or an interrupted one still releasing what it wrote); give each thread a BlobLock of its own",
+                    "another acquisition of {} through this BlobLock is under way; wait for it to end",
                     self.lock.uri()
                 ),
                 self.lock.uri().to_string(),
             )));
         }
-        let guard = Arc::new(Acquiring(self.acquiring.clone()));
+        let guard = Acquiring(self.acquiring.clone());
         self.refuse_if_held()?;
         Ok(guard)
     }
@@ -276,13 +344,37 @@ impl NativeLock {
         }
     }
 
-    fn cancel_hook(&self, acquiring: Arc<Acquiring>) -> CancelHook {
-        // An interrupted acquisition may have written the lockfile: release it if so.
+    /// An interrupted acquisition may have written the lockfile: the core releases it in
+    /// the background, before this lock's next acquisition.
+    fn cancel_hook(&self) -> CancelHook {
         let lock = self.lock.clone();
-        Box::pin(async move {
-            let _ = lock.release_unheld().await;
-            drop(acquiring);
-        })
+        Box::new(move || lock.release_in_background())
+    }
+
+    /// What an asyncio acquisition needs: the lock, the slot its lease goes to, the flag
+    /// `abandon` sets (marked in the slot as in flight), and the hook that cleans up if its
+    /// future is dropped before it ends.
+    fn in_flight(&self) -> (Lock, Slot, Arc<AtomicBool>, OnDrop) {
+        let cancelled = Arc::new(AtomicBool::new(false));
+        self.lease
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .in_flight = Some(cancelled.clone());
+        let (slot, mine) = (self.lease.clone(), cancelled.clone());
+        let hook = self.cancel_hook();
+        let dropped = OnDrop::new(Box::new(move || {
+            let mut holding = slot.lock().unwrap_or_else(|e| e.into_inner());
+            if holding
+                .in_flight
+                .as_ref()
+                .is_some_and(|c| Arc::ptr_eq(c, &mine))
+            {
+                holding.in_flight = None;
+            }
+            drop(holding);
+            hook();
+        }));
+        (self.lock.clone(), self.lease.clone(), cancelled, dropped)
     }
 }
 
@@ -324,13 +416,13 @@ impl NativeLock {
     /// Waits for the lock; False on timeout, or raises LockTimeout when `raise_timeout`.
     #[pyo3(signature = (timeout, raise_timeout))]
     fn acquire(&self, py: Python<'_>, timeout: Option<f64>, raise_timeout: bool) -> PyResult<bool> {
-        let acquiring = self.begin_acquiring()?;
+        let _acquiring = self.begin_acquiring()?;
         let t = self::timeout(timeout)?;
         let lock = self.lock.clone();
         match wait(
             py,
             async move { lock.acquire(t).await },
-            Some(self.cancel_hook(acquiring.clone())),
+            Some(self.cancel_hook()),
         ) {
             Ok(lease) => {
                 self.hold(lease);
@@ -343,12 +435,12 @@ impl NativeLock {
 
     /// One attempt; never waits.
     fn try_acquire(&self, py: Python<'_>) -> PyResult<bool> {
-        let acquiring = self.begin_acquiring()?;
+        let _acquiring = self.begin_acquiring()?;
         let lock = self.lock.clone();
         match wait(
             py,
             async move { lock.try_acquire().await },
-            Some(self.cancel_hook(acquiring.clone())),
+            Some(self.cancel_hook()),
         )? {
             Some(lease) => {
                 self.hold(lease);
@@ -372,67 +464,59 @@ impl NativeLock {
         timeout: Option<f64>,
         raise_timeout: bool,
     ) -> PyResult<Bound<'py, PyAny>> {
-        let guard = self.begin_acquiring()?;
+        let acquiring = self.begin_acquiring()?;
         let t = self::timeout(timeout)?;
-        let (lock, slot) = (self.lock.clone(), self.lease.clone());
-        let cancel = OnDrop::new(self.cancel_hook(guard.clone()));
+        let (lock, slot, cancelled, dropped) = self.in_flight();
         awaitable(py, async move {
-            let _guard = guard;
+            let _acquiring = acquiring;
             let result = lock.acquire(t).await;
-            cancel.disarm();
+            dropped.disarm();
             match result {
-                Ok(lease) => {
-                    hold(&slot, lease);
-                    Ok(true)
+                Ok(lease) => Ok(settle(&slot, &cancelled, Some(lease))),
+                Err(e) => {
+                    settle(&slot, &cancelled, None);
+                    match e {
+                        Error::Timeout { .. } if !raise_timeout => Ok(false),
+                        e => Err(to_py(e)),
+                    }
                 }
-                Err(Error::Timeout { .. }) if !raise_timeout => Ok(false),
-                Err(e) => Err(to_py(e)),
             }
         })
     }
 
     /// `try_acquire` as an awaitable.
     fn try_acquire_async<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        let guard = self.begin_acquiring()?;
-        let (lock, slot) = (self.lock.clone(), self.lease.clone());
-        let cancel = OnDrop::new(self.cancel_hook(guard.clone()));
+        let acquiring = self.begin_acquiring()?;
+        let (lock, slot, cancelled, dropped) = self.in_flight();
         awaitable(py, async move {
-            let _guard = guard;
+            let _acquiring = acquiring;
             let result = lock.try_acquire().await;
-            cancel.disarm();
-            match result.map_err(to_py)? {
-                Some(lease) => {
-                    hold(&slot, lease);
-                    Ok(true)
+            dropped.disarm();
+            match result {
+                Ok(acquired) => Ok(settle(&slot, &cancelled, acquired)),
+                Err(e) => {
+                    settle(&slot, &cancelled, None);
+                    Err(to_py(e))
                 }
-                None => Ok(false),
             }
         })
     }
 
-    /// After an asyncio acquisition was cancelled: in the background, without the event loop
-    /// (which may be closing), lets it wind down (its future is dropped at its next poll),
-    /// then releases what it acquired or may have written.
+    /// After an asyncio acquisition was cancelled (Python's `CancelledError`): an
+    /// acquisition still running gives back what it acquires; a lease it already holds
+    /// (acquired just before the cancellation) is released in the background, without the
+    /// event loop, which may be closing.
     fn abandon(&self) {
-        let (lock, slot, acquiring) = (
-            self.lock.clone(),
-            self.lease.clone(),
-            self.acquiring.clone(),
-        );
-        runtime().spawn(async move {
-            for _ in 0..500 {
-                if !acquiring.load(Ordering::SeqCst) {
-                    break;
-                }
-                tokio::time::sleep(Duration::from_millis(10)).await;
-            }
-            if let Err(e) = release_slot(lock.clone(), &slot).await {
-                log::warn!(
-                    "{}: release after a cancelled acquisition failed: {e}",
-                    lock.uri()
-                );
-            }
-        });
+        let mut holding = self.lease.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(cancelled) = &holding.in_flight {
+            cancelled.store(true, Ordering::SeqCst);
+            return;
+        }
+        let taken = holding.lease.take();
+        drop(holding);
+        if let Some(lease) = taken {
+            give_back(lease);
+        }
     }
 
     /// `release` as an awaitable.
@@ -511,9 +595,10 @@ impl NativeLock {
         }
     }
 
+    /// `cas` or `lww`; `auto` while the store has not decided (before its first write).
     #[getter]
     fn protocol(&self) -> &'static str {
-        self.lock.protocol().as_str()
+        self.lock.protocol().map_or("auto", Protocol::as_str)
     }
 
     #[getter]
@@ -536,14 +621,16 @@ impl NativeLock {
         self.lease().is_some_and(|l| !l.is_lost())
     }
 
+    /// True once the held lease was lost; after its release, until the next acquisition,
+    /// whether it was.
     #[getter]
     fn lost(&self) -> bool {
-        self.lease().is_some_and(|l| l.is_lost())
+        self.loss().is_some()
     }
 
     #[getter]
     fn lost_reason(&self) -> Option<String> {
-        self.lease().and_then(|l| l.lost_reason())
+        self.loss()
     }
 }
 
@@ -660,23 +747,52 @@ fn keep_alive_async<'py>(
     })
 }
 
-/// Probes the store behind `uri` on a scratch lockfile; a dict of the report.
+/// Probes the store behind `uri` on a scratch lockfile, and with `race` (racers, rounds)
+/// races independent clients beside it; a dict of the report.
 #[pyfunction]
-#[pyo3(signature = (uri, *, storage_options, expire))]
+#[pyo3(signature = (uri, *, storage_options, expire, race=None))]
 fn doctor<'py>(
     py: Python<'py>,
     uri: &str,
     storage_options: Option<HashMap<String, String>>,
     expire: f64,
+    race: Option<(usize, usize)>,
 ) -> PyResult<Bound<'py, PyDict>> {
     let opts = options(expire, None, "cas", storage_options, None, None)?;
     let uri = uri.to_string();
-    let report = wait(
+    let (report, raced) = wait(
         py,
-        async move { crate::doctor::doctor(&uri, &opts).await },
+        async move {
+            let report = crate::doctor::doctor(&uri, &opts).await?;
+            let raced = match race {
+                Some((racers, rounds)) => {
+                    Some(crate::race::race(&uri, &opts, racers, rounds).await?)
+                }
+                None => None,
+            };
+            Ok((report, raced))
+        },
         None,
     )?;
-    inspect::report_dict(py, &report)
+    let d = inspect::report_dict(py, &report)?;
+    d.set_item(
+        "race",
+        raced.map(|r| inspect::race_dict(py, &r)).transpose()?,
+    )?;
+    Ok(d)
+}
+
+/// Checks a timeout as `acquire` would take it: ValueError if it is not one.
+#[pyfunction]
+fn check_timeout(timeout: f64) -> PyResult<()> {
+    self::timeout(Some(timeout)).map(drop)
+}
+
+/// Waits up to `timeout` seconds for the releases that interrupted acquisitions left running
+/// in the background (called at interpreter exit).
+#[pyfunction]
+fn drain(py: Python<'_>, timeout: f64) {
+    py.detach(|| crate::cleanup::drain(Duration::from_secs_f64(timeout.clamp(0.0, 60.0))));
 }
 
 /// From now on no blob-lock awaitable completes (called at interpreter exit).
@@ -692,10 +808,22 @@ fn sweep(py: Python<'_>) {
     py.detach(crate::sweeper::flush);
 }
 
+/// A panic inside an object_store request becomes a `StoreError` (`store::gate`); the
+/// default hook would still print it, with a backtrace, over the user's terminal.
+fn quiet_guarded_panics() {
+    let previous = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        if !crate::store::gate::in_guarded_request() {
+            previous(info);
+        }
+    }));
+}
+
 #[pymodule]
 fn _blob_lock(m: &Bound<'_, PyModule>) -> PyResult<()> {
     // Rust log records go to Python's `logging` under the logger "blob_lock".
     logs::install(m.py())?;
+    quiet_guarded_panics();
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add_class::<NativeLock>()?;
     m.add_class::<NativeKeepAlive>()?;
@@ -704,5 +832,7 @@ fn _blob_lock(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(doctor, m)?)?;
     m.add_function(wrap_pyfunction!(close_async, m)?)?;
     m.add_function(wrap_pyfunction!(sweep, m)?)?;
+    m.add_function(wrap_pyfunction!(drain, m)?)?;
+    m.add_function(wrap_pyfunction!(check_timeout, m)?)?;
     Ok(())
 }

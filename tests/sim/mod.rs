@@ -262,15 +262,18 @@ impl Pauses {
     }
 }
 
-/// One process's view of the store, with its own faults.
+/// One process's view of the store, with its own faults. Cloned, it is the same view: a
+/// write travels on a task of its own, so that it lands even if the caller stops waiting
+/// for it (as a request on the wire does).
+#[derive(Clone)]
 pub struct NodeStore {
     /// Exact latencies for the legs of the next requests (two legs a request: there and
     /// back), before the random ones resume: how scripted schedules are written.
-    pub script: Mutex<std::collections::VecDeque<Duration>>,
+    pub script: Arc<Mutex<std::collections::VecDeque<Duration>>>,
     pub world: Arc<World>,
     pub name: String,
     pub faults: Faults,
-    pub rng: Mutex<StdRng>,
+    pub rng: Arc<Mutex<StdRng>>,
     pub pauses: Arc<Pauses>,
 }
 
@@ -359,8 +362,8 @@ impl NodeStore {
         expected: Option<Option<u64>>,
     ) -> Result<Write, Error> {
         let fate = self.fate();
-        self.travel().await;
         if matches!(fate, Fate::Lost) {
+            self.travel().await;
             self.travel().await;
             self.world.log(
                 &self.name,
@@ -368,28 +371,10 @@ impl NodeStore {
             );
             return Err(transient("connection reset before the write landed"));
         }
-        let outcome = {
-            let mut history = self.world.history.lock().unwrap();
-            let current = history.last().map(|s| s.version);
-            let allowed = match expected {
-                None => true,                  // overwrite
-                Some(want) => want == current, // None: create; Some(v): update
-            };
-            if allowed {
-                let version = history.len() as u64 + 1;
-                history.push(Stored {
-                    bytes: body.clone(),
-                    version,
-                    at: Instant::now(),
-                });
-                Write::Done(Version {
-                    e_tag: Some(version.to_string()),
-                    version: None,
-                })
-            } else {
-                Write::Conflict
-            }
-        };
+        let wire = self.clone();
+        let sent = body.clone();
+        let there = tokio::spawn(async move { wire.land(sent, expected).await });
+        let outcome = there.await.expect("a write's trip does not panic");
         let landed = match &outcome {
             Write::Done(v) => format!("landed v{}", v.e_tag.as_deref().unwrap_or("?")),
             Write::Conflict => "conflict".to_string(),
@@ -410,6 +395,33 @@ impl NodeStore {
             format!("{op} {} -> {landed} {said}", Self::describe(&body)),
         );
         result
+    }
+
+    /// The write's trip there, and its landing (or refusal).
+    async fn land(&self, body: Bytes, expected: Option<Option<u64>>) -> Write {
+        self.travel().await;
+        {
+            let mut history = self.world.history.lock().unwrap();
+            let current = history.last().map(|s| s.version);
+            let allowed = match expected {
+                None => true,                  // overwrite
+                Some(want) => want == current, // None: create; Some(v): update
+            };
+            if allowed {
+                let version = history.len() as u64 + 1;
+                history.push(Stored {
+                    bytes: body.clone(),
+                    version,
+                    at: Instant::now(),
+                });
+                Write::Done(Version {
+                    e_tag: Some(version.to_string()),
+                    version: None,
+                })
+            } else {
+                Write::Conflict
+            }
+        }
     }
 }
 
@@ -535,11 +547,11 @@ impl Process {
     /// A view of the store whose next request legs take exactly `legs`.
     pub fn scripted_store(&self, salt: u64, legs: &[Duration]) -> Arc<NodeStore> {
         Arc::new(NodeStore {
-            script: Mutex::new(legs.iter().copied().collect()),
+            script: Arc::new(Mutex::new(legs.iter().copied().collect())),
             world: self.world.clone(),
             name: self.name.clone(),
             faults: self.faults.clone(),
-            rng: Mutex::new(StdRng::seed_from_u64(self.seed ^ salt)),
+            rng: Arc::new(Mutex::new(StdRng::seed_from_u64(self.seed ^ salt))),
             pauses: self.pauses.clone(),
         })
     }

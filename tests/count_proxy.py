@@ -7,7 +7,8 @@ front of tests/fault_proxy.py to count requests that then meet an injected delay
 
     client -> CountProxy -> FaultProxy (delay) -> moto
 
-``snapshot()`` returns the number of requests so far; ``since(n)`` the requests after the
+``connections`` counts the connections clients opened through it. ``snapshot()`` returns
+the number of requests so far; ``since(n)`` the requests after the
 n-th, each a ``Request`` whose ``kind`` names what it is for a lockfile: ``read`` (GET),
 ``head``, ``create`` (PUT If-None-Match: *), ``update`` (PUT If-Match), ``overwrite``
 (PUT without condition), ``delete`` or the method otherwise.
@@ -59,6 +60,7 @@ class CountProxy:
         self.target = (target_host, target_port)
         self._requests: list[Request] = []
         self._guard = threading.Lock()
+        self.connections = 0
         self.loop = asyncio.new_event_loop()
         started = threading.Event()
         self._thread = threading.Thread(target=self._run, args=(started,), daemon=True)
@@ -81,6 +83,11 @@ class CountProxy:
     def close(self) -> None:
         async def stop() -> None:
             self._server.close()
+            # Connections still open end here, not when the stopped loop is collected.
+            others = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+            for t in others:
+                t.cancel()
+            await asyncio.gather(*others, return_exceptions=True)
 
         asyncio.run_coroutine_threadsafe(stop(), self.loop).result(10)
         self.loop.call_soon_threadsafe(self.loop.stop)
@@ -97,6 +104,8 @@ class CountProxy:
         self.loop.run_forever()
 
     async def _client(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        with self._guard:
+            self.connections += 1
         try:
             up_reader, up_writer = await asyncio.open_connection(*self.target)
         except OSError:

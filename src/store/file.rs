@@ -18,9 +18,9 @@
 //! removal of the replaced file to [`crate::sweeper`]. The version is a digest of inode, mtime,
 //! size and content: any write changes it.
 
+use super::{LockStore, Snapshot, Version, Write};
 use crate::errors::{Error, Result, StoreErrorKind};
 use crate::lockfile::MAX_LOCKFILE_BYTES;
-use crate::store::{LockStore, Snapshot, Version, Write};
 use async_trait::async_trait;
 use bytes::Bytes;
 use chrono::{DateTime, Utc};
@@ -146,17 +146,71 @@ impl Files {
     }
 
     fn error(&self, e: io::Error, during: &str) -> Error {
-        let kind = match e.kind() {
+        // What waiting cannot fix fails at once; a full disk, a lack of file descriptors
+        // or an NFS server away may pass.
+        let errno = e.raw_os_error().map(Errno::from_raw);
+        let permanent = matches!(
+            errno,
+            Some(
+                Errno::ENAMETOOLONG
+                    | Errno::ELOOP
+                    | Errno::EACCES
+                    | Errno::EPERM
+                    | Errno::EROFS
+                    | Errno::ENOTDIR
+                    | Errno::EISDIR
+                    | Errno::EINVAL
+                    | Errno::EXDEV
+            )
+        ) || matches!(
+            e.kind(),
             io::ErrorKind::PermissionDenied
-            | io::ErrorKind::ReadOnlyFilesystem
-            | io::ErrorKind::NotADirectory
-            | io::ErrorKind::IsADirectory => StoreErrorKind::Permanent,
-            _ => StoreErrorKind::Transient,
+                | io::ErrorKind::ReadOnlyFilesystem
+                | io::ErrorKind::NotADirectory
+                | io::ErrorKind::IsADirectory
+                | io::ErrorKind::InvalidInput
+                | io::ErrorKind::Unsupported
+        );
+        let kind = if permanent {
+            StoreErrorKind::Permanent
+        } else {
+            StoreErrorKind::Transient
         };
         Error::Store {
             uri: self.uri.clone(),
             message: format!("{during} {} failed: {e}", self.path.display()),
             kind,
+        }
+    }
+
+    /// The lock's folder cannot be made: a missing or forbidden ancestor (a path under
+    /// /proc), which waiting will not fix; a full disk, a lack of descriptors or a network
+    /// file system's hiccup may pass.
+    fn folder_error(&self, e: io::Error) -> Error {
+        let errno = e.raw_os_error().map(Errno::from_raw);
+        let passing = matches!(
+            errno,
+            Some(
+                Errno::ENOSPC
+                    | Errno::EDQUOT
+                    | Errno::EMFILE
+                    | Errno::ENFILE
+                    | Errno::EIO
+                    | Errno::ENOMEM
+                    | Errno::EINTR
+                    | Errno::EAGAIN
+                    | Errno::ETIMEDOUT
+                    | Errno::ESTALE
+                    | Errno::EBUSY
+            )
+        );
+        match self.error(e, "creating the folder of") {
+            Error::Store { uri, message, .. } if !passing => Error::Store {
+                uri,
+                message,
+                kind: StoreErrorKind::Permanent,
+            },
+            other => other,
         }
     }
 
@@ -223,7 +277,7 @@ impl Files {
         let open = || OpenOptions::new().write(true).create_new(true).open(&tmp);
         let mut file = open();
         if matches!(&file, Err(e) if e.kind() == io::ErrorKind::NotFound) {
-            fs::create_dir_all(dir).map_err(|e| self.error(e, "creating the folder of"))?;
+            fs::create_dir_all(dir).map_err(|e| self.folder_error(e))?;
             file = open();
         }
         let mut f = file.map_err(|e| self.error(e, "writing"))?;
@@ -478,6 +532,10 @@ impl LockStore for FileStore {
 
     fn uri(&self) -> &str {
         &self.files.uri
+    }
+
+    fn identity(&self) -> String {
+        self.files.path.display().to_string()
     }
 
     async fn delete(&self) -> Result<()> {

@@ -1,0 +1,109 @@
+//! A store that counts the requests made through it: the instrument of the request-count
+//! tests and benchmarks.
+
+use super::{LockStore, Snapshot, Version, Write};
+use crate::errors::Result;
+use crate::lockfile::Protocol;
+use async_trait::async_trait;
+use bytes::Bytes;
+use std::sync::Arc;
+
+/// A store that counts the requests made through it, by kind: the instrument of the
+/// request-count tests and benchmarks.
+#[derive(Debug)]
+pub struct Counted {
+    inner: Arc<dyn LockStore>,
+    counts: [std::sync::atomic::AtomicU64; 5],
+}
+
+/// Request counts of a [`Counted`] store.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Requests {
+    /// Reads.
+    pub reads: u64,
+    /// Create-if-absent writes.
+    pub creates: u64,
+    /// Update-if-match writes.
+    pub updates: u64,
+    /// Unconditional writes.
+    pub overwrites: u64,
+    /// Deletes.
+    pub deletes: u64,
+}
+
+impl Requests {
+    /// All requests.
+    pub fn total(&self) -> u64 {
+        self.reads + self.creates + self.updates + self.overwrites + self.deletes
+    }
+}
+
+impl Counted {
+    /// Counts the requests to `inner`.
+    pub fn new(inner: Arc<dyn LockStore>) -> Self {
+        Counted {
+            inner,
+            counts: Default::default(),
+        }
+    }
+
+    fn count(&self, kind: usize) {
+        self.counts[kind].fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// The counts so far.
+    pub fn requests(&self) -> Requests {
+        let n = |i: usize| self.counts[i].load(std::sync::atomic::Ordering::Relaxed);
+        Requests {
+            reads: n(0),
+            creates: n(1),
+            updates: n(2),
+            overwrites: n(3),
+            deletes: n(4),
+        }
+    }
+}
+
+#[async_trait]
+impl LockStore for Counted {
+    async fn read(&self) -> Result<Option<Snapshot>> {
+        self.count(0);
+        self.inner.read().await
+    }
+
+    async fn create(&self, body: Bytes) -> Result<Write> {
+        self.count(1);
+        self.inner.create(body).await
+    }
+
+    async fn update(&self, body: Bytes, expected: &Version) -> Result<Write> {
+        self.count(2);
+        self.inner.update(body, expected).await
+    }
+
+    async fn overwrite(&self, body: Bytes) -> Result<Version> {
+        self.count(3);
+        self.inner.overwrite(body).await
+    }
+
+    fn uri(&self) -> &str {
+        self.inner.uri()
+    }
+
+    async fn delete(&self) -> Result<()> {
+        self.count(4);
+        self.inner.delete().await
+    }
+
+    async fn protocol_for(&self, requested: Option<Protocol>) -> Result<Protocol> {
+        self.inner.protocol_for(requested).await
+    }
+
+    fn known_protocol(&self, requested: Option<Protocol>) -> Option<Protocol> {
+        self.inner.known_protocol(requested)
+    }
+
+    fn identity(&self) -> String {
+        self.inner.identity()
+    }
+}

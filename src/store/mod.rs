@@ -1,0 +1,116 @@
+//! Where lockfiles live. The protocol sees one lockfile through [`LockStore`]: read it with its
+//! version, create it if absent, update it if its version still matches, or overwrite it.
+//! [`open`] turns a lock URI ([`uri`]) and its options into a store bound to
+//! `<uri>/lock.json`: object_store's S3, Azure, GCS and in-memory stores ([`object`], on one
+//! client per store and process, [`client`], configured and checked by [`cloud`]), and our
+//! own local file store ([`file`], which adds the update-if-match that object_store's local
+//! store lacks).
+
+pub mod client;
+pub mod cloud;
+pub mod counted;
+pub mod file;
+pub mod gate;
+pub mod object;
+mod open;
+pub mod probe;
+pub mod uri;
+
+pub use counted::{Counted, Requests};
+pub use open::{open, Private};
+pub use uri::{Cloud, Location};
+
+use crate::errors::{Error, Result};
+use crate::lockfile::Protocol;
+use async_trait::async_trait;
+use bytes::Bytes;
+use chrono::{DateTime, Utc};
+use std::fmt;
+
+/// An opaque version of the lockfile: changes at every write.
+#[derive(Debug, PartialEq, Eq)]
+pub struct Version {
+    /// The ETag (or our own digest for local files).
+    pub e_tag: Option<String>,
+    /// The store's version id, where it has one (GCS generation, S3 version).
+    pub version: Option<String>,
+}
+
+impl Clone for Version {
+    fn clone(&self) -> Self {
+        Version {
+            e_tag: self.e_tag.clone(),
+            version: self.version.clone(),
+        }
+    }
+
+    /// Into the strings already there (see `LockFile::clone_from`).
+    fn clone_from(&mut self, source: &Self) {
+        self.e_tag.clone_from(&source.e_tag);
+        self.version.clone_from(&source.version);
+    }
+}
+
+/// The lockfile as read.
+#[derive(Debug, Clone)]
+pub struct Snapshot {
+    /// Its bytes.
+    pub bytes: Bytes,
+    /// Its version.
+    pub version: Version,
+    /// When the store says it was last written, by the store's clock.
+    pub last_modified: DateTime<Utc>,
+}
+
+/// The outcome of a conditional write.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Write {
+    /// It landed; this is the new version.
+    Done(Version),
+    /// The condition failed: the lockfile exists (create) or changed (update). The caller
+    /// reads to find out by whom: a retried write of our own may have landed.
+    Conflict,
+}
+
+/// One lockfile in one store.
+#[async_trait]
+pub trait LockStore: Send + Sync + fmt::Debug + 'static {
+    /// Reads the lockfile; `None` when there is none.
+    async fn read(&self) -> Result<Option<Snapshot>>;
+    /// Writes `body` only if there is no lockfile yet.
+    async fn create(&self, body: Bytes) -> Result<Write>;
+    /// Writes `body` only if the lockfile is still at `expected`.
+    async fn update(&self, body: Bytes, expected: &Version) -> Result<Write>;
+    /// Writes `body` unconditionally (the lww protocol).
+    async fn overwrite(&self, body: Bytes) -> Result<Version>;
+    /// The lockfile's URI, for messages.
+    fn uri(&self) -> &str;
+    /// Deletes the lockfile (and what the store keeps beside it). Locks never do this (a
+    /// release keeps the token); only `doctor` cleans up its scratch lockfile with it.
+    async fn delete(&self) -> Result<()> {
+        Err(Error::InvalidArgument(format!(
+            "{} cannot be deleted through this store",
+            self.uri()
+        )))
+    }
+
+    /// The protocol a lock on this store runs when `requested` (`None`: auto): `cas` where
+    /// conditional writes are honoured, `lww` where they are not (auto), and
+    /// `Error::UnsafeStore` for `cas` where they are not. Stores that have them by
+    /// construction (memory, files, those brought by tests) answer at once; stores over
+    /// HTTP are probed once per process ([`probe`]).
+    async fn protocol_for(&self, requested: Option<Protocol>) -> Result<Protocol> {
+        Ok(requested.unwrap_or(Protocol::Cas))
+    }
+
+    /// What [`LockStore::protocol_for`] answers, if that is known without a request.
+    fn known_protocol(&self, requested: Option<Protocol>) -> Option<Protocol> {
+        Some(requested.unwrap_or(Protocol::Cas))
+    }
+
+    /// A name of this lockfile that every spelling of its URI shares in this process (the
+    /// key of the process-wide records: release hints, wakers).
+    fn identity(&self) -> String {
+        self.uri().to_string()
+    }
+}

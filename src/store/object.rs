@@ -1,0 +1,148 @@
+//! A lockfile in an object_store store (S3, Azure, GCS, memory), on its store's shared
+//! [`Client`], every request through the store's [`Gate`].
+
+use super::client::Client;
+use super::gate::{self, Gate};
+use super::probe;
+use super::{LockStore, Snapshot, Version, Write};
+use crate::errors::{Error, Result, StoreErrorKind};
+use crate::lockfile::{Protocol, LOCKFILE_NAME, MAX_LOCKFILE_BYTES};
+use async_trait::async_trait;
+use bytes::Bytes;
+use object_store::path::Path;
+use object_store::{GetOptions, PutMode, UpdateVersion};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// A lockfile in an object_store store with conditional writes.
+pub struct ObjectLockStore {
+    gate: Gate,
+    /// The lock's folder.
+    dir: Path,
+    /// `<dir>/lock.json`.
+    path: Path,
+}
+
+impl std::fmt::Debug for ObjectLockStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "ObjectLockStore({})", self.gate.uri)
+    }
+}
+
+impl ObjectLockStore {
+    /// The lockfile `<key>/lock.json` on `client`'s store; `uri` names it in messages, and
+    /// each request may take `request_timeout`.
+    pub fn new(
+        client: Arc<Client>,
+        key: &str,
+        uri: String,
+        request_timeout: Duration,
+    ) -> Result<Self> {
+        let dir = Path::parse(key).map_err(|e| {
+            Error::InvalidArgument(format!("invalid lock path {key:?} in {uri}: {e}"))
+        })?;
+        Ok(ObjectLockStore {
+            path: dir.clone().join(LOCKFILE_NAME),
+            dir,
+            gate: Gate::new(client, uri, request_timeout),
+        })
+    }
+}
+
+#[async_trait]
+impl LockStore for ObjectLockStore {
+    async fn read(&self) -> Result<Option<Snapshot>> {
+        let get = async {
+            let got = self
+                .gate
+                .client
+                .store
+                .get_opts(&self.path, GetOptions::default())
+                .await?;
+            let meta = got.meta.clone();
+            if meta.size > MAX_LOCKFILE_BYTES as u64 {
+                // Refused before downloading: the decoder reports the size.
+                return Ok((meta, Bytes::from(vec![b' '; MAX_LOCKFILE_BYTES + 1])));
+            }
+            Ok((meta, got.bytes().await?))
+        };
+        let (meta, bytes) = match self.gate.call("reading", get).await {
+            Ok(got) => got,
+            Err(gate::Failure::Store(object_store::Error::NotFound { source, .. })) => {
+                let msg = source.to_string();
+                // A missing bucket answers 404 too; tell it apart by the store's error code.
+                if ["NoSuchBucket", "ContainerNotFound", "bucket does not exist"]
+                    .iter()
+                    .any(|c| msg.contains(c))
+                {
+                    return Err(Error::Store {
+                        uri: self.gate.uri.clone(),
+                        message: format!(
+                            "the bucket or container does not exist ({msg}); create it first"
+                        ),
+                        kind: StoreErrorKind::Permanent,
+                    });
+                }
+                return Ok(None);
+            }
+            Err(failure) => return Err(self.gate.error(failure, "reading")),
+        };
+        Ok(Some(Snapshot {
+            bytes,
+            version: Version {
+                e_tag: meta.e_tag,
+                version: meta.version,
+            },
+            last_modified: meta.last_modified,
+        }))
+    }
+
+    async fn create(&self, body: Bytes) -> Result<Write> {
+        self.gate.put_at(&self.path, body, PutMode::Create).await
+    }
+
+    async fn update(&self, body: Bytes, expected: &Version) -> Result<Write> {
+        let version = UpdateVersion {
+            e_tag: expected.e_tag.clone(),
+            version: expected.version.clone(),
+        };
+        self.gate
+            .put_at(&self.path, body, PutMode::Update(version))
+            .await
+    }
+
+    async fn overwrite(&self, body: Bytes) -> Result<Version> {
+        match self
+            .gate
+            .put_at(&self.path, body, PutMode::Overwrite)
+            .await?
+        {
+            Write::Done(v) => Ok(v),
+            Write::Conflict => Err(Error::Store {
+                uri: self.gate.uri.clone(),
+                message: "the store refused an unconditional write with a conflict".into(),
+                kind: StoreErrorKind::Transient,
+            }),
+        }
+    }
+
+    fn uri(&self) -> &str {
+        &self.gate.uri
+    }
+
+    async fn delete(&self) -> Result<()> {
+        self.gate.delete_at(&self.path).await
+    }
+
+    async fn protocol_for(&self, requested: Option<Protocol>) -> Result<Protocol> {
+        probe::protocol_for(&self.gate, &self.dir, requested).await
+    }
+
+    fn known_protocol(&self, requested: Option<Protocol>) -> Option<Protocol> {
+        probe::known_protocol(&self.gate, requested)
+    }
+
+    fn identity(&self) -> String {
+        format!("{}/{}", self.gate.client.name, self.path)
+    }
+}

@@ -1,0 +1,206 @@
+//! Does a store honour conditional writes? Some S3-compatible stores accept `If-None-Match`
+//! and `If-Match` and ignore them (s3rver, older MinIO, some Ceph gateways); `cas` there
+//! lets two owners in. So before its first `cas` write to a store (scheme, bucket, endpoint,
+//! options: one [`super::client::Client`]), a process checks, once, on a scratch key beside
+//! the lock, in four requests: create-if-absent (must land), create-if-absent again (must
+//! be refused), update-if-match with a version that never existed (must be refused), delete.
+//! The verdict is kept for the process (a child made by fork keeps it).
+//!
+//! It cannot see writes that are checked and then made in two steps, which two racers can
+//! both pass (moto's server); `blob-lock doctor --race` races clients to find those.
+
+use super::gate::{status_in, Gate};
+use super::Write;
+use crate::errors::{Error, Result};
+use crate::lockfile::Protocol;
+use bytes::Bytes;
+use object_store::path::Path;
+use object_store::{PutMode, UpdateVersion};
+use std::time::Instant;
+
+/// What the probe found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Verdict {
+    /// Both conditional writes are refused when their condition fails.
+    Honoured,
+    /// The storage options said to trust the store (no probe was made).
+    Trusted,
+    /// A second create-if-absent landed: `If-None-Match` is ignored.
+    CreateIgnored,
+    /// An update with a version that never existed landed: `If-Match` is ignored.
+    UpdateIgnored,
+    /// The store or the client refuses conditional writes altogether.
+    Unsupported,
+    /// A create-if-absent of a key that did not exist was refused.
+    CreateRefused,
+}
+
+impl Verdict {
+    /// Whether `cas` is safe on the store.
+    pub fn honoured(self) -> bool {
+        matches!(self, Verdict::Honoured | Verdict::Trusted)
+    }
+
+    /// The failed check, in words.
+    pub fn why(self) -> &'static str {
+        match self {
+            Verdict::Honoured => "conditional writes are honoured",
+            Verdict::Trusted => "conditional writes are trusted (blob_lock_conditional_writes=trust)",
+            Verdict::CreateIgnored => "create-if-absent (If-None-Match: *) is ignored: a second create of a scratch key overwrote it",
+            Verdict::UpdateIgnored => "update-if-match (If-Match) is ignored: an update with a version that never existed overwrote a scratch key",
+            Verdict::Unsupported => "the store (or its client configuration, such as aws_conditional_put=disabled) does not support conditional writes",
+            Verdict::CreateRefused => "create-if-absent was refused on a scratch key that did not exist",
+        }
+    }
+
+    fn code(self) -> u8 {
+        self as u8 + 1
+    }
+
+    fn of(code: u8) -> Option<Verdict> {
+        [
+            Verdict::Honoured,
+            Verdict::Trusted,
+            Verdict::CreateIgnored,
+            Verdict::UpdateIgnored,
+            Verdict::Unsupported,
+            Verdict::CreateRefused,
+        ]
+        .into_iter()
+        .find(|v| v.code() == code)
+    }
+}
+
+/// The verdict for the store behind `gate`: known, trusted, or probed now beside the lock
+/// folder `dir`.
+pub(crate) async fn verdict(gate: &Gate, dir: &Path) -> Result<Verdict> {
+    let client = &gate.client;
+    if client.trust {
+        return Ok(Verdict::Trusted);
+    }
+    if let Some(v) = Verdict::of(client.facts.verdict_code()) {
+        return Ok(v);
+    }
+    let _one = client.probing.lock().await;
+    if let Some(v) = Verdict::of(client.facts.verdict_code()) {
+        return Ok(v); // another lock probed it meanwhile
+    }
+    let began = Instant::now();
+    let v = probe(gate, dir).await?;
+    client.facts.set_verdict_code(v.code());
+    log::debug!(
+        "{}: conditional writes probed in {:.1} ms: {}",
+        client.name,
+        began.elapsed().as_secs_f64() * 1000.0,
+        v.why()
+    );
+    Ok(v)
+}
+
+/// See [`super::LockStore::protocol_for`].
+pub(crate) async fn protocol_for(
+    gate: &Gate,
+    dir: &Path,
+    requested: Option<Protocol>,
+) -> Result<Protocol> {
+    if requested == Some(Protocol::Lww) {
+        return Ok(Protocol::Lww);
+    }
+    let v = verdict(gate, dir).await?;
+    decide(gate, requested, v)
+}
+
+/// See [`super::LockStore::known_protocol`].
+pub(crate) fn known_protocol(gate: &Gate, requested: Option<Protocol>) -> Option<Protocol> {
+    if requested.is_some() {
+        return requested;
+    }
+    if gate.client.trust {
+        return Some(Protocol::Cas);
+    }
+    let v = Verdict::of(gate.client.facts.verdict_code())?;
+    Some(if v.honoured() {
+        Protocol::Cas
+    } else {
+        Protocol::Lww
+    })
+}
+
+fn decide(gate: &Gate, requested: Option<Protocol>, v: Verdict) -> Result<Protocol> {
+    if v.honoured() {
+        return Ok(Protocol::Cas);
+    }
+    if requested == Some(Protocol::Cas) {
+        return Err(Error::UnsafeStore {
+            uri: gate.lock_uri(),
+            check: v.why().to_string(),
+        });
+    }
+    if gate.client.facts.first_warning() {
+        log::warn!(
+            "{}: {}, so cas could let two owners in; protocol \"auto\" uses lww on this store, which is best effort (see the README). To silence this warning pass protocol=\"lww\"; if `blob-lock doctor --race` finds the store safe, set the storage option blob_lock_conditional_writes=trust",
+            gate.client.name,
+            v.why()
+        );
+    }
+    Ok(Protocol::Lww)
+}
+
+/// The four requests (see the module doc).
+async fn probe(gate: &Gate, dir: &Path) -> Result<Verdict> {
+    let scratch = dir.clone().join(format!(
+        ".blob-lock-probe-{}",
+        &uuid::Uuid::new_v4().simple().to_string()[..16]
+    ));
+    let body = |n: u8| Bytes::from(format!("{{\"blob_lock_probe\": {n}}}"));
+    let first = gate.put_at(&scratch, body(1), PutMode::Create).await;
+    let verdict = match first {
+        Ok(Write::Conflict) => Ok(Verdict::CreateRefused),
+        Ok(Write::Done(_)) => second_and_third(gate, &scratch, body).await,
+        Err(Error::Store { message, .. }) if unsupported(&message) => Ok(Verdict::Unsupported),
+        Err(e) => {
+            // The create may have landed before it failed: removed in the background, so
+            // that the error is reported now.
+            let gate = gate.clone();
+            crate::cleanup::spawn(async move {
+                let _ = gate.delete_at(&scratch).await;
+            });
+            return Err(e);
+        }
+    };
+    if let Err(e) = gate.delete_at(&scratch).await {
+        log::warn!(
+            "{}: cannot delete the scratch object {scratch} of the conditional-write probe: {e} (grant delete permission, or set the storage option blob_lock_conditional_writes=trust to skip the probe)",
+            gate.client.name
+        );
+    }
+    verdict
+}
+
+async fn second_and_third(
+    gate: &Gate,
+    scratch: &Path,
+    body: impl Fn(u8) -> Bytes,
+) -> Result<Verdict> {
+    if let Write::Done(_) = gate.put_at(scratch, body(2), PutMode::Create).await? {
+        return Ok(Verdict::CreateIgnored);
+    }
+    // A version no store ever gave: quoted like an ETag, a generation GCS never uses.
+    let never = UpdateVersion {
+        e_tag: Some("\"00000000000000000000000000000000\"".into()),
+        version: Some("1".into()),
+    };
+    match gate.put_at(scratch, body(3), PutMode::Update(never)).await {
+        Ok(Write::Done(_)) => Ok(Verdict::UpdateIgnored),
+        Ok(Write::Conflict) => Ok(Verdict::Honoured),
+        Err(Error::Store { message, .. }) if unsupported(&message) => Ok(Verdict::Unsupported),
+        Err(e) => Err(e),
+    }
+}
+
+/// object_store's NotImplemented (conditional puts disabled), or a store's 501.
+fn unsupported(message: &str) -> bool {
+    message.contains("NotImplemented")
+        || message.contains("not yet implemented")
+        || status_in(message) == Some(501)
+}

@@ -1,0 +1,47 @@
+"""One client per store and process: locks made as users make them (a fresh BlobLock for
+every `with`) cost a lookup and no connection, and take a lock released by this process in
+two requests, as one lock object taken again does."""
+
+from __future__ import annotations
+
+from blob_lock import BlobLock
+from conftest import proxied_moto
+
+
+def test_constructing_a_lock_on_a_store_in_use_opens_no_connection(moto_endpoint):
+    proxy, options, root = proxied_moto(moto_endpoint)
+    try:
+        with BlobLock(f"{root}/warm", storage_options=options):
+            pass
+        opened, requests = proxy.connections, proxy.snapshot()
+        locks = [BlobLock(f"{root}/{i}", storage_options=options) for i in range(500)]
+        assert all(lock.protocol == "cas" for lock in locks), "the store's verdict is known"
+        assert (proxy.connections, proxy.snapshot()) == (opened, requests)
+    finally:
+        proxy.close()
+
+
+def test_a_fresh_lock_per_with_takes_two_requests_after_our_own_release(moto_endpoint):
+    proxy, options, root = proxied_moto(moto_endpoint)
+    uri = f"{root}/fresh"
+    try:
+        with BlobLock(uri, storage_options=options):
+            pass  # the probe, then the lock's first acquisition and release
+        for _ in range(5):
+            mark = proxy.snapshot()
+            with BlobLock(uri, storage_options=options):
+                pass
+            kinds = [r.kind for r in proxy.since(mark)]
+            # An update on the version our release left, and the release.
+            assert kinds == ["update", "update"], kinds
+        # Another writer in between: the record is stale, and costs one refused request.
+        other = BlobLock(uri, storage_options={**options, "aws_endpoint": moto_endpoint})
+        with other:
+            pass
+        mark = proxy.snapshot()
+        with BlobLock(uri, storage_options=options) as held:
+            assert held.token == 8
+        kinds = [r.kind for r in proxy.since(mark)]
+        assert kinds == ["update", "create", "read", "update", "update"], kinds
+    finally:
+        proxy.close()
