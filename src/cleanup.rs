@@ -5,6 +5,7 @@
 
 use std::future::Future;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// Cleanups running: the process in the high half (a child made by fork inherits the count
@@ -46,5 +47,50 @@ pub fn drain(timeout: Duration) {
     let until = Instant::now() + timeout;
     while mine(PENDING.load(Ordering::SeqCst)) > 0 && Instant::now() < until {
         std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// The cleanups one lock owes: each is counted from the moment it is owed (synchronously,
+/// before the caller can start another acquisition) until its release has run, and the
+/// lock's next acquisition waits for the count to reach zero. An acquisition through the
+/// same lock has the same owner id, so a cleanup running alongside it could release it.
+#[derive(Debug, Default)]
+pub struct Owed {
+    pending: AtomicU64,
+    paid: tokio::sync::Notify,
+}
+
+impl Owed {
+    /// Counts one more cleanup owed until the returned debt is dropped.
+    pub fn owe(self: &Arc<Self>) -> Debt {
+        self.pending.fetch_add(1, Ordering::SeqCst);
+        Debt(self.clone())
+    }
+
+    /// True while a cleanup is owed.
+    pub fn pending(&self) -> bool {
+        self.pending.load(Ordering::SeqCst) > 0
+    }
+
+    /// Returns once no cleanup is owed.
+    pub async fn settled(&self) {
+        loop {
+            let paid = self.paid.notified();
+            if !self.pending() {
+                return;
+            }
+            paid.await;
+        }
+    }
+}
+
+/// One owed cleanup; dropping it marks it done.
+#[derive(Debug)]
+pub struct Debt(Arc<Owed>);
+
+impl Drop for Debt {
+    fn drop(&mut self) {
+        self.0.pending.fetch_sub(1, Ordering::SeqCst);
+        self.0.paid.notify_waiters();
     }
 }

@@ -3,6 +3,7 @@
 //! ([`Lock::acquire`]) and by remotes ([`keep_alive`]), which renew the same lease as co-owners.
 
 use crate::claim::{Claim, State};
+use crate::cleanup::{Debt, Owed};
 use crate::clock::{self, Clock};
 use crate::errors::{Error, Result};
 use crate::inspect::{self, Broken, Inspection};
@@ -82,6 +83,48 @@ pub fn new_owner_id() -> String {
     uuid::Uuid::new_v4().simple().to_string()
 }
 
+/// A release owed by an interrupted acquisition ([`Lock::owe_cleanup`]): run in the
+/// background by [`Cleanup::give_back`] or [`Cleanup::release_unheld`], or when dropped.
+#[derive(Debug)]
+pub struct Cleanup {
+    lock: Lock,
+    debt: Option<Debt>,
+}
+
+impl Cleanup {
+    /// Releases `lease` (an acquisition that ended after nobody waited for it any more).
+    pub fn give_back(mut self, lease: Arc<Lease>) {
+        let (uri, debt) = (self.lock.uri.clone(), self.debt.take());
+        crate::cleanup::spawn(async move {
+            if let Err(e) = lease.release().await {
+                log::warn!("{uri}: release after a cancelled acquisition failed: {e}");
+            }
+            drop(debt);
+        });
+    }
+
+    /// Releases whatever the lockfile shows for this lock's owner.
+    pub fn release_unheld(self) {
+        drop(self);
+    }
+}
+
+impl Drop for Cleanup {
+    fn drop(&mut self) {
+        let Some(debt) = self.debt.take() else { return };
+        let lock = self.lock.clone();
+        crate::cleanup::spawn(async move {
+            if let Err(e) = lock.release_unheld().await {
+                log::warn!(
+                    "{}: release after an interrupted acquisition failed: {e}",
+                    lock.uri
+                );
+            }
+            drop(debt);
+        });
+    }
+}
+
 /// One lock URI, with one owner id for every acquisition through it.
 #[derive(Debug, Clone)]
 pub struct Lock {
@@ -94,9 +137,9 @@ pub struct Lock {
     on_lost: Option<LossHook>,
     /// Kept to open the store again ([`Lock::reopened`]).
     storage_options: Arc<HashMap<String, String>>,
-    /// Held while what an interrupted acquisition may have written is released; the next
-    /// acquisition waits for it (see [`Lock::release_in_background`]).
-    cleanups: Arc<tokio::sync::Mutex<()>>,
+    /// Releases owed by interrupted acquisitions; the next acquisition waits for them
+    /// (see [`Lock::owe_cleanup`]).
+    cleanups: Arc<Owed>,
 }
 
 impl Lock {
@@ -216,12 +259,12 @@ impl Lock {
         };
         // A cutoff one request timeout after the deadline bounds every wait below.
         let cutoff = deadline.map(|d| d + timing.request_timeout());
-        let cleaned = self.cleanups.lock();
+        let cleaned = self.cleanups.settled();
         match cutoff {
-            None => drop(cleaned.await),
+            None => cleaned.await,
             Some(cutoff) => tokio::select! {
                 biased;
-                guard = cleaned => drop(guard),
+                () = cleaned => {}
                 _ = clock.sleep_until(cutoff) => {
                     return Err(timed_out(&claim, "ourselves (what an interrupted acquisition wrote is still being released)"));
                 }
@@ -246,6 +289,7 @@ impl Lock {
                     }
                 },
             };
+            let seen_holder = matches!(outcome, Ok((_, Attempt::Busy { .. })));
             let (who, expires_in) = match outcome {
                 Ok((engine, Attempt::Acquired(held))) => match self.fresh(&engine, held).await {
                     Some(held) => return Ok(self.start(engine, held, claim)),
@@ -275,6 +319,10 @@ impl Lock {
             }
             let now = clock.now();
             if deadline.is_some_and(|d| now >= d) {
+                if !seen_holder {
+                    // The last attempt failed or came too late: a write of it may be there.
+                    self.release_if_written(&pursuit);
+                }
                 return Err(timed_out(&claim, &who));
             }
             let pause = polls.pause(clock.jitter(), expires_in, deadline.map(|d| d - now));
@@ -297,26 +345,29 @@ impl Lock {
         Ok((engine, outcome))
     }
 
+    /// A release this lock owes, counted from now: the next acquisition through this lock
+    /// (which has the same owner id, so the release could take it for its own) waits until
+    /// the returned cleanup has run. Dropped unused, it releases whatever the lockfile shows
+    /// for this lock's owner, as [`Lock::release_in_background`].
+    pub fn owe_cleanup(&self) -> Cleanup {
+        Cleanup {
+            lock: self.clone(),
+            debt: Some(self.cleanups.owe()),
+        }
+    }
+
     /// After an acquisition of this lock was interrupted (a signal, a cancelled task) or
-    /// abandoned at its timeout: releases, in the background, whatever it may have
-    /// written. Takes the lock's cleanup turn now, so that the next acquisition through it
-    /// (which has the same owner id) waits for this release instead of being released by
-    /// it.
+    /// abandoned at its timeout: releases, in the background, whatever it may have written.
     pub fn release_in_background(&self) {
-        let lock = self.clone();
-        let turn = self.cleanups.clone().try_lock_owned();
-        crate::cleanup::spawn(async move {
-            let _turn = match turn {
-                Ok(turn) => turn,
-                Err(_) => lock.cleanups.clone().lock_owned().await,
-            };
-            if let Err(e) = lock.release_unheld().await {
-                log::warn!(
-                    "{}: release after an interrupted acquisition failed: {e}",
-                    lock.uri
-                );
-            }
-        });
+        drop(self.owe_cleanup());
+    }
+
+    /// After a transient failure that ends an acquisition: a write of ours whose outcome is
+    /// unknown may have landed. (After a permanent one, a release would fail as well.)
+    fn release_if_written(&self, pursuit: &Pursuit) {
+        if pursuit.wrote() {
+            self.release_in_background();
+        }
     }
 
     /// One attempt; never waits. `None` when someone else holds the lock (or this lock's
@@ -324,7 +375,7 @@ impl Lock {
     pub async fn try_acquire(&self) -> Result<Option<Lease>> {
         let claim = Arc::new(Claim::new(&self.uri, &self.owner));
         claim.enter(State::Acquiring, "one attempt");
-        if self.cleanups.try_lock().is_err() {
+        if self.cleanups.pending() {
             claim.enter(
                 State::Failed,
                 "an interrupted acquisition is being released",
@@ -337,6 +388,7 @@ impl Lock {
                 Some(held) => Ok(Some(self.start(engine, held, claim))),
                 None => {
                     claim.enter(State::Failed, "acquired too late to claim it");
+                    self.release_in_background();
                     Ok(None)
                 }
             },
@@ -347,6 +399,9 @@ impl Lock {
             }
             Err(e) => {
                 claim.enter(State::Failed, &e);
+                if e.is_transient() {
+                    self.release_if_written(&pursuit);
+                }
                 Err(e)
             }
         }

@@ -55,6 +55,11 @@ impl Pursuit {
         }
     }
 
+    /// True if a write of ours may have landed without our knowing.
+    pub fn wrote(&self) -> bool {
+        !self.unsettled.is_empty()
+    }
+
     fn settles(&self, owner: &str, lf: &LockFile) -> Option<Instant> {
         if lf.writer_id != owner || lf.is_released() {
             return None;

@@ -304,3 +304,43 @@ async fn a_release_after_another_owner_released_says_already_released() {
         ReleaseStatus::AlreadyReleased
     );
 }
+
+/// An interrupted acquisition owes a release; the lock's next acquisition (the same owner
+/// id, which the release would match) waits for it instead of being released by it.
+#[tokio::test(start_paused = true)]
+async fn an_owed_cleanup_runs_before_the_next_acquisition_never_after() {
+    let o = opts(Protocol::Cas, 2.0);
+    let s = memory("owed-cleanup", &o);
+    let lock = Lock::with_store("t", s.clone(), &o);
+    // An acquisition that got the lock just as its caller went away.
+    let abandoned = lock.acquire(None).await.unwrap();
+    let owed = lock.owe_cleanup();
+    let next = tokio::spawn({
+        let lock = lock.clone();
+        async move { lock.acquire(Some(Duration::from_secs(60))).await }
+    });
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert!(
+        !next.is_finished(),
+        "the next acquisition waits for the cleanup"
+    );
+    assert!(
+        lock.try_acquire().await.unwrap().is_none(),
+        "so does a single attempt"
+    );
+    owed.give_back(Arc::new(abandoned));
+    let held = next.await.unwrap().unwrap();
+    assert_eq!(
+        held.token(),
+        2,
+        "acquired after the release, not the abandoned lease"
+    );
+    tokio::time::sleep(Duration::from_secs(5)).await; // renewals run; nothing releases it
+    assert!(!held.is_lost());
+    let seen = lock.inspect().await.unwrap();
+    assert_eq!(
+        seen.lockfile.map(|lf| (lf.token, lf.is_released())),
+        Some((2, false))
+    );
+    assert_eq!(held.release().await.unwrap(), ReleaseStatus::Released);
+}

@@ -162,6 +162,35 @@ def test_a_cancelled_task_never_releases_what_the_next_task_on_the_object_took(t
     asyncio.run(main())
 
 
+def test_an_acquisition_right_after_a_cancelled_one_on_the_same_object_keeps_the_lock(
+    tmp_path,
+):
+    """Cancel an acquisition of a free lock at once, then acquire through the same object
+    (the same owner id) straight away: whenever the cancellation struck, its cleanup runs
+    before the new acquisition and never releases it."""
+    uri = str(tmp_path / "lock")
+
+    async def main() -> None:
+        shared = BlobLock(uri, expire=5)
+        for round in range(20):
+            task = asyncio.ensure_future(shared.acquire_async())
+            for _ in range(round % 4):  # cancelled at different points
+                await asyncio.sleep(0)
+            task.cancel()
+            try:
+                await task
+            except asyncio.CancelledError:
+                pass
+            if task.cancelled() or not shared.held:
+                assert await shared.acquire_async(timeout=30)
+            await asyncio.sleep(0.05)  # a cleanup still running would release it now
+            assert shared.held and not shared.lost
+            assert inspect(uri, owner=shared.owner).state is LockState.OURS
+            assert await shared.release_async() is ReleaseStatus.RELEASED
+
+    asyncio.run(main())
+
+
 def test_a_forked_child_tries_the_lock_as_an_owner_of_its_own(tmp_path):
     import os
     import warnings

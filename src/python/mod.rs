@@ -16,7 +16,7 @@ mod inspect;
 mod logs;
 
 use crate::errors::Error;
-use crate::lease::{self, Lease, Lock, LockOptions, LossHook};
+use crate::lease::{self, Cleanup, Lease, Lock, LockOptions, LossHook};
 use crate::lockfile::Protocol;
 use crate::runtime::runtime;
 use crate::timing::Timing;
@@ -26,7 +26,7 @@ use pyo3::prelude::*;
 use pyo3::types::PyDict;
 use std::collections::HashMap;
 use std::future::Future;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -176,7 +176,7 @@ struct NativeLock {
     /// Set while an acquisition runs: two acquisitions through one object would share its
     /// owner id, and both could believe they hold the lock. (BlobLock already takes turns;
     /// this keeps the native object safe on its own.)
-    acquiring: Arc<AtomicBool>,
+    acquiring: Arc<AtomicU64>,
 }
 
 /// In a child made by fork, an inherited NativeLock is leaked, never dropped, whether or
@@ -201,9 +201,8 @@ type Slot = Arc<Mutex<Holding>>;
 struct Holding {
     lease: Option<Arc<Lease>>,
     last_loss: Option<String>,
-    /// Set while an asyncio acquisition runs: `abandon` sets the flag inside, and the
-    /// acquisition then gives back what it acquires instead of holding it.
-    in_flight: Option<Arc<AtomicBool>>,
+    /// The asyncio acquisition running, if one is: `abandon` leaves what it owes there.
+    in_flight: Option<InFlight>,
 }
 
 fn hold(slot: &Slot, lease: Lease) {
@@ -217,33 +216,45 @@ fn hold(slot: &Slot, lease: Lease) {
     drop(old);
 }
 
-/// Where an asyncio acquisition ends: holds its lease, or, if it was cancelled meanwhile
-/// (`abandon`), releases it in the background. True if held.
-fn settle(slot: &Slot, cancelled: &AtomicBool, acquired: Option<Lease>) -> bool {
-    let mut holding = slot.lock().unwrap_or_else(|e| e.into_inner());
-    holding.in_flight = None;
-    let Some(lease) = acquired else {
-        return false;
-    };
-    if cancelled.load(Ordering::SeqCst) {
-        drop(holding);
-        give_back(Arc::new(lease));
-        return false;
-    }
-    holding.last_loss = None;
-    let old = holding.lease.replace(Arc::new(lease));
-    drop(holding);
-    drop(old);
-    true
+/// An asyncio acquisition under way ([`NativeLock::in_flight`]).
+struct InFlight {
+    /// Its number (as in `NativeLock::acquiring`).
+    id: u64,
+    /// Set by `abandon`: its caller is gone, so what it acquires or wrote is released.
+    owed: Option<Cleanup>,
 }
 
-/// Releases `lease` in the background (an acquisition nobody waits for any more).
-fn give_back(lease: Arc<Lease>) {
-    crate::cleanup::spawn(async move {
-        if let Err(e) = lease.release().await {
-            log::warn!("release after a cancelled acquisition failed: {e}");
+/// Where an asyncio acquisition ends: holds its lease, or, if it was abandoned meanwhile,
+/// gives it back in the background. True if held.
+fn settle(slot: &Slot, id: u64, acquired: Option<Lease>) -> bool {
+    let mut holding = slot.lock().unwrap_or_else(|e| e.into_inner());
+    let owed = match holding.in_flight.take() {
+        Some(f) if f.id == id => f.owed,
+        other => {
+            holding.in_flight = other;
+            None
         }
-    });
+    };
+    match (acquired, owed) {
+        (Some(lease), None) => {
+            holding.last_loss = None;
+            let old = holding.lease.replace(Arc::new(lease));
+            drop(holding);
+            drop(old);
+            true
+        }
+        (Some(lease), Some(owed)) => {
+            drop(holding);
+            owed.give_back(Arc::new(lease));
+            false
+        }
+        // Nothing acquired; what it may have written, the owed cleanup releases (dropped).
+        (None, owed) => {
+            drop(holding);
+            drop(owed);
+            false
+        }
+    }
 }
 
 /// Takes the lease out of `slot` (at once, so that a held lock reads as released from now
@@ -269,14 +280,20 @@ fn release_slot(
     }
 }
 
-/// Clears `NativeLock::acquiring` when an acquisition ends, however it ends.
-struct Acquiring(Arc<AtomicBool>);
+/// Clears `NativeLock::acquiring` when the acquisition it numbers ends, however it ends
+/// (unless `abandon` cleared it first and another one began).
+struct Acquiring(Arc<AtomicU64>, u64);
 
 impl Drop for Acquiring {
     fn drop(&mut self) {
-        self.0.store(false, Ordering::SeqCst);
+        let _ = self
+            .0
+            .compare_exchange(self.1, 0, Ordering::SeqCst, Ordering::SeqCst);
     }
 }
+
+/// Numbers acquisitions (never 0, which means none).
+static ACQUISITIONS: AtomicU64 = AtomicU64::new(1);
 
 impl NativeLock {
     fn lease(&self) -> Option<Arc<Lease>> {
@@ -309,7 +326,7 @@ impl NativeLock {
             lock,
             lease: Default::default(),
             pid: std::process::id(),
-            acquiring: Arc::new(AtomicBool::new(false)),
+            acquiring: Arc::new(AtomicU64::new(0)),
         }
     }
 
@@ -317,7 +334,11 @@ impl NativeLock {
     /// an interrupted acquisition wrote is released by the core before this lock's next
     /// acquisition begins: see `Lock::release_in_background`.)
     fn begin_acquiring(&self) -> PyResult<Acquiring> {
-        if self.acquiring.swap(true, Ordering::SeqCst) {
+        let id = ACQUISITIONS.fetch_add(1, Ordering::Relaxed);
+        let began = self
+            .acquiring
+            .compare_exchange(0, id, Ordering::SeqCst, Ordering::SeqCst);
+        if began.is_err() {
             return Err(LockError::new_err((
                 format!(
                     "another acquisition of {} through this BlobLock is under way; wait for it to end",
@@ -326,7 +347,7 @@ impl NativeLock {
                 self.lock.uri().to_string(),
             )));
         }
-        let guard = Acquiring(self.acquiring.clone());
+        let guard = Acquiring(self.acquiring.clone(), id);
         self.refuse_if_held()?;
         Ok(guard)
     }
@@ -351,30 +372,31 @@ impl NativeLock {
         Box::new(move || lock.release_in_background())
     }
 
-    /// What an asyncio acquisition needs: the lock, the slot its lease goes to, the flag
-    /// `abandon` sets (marked in the slot as in flight), and the hook that cleans up if its
-    /// future is dropped before it ends.
-    fn in_flight(&self) -> (Lock, Slot, Arc<AtomicBool>, OnDrop) {
-        let cancelled = Arc::new(AtomicBool::new(false));
+    /// Marks an asyncio acquisition as in flight in the slot, and makes the hook that
+    /// cleans up if its future is dropped before it ends (cancelled): the cleanup `abandon`
+    /// left, or else a release of whatever the lockfile shows for this lock's owner.
+    fn in_flight(&self, acquiring: &Acquiring) -> OnDrop {
+        let id = acquiring.1;
         self.lease
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .in_flight = Some(cancelled.clone());
-        let (slot, mine) = (self.lease.clone(), cancelled.clone());
-        let hook = self.cancel_hook();
-        let dropped = OnDrop::new(Box::new(move || {
+            .in_flight = Some(InFlight { id, owed: None });
+        let (slot, lock) = (self.lease.clone(), self.lock.clone());
+        OnDrop::new(Box::new(move || {
             let mut holding = slot.lock().unwrap_or_else(|e| e.into_inner());
-            if holding
-                .in_flight
-                .as_ref()
-                .is_some_and(|c| Arc::ptr_eq(c, &mine))
-            {
-                holding.in_flight = None;
-            }
+            let owed = match holding.in_flight.take() {
+                Some(f) if f.id == id => f.owed,
+                other => {
+                    holding.in_flight = other;
+                    return;
+                }
+            };
             drop(holding);
-            hook();
-        }));
-        (self.lock.clone(), self.lease.clone(), cancelled, dropped)
+            match owed {
+                Some(owed) => owed.release_unheld(),
+                None => lock.release_in_background(),
+            }
+        }))
     }
 }
 
@@ -466,15 +488,17 @@ impl NativeLock {
     ) -> PyResult<Bound<'py, PyAny>> {
         let acquiring = self.begin_acquiring()?;
         let t = self::timeout(timeout)?;
-        let (lock, slot, cancelled, dropped) = self.in_flight();
+        let dropped = self.in_flight(&acquiring);
+        let (lock, slot) = (self.lock.clone(), self.lease.clone());
         awaitable(py, async move {
-            let _acquiring = acquiring;
             let result = lock.acquire(t).await;
             dropped.disarm();
+            let id = acquiring.1;
+            drop(acquiring);
             match result {
-                Ok(lease) => Ok(settle(&slot, &cancelled, Some(lease))),
+                Ok(lease) => Ok(settle(&slot, id, Some(lease))),
                 Err(e) => {
-                    settle(&slot, &cancelled, None);
+                    settle(&slot, id, None);
                     match e {
                         Error::Timeout { .. } if !raise_timeout => Ok(false),
                         e => Err(to_py(e)),
@@ -487,35 +511,44 @@ impl NativeLock {
     /// `try_acquire` as an awaitable.
     fn try_acquire_async<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
         let acquiring = self.begin_acquiring()?;
-        let (lock, slot, cancelled, dropped) = self.in_flight();
+        let dropped = self.in_flight(&acquiring);
+        let (lock, slot) = (self.lock.clone(), self.lease.clone());
         awaitable(py, async move {
-            let _acquiring = acquiring;
             let result = lock.try_acquire().await;
             dropped.disarm();
+            let id = acquiring.1;
+            drop(acquiring);
             match result {
-                Ok(acquired) => Ok(settle(&slot, &cancelled, acquired)),
+                Ok(acquired) => Ok(settle(&slot, id, acquired)),
                 Err(e) => {
-                    settle(&slot, &cancelled, None);
+                    settle(&slot, id, None);
                     Err(to_py(e))
                 }
             }
         })
     }
 
-    /// After an asyncio acquisition was cancelled (Python's `CancelledError`): an
-    /// acquisition still running gives back what it acquires; a lease it already holds
-    /// (acquired just before the cancellation) is released in the background, without the
-    /// event loop, which may be closing.
+    /// After an asyncio acquisition was cancelled (Python's `CancelledError`), before the
+    /// caller's next acquisition may begin: the release of what it acquired or wrote is owed
+    /// from now on (that next acquisition waits for it), and run when the acquisition ends
+    /// or its future is dropped; a lease it already holds (acquired just before the
+    /// cancellation) is released at once, in the background, without the event loop.
     fn abandon(&self) {
         let mut holding = self.lease.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(cancelled) = &holding.in_flight {
-            cancelled.store(true, Ordering::SeqCst);
+        if let Some(f) = holding.in_flight.as_mut() {
+            if f.owed.is_none() {
+                f.owed = Some(self.lock.owe_cleanup());
+            }
+            // The object is free for the next acquisition, which waits for the cleanup.
+            let _ = self
+                .acquiring
+                .compare_exchange(f.id, 0, Ordering::SeqCst, Ordering::SeqCst);
             return;
         }
         let taken = holding.lease.take();
         drop(holding);
         if let Some(lease) = taken {
-            give_back(lease);
+            self.lock.owe_cleanup().give_back(lease);
         }
     }
 

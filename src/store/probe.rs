@@ -163,7 +163,9 @@ async fn probe(gate: &Gate, dir: &Path) -> Result<Verdict> {
             // that the error is reported now.
             let gate = gate.clone();
             crate::cleanup::spawn(async move {
-                let _ = gate.delete_at(&scratch).await;
+                if let Err(e) = gate.delete_at(&scratch).await {
+                    log::debug!("{}: scratch object {scratch} not deleted: {e}", gate.uri);
+                }
             });
             return Err(e);
         }
