@@ -75,6 +75,12 @@ class FaultProxy:
         async def stop() -> None:
             self._server.close()
             self._reset_all()
+            # Connections still open end here, not when the stopped loop is collected
+            # ("Task was destroyed but it is pending").
+            others = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+            for t in others:
+                t.cancel()
+            await asyncio.gather(*others, return_exceptions=True)
 
         asyncio.run_coroutine_threadsafe(stop(), self.loop).result(10)
         self.loop.call_soon_threadsafe(self.loop.stop)
