@@ -114,6 +114,7 @@ impl Drop for Cleanup {
         let Some(debt) = self.debt.take() else { return };
         let lock = self.lock.clone();
         crate::cleanup::spawn(async move {
+            lock.engine.store.quiesced().await;
             if let Err(e) = lock.release_unheld().await {
                 log::warn!(
                     "{}: release after an interrupted acquisition failed: {e}",

@@ -106,4 +106,8 @@ impl LockStore for Counted {
     fn identity(&self) -> String {
         self.inner.identity()
     }
+
+    async fn quiesced(&self) {
+        self.inner.quiesced().await
+    }
 }

@@ -31,7 +31,7 @@ use std::fs::{self, File, OpenOptions};
 use std::io::{self, Read, Write as _};
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, TryLockError};
 use std::time::{Duration, Instant};
 
@@ -65,6 +65,11 @@ struct Files {
     place: AtomicU8,
     /// Set at this store's first write, which removes stray temporary files.
     strays_removed: AtomicBool,
+    /// Calls running on the blocking pool: one goes on to its end even when its caller
+    /// stopped waiting (a cancelled acquisition), and [`LockStore::quiesced`] waits for it.
+    running: AtomicUsize,
+    /// Notified when `running` falls to zero.
+    idle: tokio::sync::Notify,
 }
 
 /// How old a temporary file beside the lockfile must be to count as stray. Younger ones may
@@ -88,6 +93,8 @@ impl FileStore {
                 no_exchange: AtomicBool::new(false),
                 place: AtomicU8::new(UNKNOWN),
                 strays_removed: AtomicBool::new(false),
+                running: AtomicUsize::new(0),
+                idle: tokio::sync::Notify::new(),
             }),
         }
     }
@@ -105,7 +112,17 @@ impl FileStore {
         call: impl FnOnce(&Files) -> Result<T> + Send + 'static,
     ) -> Result<T> {
         let files = self.files.clone();
+        files.running.fetch_add(1, Ordering::SeqCst);
         tokio::task::spawn_blocking(move || {
+            struct Ended<'a>(&'a Files);
+            impl Drop for Ended<'_> {
+                fn drop(&mut self) {
+                    if self.0.running.fetch_sub(1, Ordering::SeqCst) == 1 {
+                        self.0.idle.notify_waiters();
+                    }
+                }
+            }
+            let _ended = Ended(&files);
             if files.place.load(Ordering::Relaxed) == UNKNOWN {
                 files.place.store(files.where_to_run(), Ordering::Relaxed);
             }
@@ -538,6 +555,16 @@ impl LockStore for FileStore {
         self.files.path.display().to_string()
     }
 
+    async fn quiesced(&self) {
+        loop {
+            let idle = self.files.idle.notified();
+            if self.files.running.load(Ordering::SeqCst) == 0 {
+                return;
+            }
+            idle.await;
+        }
+    }
+
     async fn delete(&self) -> Result<()> {
         self.blocking(|f| {
             // Our replaced lockfiles still queued for removal would keep the folder.
@@ -771,6 +798,8 @@ mod tests {
             no_exchange: AtomicBool::new(false),
             place: AtomicU8::new(UNKNOWN),
             strays_removed: AtomicBool::new(false),
+            running: AtomicUsize::new(0),
+            idle: tokio::sync::Notify::new(),
         };
         assert_eq!(on("/dev/shm").where_to_run(), LOCAL, "tmpfs is local");
         // procfs stands for any file system not on the list (NFS, SMB, FUSE).

@@ -108,6 +108,12 @@ pub trait LockStore: Send + Sync + fmt::Debug + 'static {
         Some(requested.unwrap_or(Protocol::Cas))
     }
 
+    /// Returns once no call this store object began is still running after its caller
+    /// stopped waiting for it: the release of a cancelled acquisition must come after the
+    /// write it abandoned, or that write would land after it and hold the lock. (A file call
+    /// on the blocking pool runs to its end; an HTTP request is dropped with its future.)
+    async fn quiesced(&self) {}
+
     /// A name of this lockfile that every spelling of its URI shares in this process (the
     /// key of the process-wide records: release hints, wakers).
     fn identity(&self) -> String {
