@@ -15,14 +15,8 @@ from blob_lock._inspect import (
     inspect,
     inspect_async,
 )
-from blob_lock._lock import (
-    BlobLock,
-    KeepAlive,
-    ReleaseStatus,
-    keep_alive,
-    keep_alive_async,
-    locked,
-)
+from blob_lock._keep_alive import KeepAlive, keep_alive, keep_alive_async
+from blob_lock._lock import BlobLock, ReleaseStatus, locked
 from blob_lock.exceptions import (
     InvalidLockFile,
     LockError,

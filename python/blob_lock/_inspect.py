@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
 
-from blob_lock import _args, _blob_lock
+from blob_lock import _args, _blob_lock, _process
 
 __all__ = [
     "DoctorReport",
@@ -133,9 +133,7 @@ def _duration(seconds: float) -> str:
 
 
 def _ours(owner: str) -> bool:
-    from blob_lock._lock import _owners_here
-
-    return owner in _owners_here()
+    return owner in _process.owners_here()
 
 
 def _inspection(uri: str, d: dict[str, Any], owner: str | None) -> Inspection:

@@ -1,9 +1,8 @@
-"""BlobLock and keep_alive: the Python face of the native lock core."""
+"""BlobLock: the Python face of the native lock core, and ``locked``."""
 
 from __future__ import annotations
 
 import asyncio
-import atexit
 import enum
 import functools
 import inspect as _pyinspect
@@ -14,16 +13,14 @@ import threading
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, TypeVar, cast
+from typing import Any, TypeVar, cast
 
-from blob_lock import _args, _blob_lock
+from blob_lock import _args, _blob_lock, _process
 from blob_lock._args import Seconds, callback, lock_uri, seconds
+from blob_lock._inspect import Inspection, _inspection
 from blob_lock.exceptions import LockError, LockLost, LockTimeout
 
-if TYPE_CHECKING:
-    from blob_lock._inspect import Inspection
-
-__all__ = ["BlobLock", "KeepAlive", "ReleaseStatus", "keep_alive", "keep_alive_async", "locked"]
+__all__ = ["BlobLock", "ReleaseStatus", "locked"]
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -44,71 +41,6 @@ class ReleaseStatus(str, enum.Enum):
 
     def __str__(self) -> str:
         return self.value
-
-
-# Held locks and running keep-alives. Held strongly: a remote that calls keep_alive(uri,
-# owner) and drops the handle must go on renewing, and a held lock stays held until it is
-# released. At interpreter exit the locks are released and the keep-alives stopped, so that
-# nothing renews into a dying interpreter.
-_live: set[BlobLock | KeepAlive] = set()
-_live_guard = threading.Lock()
-
-
-@atexit.register
-def _at_exit() -> None:
-    # First, so that no awaitable completes into an interpreter that is shutting down.
-    _blob_lock.close_async()
-    with _live_guard:
-        live = list(_live)
-    try:
-        for item in live:
-            try:
-                if isinstance(item, BlobLock):
-                    item.release()
-                else:
-                    item.stop()
-            except Exception:  # exit must go on; the lock then expires by itself
-                pass
-    finally:
-        # What interrupted acquisitions may have written is being released in the
-        # background: a moment for that, then the lockfiles the releases replaced.
-        _blob_lock.drain(0.5)
-        _blob_lock.sweep()
-
-
-def _owners_here() -> set[str]:
-    """Owner ids this process holds or keeps alive now."""
-    with _live_guard:
-        live = list(_live)
-    return {item.owner for item in live if not item.lost}
-
-
-# How many forks made this process; each BlobLock notes the value it was made or renewed
-# under. Not a registry of every lock: thousands of held locks would each cost one.
-_forks = 0
-_fork_guard = threading.Lock()
-
-
-def _after_fork_in_child() -> None:
-    """A child made by fork neither holds nor renews its parent's locks, and its exit must
-    not release them. Each BlobLock it inherited becomes, when the child first uses it, a
-    fresh, unheld lock with an owner id of its own (sharing the parent's id would let both
-    believe they hold the lock); each KeepAlive reports itself lost here. The parent's
-    native state is leaked in the child, never dropped (see NativeLock's Drop). The
-    parent's heartbeats go on."""
-    global _live_guard, _fork_guard, _forks
-    _live_guard = threading.Lock()  # another thread of the parent may have held it
-    _fork_guard = threading.Lock()
-    _forks += 1
-    for item in list(_live):
-        if isinstance(item, KeepAlive):
-            item._native.leak_in_child()
-            item._forked = True
-    _live.clear()
-
-
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 _CONFIG_NAMES = (
@@ -188,7 +120,7 @@ class BlobLock:
         )  # fmt: skip
         self._raise_on_lost = raise_on_lost
         self._timeout = seconds("timeout", timeout)
-        self._forks = _forks
+        self._forks = _process.forks
         self._native_lock = _blob_lock.NativeLock(
             uri,
             expire=seconds("expire", expire),
@@ -210,13 +142,13 @@ class BlobLock:
     @property
     def _native(self) -> _blob_lock.NativeLock:
         """The native lock; in a child made by fork, first renewed (see _after_fork_in_child)."""
-        if self._forks != _forks:
-            with _fork_guard:  # two threads of the child: one renewal
-                if self._forks != _forks:
+        if self._forks != _process.forks:
+            with _process.fork_guard:  # two threads of the child: one renewal
+                if self._forks != _process.forks:
                     self._native_lock = self._native_lock.for_child()
                     self._turn = threading.Lock()  # a parent thread may have held it
                     self._turn_holder = None
-                    self._forks = _forks
+                    self._forks = _process.forks
         return self._native_lock
 
     # -- acquisition -------------------------------------------------------------------
@@ -280,8 +212,7 @@ class BlobLock:
         ``ALREADY_RELEASED`` when nobody does (released by us, by hand, or by whoever held
         it since).
         """
-        with _live_guard:
-            _live.discard(self)
+        _process.untrack(self)
         try:
             return ReleaseStatus(self._native.release())
         finally:
@@ -303,8 +234,7 @@ class BlobLock:
 
     async def release_async(self) -> ReleaseStatus:
         """``release`` without blocking the event loop."""
-        with _live_guard:
-            _live.discard(self)
+        _process.untrack(self)
         try:
             return ReleaseStatus(await self._native.release_async())
         finally:
@@ -378,8 +308,13 @@ class BlobLock:
         return ok
 
     def _track(self) -> None:
-        with _live_guard:
-            _live.add(self)
+        _process.track(self)
+
+    def _end_at_exit(self) -> None:
+        self.release()
+
+    def _in_fork_child(self) -> None:
+        pass  # renewed, unheld, on the child's first use (see _native)
 
     def __enter__(self) -> BlobLock:
         self._acquire(self._timeout, raise_timeout=True)
@@ -504,8 +439,6 @@ class BlobLock:
 
     def inspect(self) -> Inspection:
         """Reads this lock's lockfile once (``blob_lock.inspect``); never writes."""
-        from blob_lock._inspect import _inspection
-
         return _inspection(self.uri, self._native.inspect(), self.owner)
 
     @property
@@ -537,141 +470,6 @@ class BlobLock:
 def _current() -> object:
     """Who takes a BlobLock's turn in asyncio: the task (tasks share a thread)."""
     return asyncio.current_task() or threading.current_thread()
-
-
-class KeepAlive:
-    """A remote's renewal of its orchestrator's lock; see ``keep_alive``. Never releases."""
-
-    def __init__(self, native: _blob_lock.NativeKeepAlive) -> None:
-        self._native = native
-        self._forked = False  # True in a child made by fork: the renewal runs in the parent
-        with _live_guard:
-            _live.add(self)
-
-    def stop(self) -> None:
-        """Stops renewing. The lock then expires unless the orchestrator releases it."""
-        with _live_guard:
-            _live.discard(self)
-        if not self._forked:
-            self._native.stop()
-
-    @property
-    def lost(self) -> bool:
-        """True once the lock stopped being this owner's, or was not renewed in time.
-
-        Always True in a child made by fork: the renewal runs in the parent, not here.
-        """
-        return self._forked or self._native.lost
-
-    @property
-    def lost_reason(self) -> str | None:
-        """Why it was lost, if it was."""
-        if self._forked:
-            return "this process is a child made by fork: the renewal runs in the parent"
-        return self._native.lost_reason
-
-    @property
-    def owner(self) -> str:
-        """The owner id being kept alive."""
-        return self._native.owner
-
-    @property
-    def token(self) -> int:
-        """The fencing token of the acquisition being kept alive."""
-        return self._native.token
-
-    @property
-    def uri(self) -> str:
-        """The lock URI."""
-        return self._native.uri
-
-    def __enter__(self) -> KeepAlive:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
-
-    async def stop_async(self) -> None:
-        """``stop`` without blocking the event loop."""
-        with _live_guard:
-            _live.discard(self)
-        if not self._forked:
-            await self._native.stop_async()
-
-    async def __aenter__(self) -> KeepAlive:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.stop_async()
-
-    def __repr__(self) -> str:
-        state = "lost" if self.lost else "alive"
-        return f"<KeepAlive {self.uri!r} {state} owner={self.owner} token={self.token}>"
-
-
-def _owner(owner: object) -> str:
-    if not isinstance(owner, str):
-        raise TypeError(f"owner must be the str owner id of the orchestrator's lock, got {owner!r}")
-    return owner
-
-
-def keep_alive(
-    uri: str | os.PathLike[str],
-    owner: str,
-    *,
-    storage_options: Mapping[str, str] | None = None,
-    protocol: str = "auto",
-    on_lost: Callable[[LockLost], object] | None = None,
-) -> KeepAlive:
-    """What a remote calls before it runs user code: renews ``owner``'s lock at ``uri``.
-
-    Raises ``LockNotFound`` when there is no lockfile and ``LockStolen`` when it names
-    another owner or is released. Otherwise renews it as a co-owner, on the schedule of the
-    lockfile's ``expire_s``, until ``stop()`` (or the end of the ``with`` block). Never
-    releases: only the orchestrator does. ``on_lost`` is called once, on a thread of its
-    own, with the ``LockLost`` error if the lock stops being this owner's.
-    """
-    callback("on_lost", on_lost)
-    return KeepAlive(
-        _blob_lock.keep_alive(
-            lock_uri(uri),
-            _owner(owner),
-            storage_options=_args.storage_options(storage_options),
-            protocol=protocol,
-            on_lost=on_lost,
-        )
-    )
-
-
-async def keep_alive_async(
-    uri: str | os.PathLike[str],
-    owner: str,
-    *,
-    storage_options: Mapping[str, str] | None = None,
-    protocol: str = "auto",
-    on_lost: Callable[[LockLost], object] | None = None,
-) -> KeepAlive:
-    """``keep_alive`` without blocking the event loop: ``async with await
-    keep_alive_async(uri, owner):``."""
-    callback("on_lost", on_lost)
-    native = await _blob_lock.keep_alive_async(
-        lock_uri(uri),
-        _owner(owner),
-        storage_options=_args.storage_options(storage_options),
-        protocol=protocol,
-        on_lost=on_lost,
-    )
-    return KeepAlive(native)
 
 
 def locked(

@@ -1,13 +1,16 @@
 //! Bindings for looking at a lock without holding it: inspection, waiting until it is free,
-//! breaking it, and the store doctor. Results go to Python as plain dicts, which
+//! breaking it, and the store doctor (its binding too). Results go to Python as plain dicts, which
 //! `blob_lock._inspect` turns into typed objects.
 
+use super::args::options;
+use super::driver::wait;
 use crate::doctor::Report;
 use crate::inspect::{Broken, Inspection};
 use crate::lockfile::{parse_time, LockFile};
 use crate::race::RaceReport;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
+use std::collections::HashMap;
 
 fn epoch(s: &str) -> Option<f64> {
     parse_time(s).map(|t| t.timestamp_micros() as f64 / 1e6)
@@ -95,5 +98,37 @@ pub(crate) fn race_dict<'py>(py: Python<'py>, r: &RaceReport) -> PyResult<Bound<
     d.set_item("first_double", r.first_double.as_deref())?;
     d.set_item("seconds", r.seconds)?;
     d.set_item("cas_safe", r.cas_safe())?;
+    Ok(d)
+}
+
+/// Probes the store behind `uri` on a scratch lockfile, and with `race` (racers, rounds)
+/// races independent clients beside it; a dict of the report.
+#[pyfunction]
+#[pyo3(signature = (uri, *, storage_options, expire, race=None))]
+pub(crate) fn doctor<'py>(
+    py: Python<'py>,
+    uri: &str,
+    storage_options: Option<HashMap<String, String>>,
+    expire: f64,
+    race: Option<(usize, usize)>,
+) -> PyResult<Bound<'py, PyDict>> {
+    let opts = options(expire, None, "cas", storage_options, None, None)?;
+    let uri = uri.to_string();
+    let (report, raced) = wait(
+        py,
+        async move {
+            let report = crate::doctor::doctor(&uri, &opts).await?;
+            let raced = match race {
+                Some((racers, rounds)) => {
+                    Some(crate::race::race(&uri, &opts, racers, rounds).await?)
+                }
+                None => None,
+            };
+            Ok((report, raced))
+        },
+        None,
+    )?;
+    let d = report_dict(py, &report)?;
+    d.set_item("race", raced.map(|r| race_dict(py, &r)).transpose()?)?;
     Ok(d)
 }

@@ -1,0 +1,97 @@
+"""This process's held locks and running keep-alives, and what happens to them at
+interpreter exit and in a child made by fork. Imports neither lock type: each item says
+how it ends (``_end_at_exit``) and what it becomes in a fork child (``_in_fork_child``)."""
+
+from __future__ import annotations
+
+import atexit
+import os
+import threading
+from typing import Protocol
+
+from blob_lock import _blob_lock
+
+
+class Live(Protocol):
+    """A held lock or a running keep-alive."""
+
+    @property
+    def owner(self) -> str: ...
+
+    @property
+    def lost(self) -> bool: ...
+
+    def _end_at_exit(self) -> None: ...
+
+    def _in_fork_child(self) -> None: ...
+
+
+# Held strongly: a remote that calls keep_alive(uri, owner) and drops the handle must go on
+# renewing, and a held lock stays held until it is released. At interpreter exit the locks
+# are released and the keep-alives stopped, so that nothing renews into a dying interpreter.
+_live: set[Live] = set()
+_live_guard = threading.Lock()
+
+# How many forks made this process; each BlobLock notes the value it was made or renewed
+# under (not a registry of every lock: thousands of held locks would each cost one), and
+# the guard that makes two threads of a child renew an inherited lock once.
+forks = 0
+fork_guard = threading.Lock()
+
+
+def track(item: Live) -> None:
+    """Notes a lock now held, or a keep-alive now running."""
+    with _live_guard:
+        _live.add(item)
+
+
+def untrack(item: Live) -> None:
+    """Forgets a lock released or a keep-alive stopped."""
+    with _live_guard:
+        _live.discard(item)
+
+
+def owners_here() -> set[str]:
+    """Owner ids this process holds or keeps alive now."""
+    with _live_guard:
+        live = list(_live)
+    return {item.owner for item in live if not item.lost}
+
+
+@atexit.register
+def _at_exit() -> None:
+    # First, so that no awaitable completes into an interpreter that is shutting down.
+    _blob_lock.close_async()
+    with _live_guard:
+        live = list(_live)
+    try:
+        for item in live:
+            try:
+                item._end_at_exit()
+            except Exception:  # exit must go on; the lock then expires by itself
+                pass
+    finally:
+        # What interrupted acquisitions may have written is being released in the
+        # background: a moment for that, then the lockfiles the releases replaced.
+        _blob_lock.drain(0.5)
+        _blob_lock.sweep()
+
+
+def _after_fork_in_child() -> None:
+    """A child made by fork neither holds nor renews its parent's locks, and its exit must
+    not release them. Each BlobLock it inherited becomes, when the child first uses it, a
+    fresh, unheld lock with an owner id of its own (sharing the parent's id would let both
+    believe they hold the lock); each KeepAlive reports itself lost here. The parent's
+    native state is leaked in the child, never dropped (see NativeLock's Drop). The
+    parent's heartbeats go on."""
+    global _live_guard, fork_guard, forks
+    _live_guard = threading.Lock()  # another thread of the parent may have held it
+    fork_guard = threading.Lock()
+    forks += 1
+    for item in list(_live):
+        item._in_fork_child()
+    _live.clear()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)

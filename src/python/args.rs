@@ -1,0 +1,73 @@
+//! The arguments the Python classes pass down: lock options, the loss callback, timeouts.
+
+use super::errors::{to_py, LockLost};
+use crate::errors::Error;
+use crate::lease::{LockOptions, LossHook};
+use crate::lockfile::Protocol;
+use crate::timing::Timing;
+use pyo3::exceptions::PyValueError;
+use pyo3::prelude::*;
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+pub(crate) fn options(
+    expire: f64,
+    heartbeat: Option<f64>,
+    protocol: &str,
+    storage_options: Option<HashMap<String, String>>,
+    settle: Option<f64>,
+    clock_skew: Option<f64>,
+) -> PyResult<LockOptions> {
+    let protocol = match protocol {
+        "auto" => None,
+        "cas" => Some(Protocol::Cas),
+        "lww" => Some(Protocol::Lww),
+        other => {
+            return Err(PyValueError::new_err(format!(
+                "protocol must be \"auto\", \"cas\" or \"lww\", got {other:?}"
+            )))
+        }
+    };
+    Ok(LockOptions {
+        protocol,
+        timing: Timing::new(expire, heartbeat, settle, Some(clock_skew)).map_err(to_py)?,
+        storage_options: storage_options.unwrap_or_default(),
+        clock: crate::clock::system(),
+        on_lost: None,
+    })
+}
+
+/// Calls `callback(LockLost(...))` once when a lease is lost. On a thread of its own: the
+/// hook fires on a runtime thread, whose heartbeats a slow callback must not hold up, and
+/// taking the GIL there could wait on a thread that waits on the runtime. An exception in
+/// the callback goes to `sys.unraisablehook`, as in a `__del__`.
+pub(crate) fn loss_hook(callback: Option<Py<PyAny>>) -> Option<LossHook> {
+    let callback = Arc::new(callback?);
+    Some(LossHook(Arc::new(move |lost: &Error| {
+        let (callback, message) = (callback.clone(), lost.to_string());
+        let uri = match lost {
+            Error::Lost { uri, .. } => uri.clone(),
+            _ => String::new(),
+        };
+        std::thread::spawn(move || {
+            Python::attach(|py| {
+                let exc = LockLost::new_err((message, uri));
+                if let Err(e) = callback.call1(py, (exc.value(py),)) {
+                    e.write_unraisable(py, Some(callback.bind(py)));
+                }
+            })
+        });
+    })))
+}
+
+pub(crate) fn timeout(t: Option<f64>) -> PyResult<Option<Duration>> {
+    t.map(|t| crate::timing::timeout(t).map_err(to_py))
+        .transpose()
+}
+
+/// Checks a timeout as `acquire` would take it: ValueError if it is not one.
+#[pyfunction]
+pub(crate) fn check_timeout(timeout: f64) -> PyResult<()> {
+    self::timeout(Some(timeout)).map(drop)
+}

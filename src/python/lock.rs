@@ -1,0 +1,431 @@
+//! `NativeLock`, the native side of `blob_lock.BlobLock`: acquisitions blocking and
+//! asyncio, their interruption, release, and what the lock shows.
+
+use super::args::{loss_hook, options, timeout};
+use super::asyncio::{awaitable, OnDrop};
+use super::driver::{wait, CancelHook};
+use super::errors::{to_py, LockError, LockTimeout};
+use super::holding::{hold, release_slot, settle, InFlight, Slot};
+use super::inspect;
+use crate::errors::Error;
+use crate::lease::{Lease, Lock};
+use crate::lockfile::Protocol;
+use pyo3::prelude::*;
+use pyo3::types::PyDict;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+/// The native lock behind `blob_lock.BlobLock`.
+#[pyclass(frozen, module = "blob_lock._blob_lock")]
+pub(crate) struct NativeLock {
+    lock: Lock,
+    lease: Slot,
+    /// The process that made it.
+    pid: u32,
+    /// Set while an acquisition runs: two acquisitions through one object would share its
+    /// owner id, and both could believe they hold the lock. (BlobLock already takes turns;
+    /// this keeps the native object safe on its own.)
+    acquiring: Arc<AtomicU64>,
+}
+
+/// In a child made by fork, an inherited NativeLock is leaked, never dropped, whether or
+/// not the child ever used it: its store client holds sockets registered with the
+/// parent's epoll instance, which the child shares, and dropping them would deregister them
+/// from under the parent.
+impl Drop for NativeLock {
+    fn drop(&mut self) {
+        if self.pid != std::process::id() {
+            // Forgotten clones hold the shared parts (the store client, the lease) for ever.
+            std::mem::forget(self.lock.clone());
+            std::mem::forget(self.lease.clone());
+        }
+    }
+}
+
+/// Clears `NativeLock::acquiring` when the acquisition it numbers ends, however it ends
+/// (unless `abandon` cleared it first and another one began).
+struct Acquiring(Arc<AtomicU64>, u64);
+
+impl Drop for Acquiring {
+    fn drop(&mut self) {
+        let _ = self
+            .0
+            .compare_exchange(self.1, 0, Ordering::SeqCst, Ordering::SeqCst);
+    }
+}
+
+/// Numbers acquisitions (never 0, which means none).
+static ACQUISITIONS: AtomicU64 = AtomicU64::new(1);
+
+impl NativeLock {
+    fn lease(&self) -> Option<Arc<Lease>> {
+        self.lease
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .lease
+            .clone()
+    }
+
+    /// Why the current lease, or the last one released, was lost.
+    fn loss(&self) -> Option<String> {
+        match self.lease() {
+            Some(lease) => lease.lost_reason(),
+            None => self
+                .lease
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .last_loss
+                .clone(),
+        }
+    }
+
+    fn hold(&self, lease: Lease) {
+        hold(&self.lease, lease)
+    }
+
+    fn empty(lock: Lock) -> NativeLock {
+        NativeLock {
+            lock,
+            lease: Default::default(),
+            pid: std::process::id(),
+            acquiring: Arc::new(AtomicU64::new(0)),
+        }
+    }
+
+    /// Refuses a second acquisition through this object while one runs or is held. (What
+    /// an interrupted acquisition wrote is released by the core before this lock's next
+    /// acquisition begins: see `Lock::release_in_background`.)
+    fn begin_acquiring(&self) -> PyResult<Acquiring> {
+        let id = ACQUISITIONS.fetch_add(1, Ordering::Relaxed);
+        let began = self
+            .acquiring
+            .compare_exchange(0, id, Ordering::SeqCst, Ordering::SeqCst);
+        if began.is_err() {
+            return Err(LockError::new_err((
+                format!(
+                    "another acquisition of {} through this BlobLock is under way; wait for it to end",
+                    self.lock.uri()
+                ),
+                self.lock.uri().to_string(),
+            )));
+        }
+        let guard = Acquiring(self.acquiring.clone(), id);
+        self.refuse_if_held()?;
+        Ok(guard)
+    }
+
+    fn refuse_if_held(&self) -> PyResult<()> {
+        match self.lease() {
+            Some(l) if !l.is_lost() => Err(LockError::new_err((
+                format!(
+                    "this BlobLock already holds {}; release it first (locks are not reentrant)",
+                    self.lock.uri()
+                ),
+                self.lock.uri().to_string(),
+            ))),
+            _ => Ok(()),
+        }
+    }
+
+    /// An interrupted acquisition may have written the lockfile: the core releases it in
+    /// the background, before this lock's next acquisition.
+    fn cancel_hook(&self) -> CancelHook {
+        let lock = self.lock.clone();
+        Box::new(move || lock.release_in_background())
+    }
+
+    /// Marks an asyncio acquisition as in flight in the slot, and makes the hook that
+    /// cleans up if its future is dropped before it ends (cancelled): the cleanup `abandon`
+    /// left, or else a release of whatever the lockfile shows for this lock's owner.
+    fn in_flight(&self, acquiring: &Acquiring) -> OnDrop {
+        let id = acquiring.1;
+        self.lease
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .in_flight = Some(InFlight { id, owed: None });
+        let (slot, lock) = (self.lease.clone(), self.lock.clone());
+        OnDrop::new(Box::new(move || {
+            let mut holding = slot.lock().unwrap_or_else(|e| e.into_inner());
+            let owed = match holding.in_flight.take() {
+                Some(f) if f.id == id => f.owed,
+                other => {
+                    holding.in_flight = other;
+                    return;
+                }
+            };
+            drop(holding);
+            match owed {
+                Some(owed) => owed.release_unheld(),
+                None => lock.release_in_background(),
+            }
+        }))
+    }
+}
+
+#[pymethods]
+impl NativeLock {
+    #[new]
+    #[pyo3(signature = (uri, *, expire, heartbeat, protocol, storage_options, settle, clock_skew, on_lost))]
+    #[allow(clippy::too_many_arguments)] // the keyword arguments of BlobLock
+    fn new(
+        uri: &str,
+        expire: f64,
+        heartbeat: Option<f64>,
+        protocol: &str,
+        storage_options: Option<HashMap<String, String>>,
+        settle: Option<f64>,
+        clock_skew: Option<f64>,
+        on_lost: Option<Py<PyAny>>,
+    ) -> PyResult<Self> {
+        let mut opts = options(
+            expire,
+            heartbeat,
+            protocol,
+            storage_options,
+            settle,
+            clock_skew,
+        )?;
+        opts.on_lost = loss_hook(on_lost);
+        Ok(NativeLock::empty(Lock::new(uri, &opts).map_err(to_py)?))
+    }
+
+    /// This lock as a child made by fork sees it: the same URI and options, a fresh owner id
+    /// (the parent's is the parent's), nothing held, and its own store client (the parent's
+    /// connections belong to the parent's runtime, which no thread drives in the child).
+    /// This object's own state is leaked in the child when it goes (see `Drop`).
+    fn for_child(&self) -> PyResult<NativeLock> {
+        Ok(NativeLock::empty(self.lock.reopened().map_err(to_py)?))
+    }
+
+    /// Waits for the lock; False on timeout, or raises LockTimeout when `raise_timeout`.
+    #[pyo3(signature = (timeout, raise_timeout))]
+    fn acquire(&self, py: Python<'_>, timeout: Option<f64>, raise_timeout: bool) -> PyResult<bool> {
+        let _acquiring = self.begin_acquiring()?;
+        let t = self::timeout(timeout)?;
+        let lock = self.lock.clone();
+        match wait(
+            py,
+            async move { lock.acquire(t).await },
+            Some(self.cancel_hook()),
+        ) {
+            Ok(lease) => {
+                self.hold(lease);
+                Ok(true)
+            }
+            Err(e) if !raise_timeout && e.is_instance_of::<LockTimeout>(py) => Ok(false),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// One attempt; never waits.
+    fn try_acquire(&self, py: Python<'_>) -> PyResult<bool> {
+        let _acquiring = self.begin_acquiring()?;
+        let lock = self.lock.clone();
+        match wait(
+            py,
+            async move { lock.try_acquire().await },
+            Some(self.cancel_hook()),
+        )? {
+            Some(lease) => {
+                self.hold(lease);
+                Ok(true)
+            }
+            None => Ok(false),
+        }
+    }
+
+    /// Releases; returns the status name.
+    fn release(&self, py: Python<'_>) -> PyResult<&'static str> {
+        let status = wait(py, release_slot(self.lock.clone(), &self.lease), None)?;
+        Ok(status.as_str())
+    }
+
+    /// `acquire` as an awaitable; cancelling it releases whatever it may have written.
+    #[pyo3(signature = (timeout, raise_timeout))]
+    fn acquire_async<'py>(
+        &self,
+        py: Python<'py>,
+        timeout: Option<f64>,
+        raise_timeout: bool,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let acquiring = self.begin_acquiring()?;
+        let t = self::timeout(timeout)?;
+        let dropped = self.in_flight(&acquiring);
+        let (lock, slot) = (self.lock.clone(), self.lease.clone());
+        awaitable(py, async move {
+            let result = lock.acquire(t).await;
+            dropped.disarm();
+            let id = acquiring.1;
+            drop(acquiring);
+            match result {
+                Ok(lease) => Ok(settle(&slot, id, Some(lease))),
+                Err(e) => {
+                    settle(&slot, id, None);
+                    match e {
+                        Error::Timeout { .. } if !raise_timeout => Ok(false),
+                        e => Err(to_py(e)),
+                    }
+                }
+            }
+        })
+    }
+
+    /// `try_acquire` as an awaitable.
+    fn try_acquire_async<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let acquiring = self.begin_acquiring()?;
+        let dropped = self.in_flight(&acquiring);
+        let (lock, slot) = (self.lock.clone(), self.lease.clone());
+        awaitable(py, async move {
+            let result = lock.try_acquire().await;
+            dropped.disarm();
+            let id = acquiring.1;
+            drop(acquiring);
+            match result {
+                Ok(acquired) => Ok(settle(&slot, id, acquired)),
+                Err(e) => {
+                    settle(&slot, id, None);
+                    Err(to_py(e))
+                }
+            }
+        })
+    }
+
+    /// After an asyncio acquisition was cancelled (Python's `CancelledError`), before the
+    /// caller's next acquisition may begin: the release of what it acquired or wrote is owed
+    /// from now on (that next acquisition waits for it), and run when the acquisition ends
+    /// or its future is dropped; a lease it already holds (acquired just before the
+    /// cancellation) is released at once, in the background, without the event loop.
+    fn abandon(&self) {
+        let mut holding = self.lease.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(f) = holding.in_flight.as_mut() {
+            if f.owed.is_none() {
+                f.owed = Some(self.lock.owe_cleanup());
+            }
+            // The object is free for the next acquisition, which waits for the cleanup.
+            let _ = self
+                .acquiring
+                .compare_exchange(f.id, 0, Ordering::SeqCst, Ordering::SeqCst);
+            return;
+        }
+        let taken = holding.lease.take();
+        drop(holding);
+        if let Some(lease) = taken {
+            self.lock.owe_cleanup().give_back(lease);
+        }
+    }
+
+    /// `release` as an awaitable.
+    fn release_async<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let releasing = release_slot(self.lock.clone(), &self.lease);
+        awaitable(py, async move {
+            releasing.await.map(|s| s.as_str()).map_err(to_py)
+        })
+    }
+
+    /// Reads the lockfile once; a dict of what it shows. Never writes.
+    fn inspect<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let lock = self.lock.clone();
+        let seen = wait(py, async move { lock.inspect().await }, None)?;
+        inspect::inspection_dict(py, &seen)
+    }
+
+    /// `inspect` as an awaitable.
+    fn inspect_async<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let lock = self.lock.clone();
+        awaitable(py, async move {
+            let seen = lock.inspect().await.map_err(to_py)?;
+            Python::attach(|py| inspect::inspection_dict(py, &seen).map(Bound::unbind))
+        })
+    }
+
+    /// Waits until the lock is free to take (takes nothing); the dict of what was seen last.
+    #[pyo3(signature = (timeout))]
+    fn wait_free<'py>(
+        &self,
+        py: Python<'py>,
+        timeout: Option<f64>,
+    ) -> PyResult<Bound<'py, PyDict>> {
+        let t = self::timeout(timeout)?;
+        let lock = self.lock.clone();
+        let seen = wait(py, async move { lock.wait_free(t).await }, None)?;
+        inspect::inspection_dict(py, &seen)
+    }
+
+    /// Marks the lock released whoever holds it (only the acquisition `owner`/`token` name,
+    /// when given): `(outcome, lockfile dict or None)`.
+    #[pyo3(signature = (owner=None, token=None))]
+    fn break_lock<'py>(
+        &self,
+        py: Python<'py>,
+        owner: Option<String>,
+        token: Option<u64>,
+    ) -> PyResult<(&'static str, Option<Bound<'py, PyDict>>)> {
+        let lock = self.lock.clone();
+        let broken = wait(
+            py,
+            async move {
+                let expect = owner.as_deref().zip(token);
+                lock.break_lock(expect).await
+            },
+            None,
+        )?;
+        inspect::broken_tuple(py, &broken)
+    }
+
+    #[getter]
+    fn owner(&self) -> &str {
+        self.lock.owner()
+    }
+
+    #[getter]
+    fn uri(&self) -> &str {
+        self.lock.uri()
+    }
+
+    #[getter]
+    fn state(&self) -> &'static str {
+        match self.lease() {
+            Some(l) => l.state().as_str(),
+            None => "unheld",
+        }
+    }
+
+    /// `cas` or `lww`; `auto` while the store has not decided (before its first write).
+    #[getter]
+    fn protocol(&self) -> &'static str {
+        self.lock.protocol().map_or("auto", Protocol::as_str)
+    }
+
+    #[getter]
+    fn expire(&self) -> f64 {
+        self.lock.timing().expire.as_secs_f64()
+    }
+
+    #[getter]
+    fn heartbeat(&self) -> f64 {
+        self.lock.timing().heartbeat.as_secs_f64()
+    }
+
+    #[getter]
+    fn token(&self) -> Option<u64> {
+        self.lease().map(|l| l.token())
+    }
+
+    #[getter]
+    fn held(&self) -> bool {
+        self.lease().is_some_and(|l| !l.is_lost())
+    }
+
+    /// True once the held lease was lost; after its release, until the next acquisition,
+    /// whether it was.
+    #[getter]
+    fn lost(&self) -> bool {
+        self.loss().is_some()
+    }
+
+    #[getter]
+    fn lost_reason(&self) -> Option<String> {
+        self.loss()
+    }
+}
