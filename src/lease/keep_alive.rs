@@ -1,0 +1,87 @@
+//! What a remote calls: keeps its orchestrator's lease alive as a co-owner.
+
+use super::retry::with_retries;
+use super::{Lease, LockOptions};
+use crate::claim::{Claim, State};
+use crate::errors::{Error, Result};
+use crate::lockfile::Protocol;
+use crate::protocol::{Engine, Held};
+use crate::store::{self, LockStore};
+use crate::timing::Timing;
+use std::sync::Arc;
+
+/// What the remote calls: keeps the lease of `owner` alive as a co-owner until stopped.
+/// `Error::NotFound` when there is no lockfile, `Error::Stolen` when it names another owner
+/// or is released. Never releases.
+pub async fn keep_alive(uri: &str, owner: &str, options: &LockOptions) -> Result<Lease> {
+    let store = store::open(uri, &options.storage_options, &options.timing)?;
+    let (mut engine, held, claim) = adopt(store, owner, options).await?;
+    // Requests are bounded by the lock's own schedule, which only the lockfile told us.
+    if engine.timing.request_timeout() != options.timing.request_timeout() {
+        engine.store = store::open(uri, &options.storage_options, &engine.timing)?;
+    }
+    let on_lost = options.on_lost.clone();
+    Ok(Lease::start(engine, held, Some("remote"), on_lost, claim))
+}
+
+/// [`keep_alive`] on a given store.
+pub async fn keep_alive_on(
+    store: Arc<dyn LockStore>,
+    owner: &str,
+    options: &LockOptions,
+) -> Result<Lease> {
+    let (engine, held, claim) = adopt(store, owner, options).await?;
+    let on_lost = options.on_lost.clone();
+    Ok(Lease::start(engine, held, Some("remote"), on_lost, claim))
+}
+
+/// Takes up `owner`'s lock as a co-owner: the engine on the lock's own schedule, what it
+/// holds, and its claim.
+async fn adopt(
+    store: Arc<dyn LockStore>,
+    owner: &str,
+    options: &LockOptions,
+) -> Result<(Engine, Held, Arc<Claim>)> {
+    if owner.is_empty() || owner.contains('/') {
+        return Err(Error::InvalidArgument(format!(
+            "owner {owner:?} is not an owner id; pass the `owner` of the orchestrator's held lock"
+        )));
+    }
+    let mut engine = Engine {
+        store,
+        protocol: options.protocol.unwrap_or(Protocol::Cas),
+        timing: Arc::new(options.timing),
+        clock: options.clock.clone(),
+        hint: Default::default(),
+        wake: None,
+    };
+    let claim = Arc::new(Claim::starting_in(engine.uri(), owner, State::Acquiring));
+    // A remote starting during a store blip retries for a heartbeat before giving up.
+    let until = engine.clock.now() + engine.timing.heartbeat;
+    let adopted = with_retries(&engine, "keep_alive", until, || async {
+        let protocol = engine.store.protocol_for(options.protocol).await?;
+        let engine = engine.with_protocol(protocol);
+        Ok((engine.adopt(owner, Some("remote")).await?, protocol))
+    });
+    let (held, protocol) = match adopted.await.0 {
+        Ok(adopted) => adopted,
+        Err(e) => {
+            claim.enter(State::Failed, &e);
+            return Err(e);
+        }
+    };
+    engine.protocol = protocol;
+    claim.enter(
+        State::Held,
+        format_args!("kept alive, token {}", held.token),
+    );
+    // The remote renews on the orchestrator's schedule: the lockfile's expire_s, not ours.
+    if let Ok(t) = Timing::with_expire(held.body.expire_s) {
+        engine.timing = Arc::new(Timing {
+            settle: engine.timing.settle,
+            skew: engine.timing.skew,
+            ..t
+        });
+    }
+    Ok((engine, held, claim))
+}

@@ -1,0 +1,390 @@
+//! A lock URI with its owner id: acquisition (waiting, attempts, the cleanups an
+//! interrupted one owes), inspection and release without a lease.
+
+use super::retry::with_retries;
+use super::{new_owner_id, waker, Lease, LockOptions, LossHook};
+use crate::claim::{Claim, State};
+use crate::cleanup::{Debt, Owed};
+use crate::errors::{Error, Result};
+use crate::inspect::{self, Broken, Inspection};
+use crate::lockfile::{LockFile, Protocol};
+use crate::protocol::{Attempt, Engine, Held, Pursuit, ReleaseStatus};
+use crate::released::Record;
+use crate::store::{self, LockStore};
+use crate::timing::{Polls, Timing};
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// A release owed by an interrupted acquisition ([`Lock::owe_cleanup`]): run in the
+/// background by [`Cleanup::give_back`] or [`Cleanup::release_unheld`], or when dropped.
+#[derive(Debug)]
+pub struct Cleanup {
+    lock: Lock,
+    debt: Option<Debt>,
+}
+
+impl Cleanup {
+    /// Releases `lease` (an acquisition that ended after nobody waited for it any more).
+    pub fn give_back(mut self, lease: Arc<Lease>) {
+        let (uri, debt) = (self.lock.uri.clone(), self.debt.take());
+        crate::cleanup::spawn(async move {
+            if let Err(e) = lease.release().await {
+                log::warn!("{uri}: release after a cancelled acquisition failed: {e}");
+            }
+            drop(debt);
+        });
+    }
+
+    /// Releases whatever the lockfile shows for this lock's owner.
+    pub fn release_unheld(self) {
+        drop(self);
+    }
+}
+
+impl Drop for Cleanup {
+    fn drop(&mut self) {
+        let Some(debt) = self.debt.take() else { return };
+        let lock = self.lock.clone();
+        crate::cleanup::spawn(async move {
+            lock.engine.store.quiesced().await;
+            if let Err(e) = lock.release_unheld().await {
+                log::warn!(
+                    "{}: release after an interrupted acquisition failed: {e}",
+                    lock.uri
+                );
+            }
+            drop(debt);
+        });
+    }
+}
+
+/// One lock URI, with one owner id for every acquisition through it.
+#[derive(Debug, Clone)]
+pub struct Lock {
+    /// The engine, with `cas` in place of auto until the store has decided.
+    engine: Engine,
+    /// The protocol asked for; `None` lets the store decide.
+    requested: Option<Protocol>,
+    owner: String,
+    uri: String,
+    on_lost: Option<LossHook>,
+    /// Kept to open the store again ([`Lock::reopened`]).
+    storage_options: Arc<HashMap<String, String>>,
+    /// Releases owed by interrupted acquisitions; the next acquisition waits for them
+    /// (see [`Lock::owe_cleanup`]).
+    cleanups: Arc<Owed>,
+}
+
+impl Lock {
+    /// Opens the lock at `uri`. Checks the URI and options; makes no request.
+    pub fn new(uri: &str, options: &LockOptions) -> Result<Lock> {
+        let store = store::open(uri, &options.storage_options, &options.timing)?;
+        let identity = store.identity();
+        let mut lock = Lock::with_store(uri, store, options);
+        lock.engine.wake = Some(waker(&identity));
+        lock.engine.hint = Record::Process(identity.into());
+        lock.storage_options = Arc::new(options.storage_options.clone());
+        Ok(lock)
+    }
+
+    /// The same lock as a child made by fork needs it: the same URI and options, a store
+    /// client of its own (opened again from the URI), a fresh owner id.
+    pub fn reopened(&self) -> Result<Lock> {
+        Lock::new(
+            &self.uri,
+            &LockOptions {
+                protocol: self.requested,
+                timing: *self.engine.timing,
+                storage_options: (*self.storage_options).clone(),
+                clock: self.engine.clock.clone(),
+                on_lost: self.on_lost.clone(),
+            },
+        )
+    }
+
+    /// The lock on a given store (tests and simulations bring their own).
+    pub fn with_store(uri: &str, store: Arc<dyn LockStore>, options: &LockOptions) -> Lock {
+        Lock {
+            engine: Engine {
+                store,
+                protocol: options.protocol.unwrap_or(Protocol::Cas),
+                timing: Arc::new(options.timing),
+                clock: options.clock.clone(),
+                hint: Default::default(),
+                wake: None,
+            },
+            requested: options.protocol,
+            owner: new_owner_id(),
+            uri: uri.to_string(),
+            on_lost: options.on_lost.clone(),
+            storage_options: Default::default(),
+            cleanups: Default::default(),
+        }
+    }
+
+    /// The same lock with a given owner id (a restarted process that kept its id; tests).
+    pub fn with_owner(mut self, owner: impl Into<String>) -> Lock {
+        self.owner = owner.into();
+        self
+    }
+
+    /// The owner id this lock writes: hand it to the remote.
+    pub fn owner(&self) -> &str {
+        &self.owner
+    }
+
+    /// The lock URI.
+    pub fn uri(&self) -> &str {
+        &self.uri
+    }
+
+    /// The protocol in use: the one asked for, or, for auto, the one the store decided on;
+    /// `None` while the store has not been probed yet (its first write will).
+    pub fn protocol(&self) -> Option<Protocol> {
+        self.engine.store.known_protocol(self.requested)
+    }
+
+    /// The timing in use.
+    pub fn timing(&self) -> &Timing {
+        &self.engine.timing
+    }
+
+    /// The engine with the protocol the store allows for this lock; the first call on a
+    /// store over HTTP probes it (once per process), later ones only look.
+    async fn resolved(&self) -> Result<Engine> {
+        let protocol = self.engine.store.protocol_for(self.requested).await?;
+        Ok(self.engine.with_protocol(protocol))
+    }
+
+    /// The engine for reads, without a request: the protocol if known, else lww, whose
+    /// reads take an unreadable lockfile for a write in flight and read again for a while
+    /// (under cas it is corrupt at once).
+    fn reader(&self) -> Engine {
+        self.engine
+            .with_protocol(self.protocol().unwrap_or(Protocol::Lww))
+    }
+
+    /// Waits until the lock is ours, or `timeout` passes (`Error::Timeout`); `None` waits
+    /// for ever. Transient store errors are retried within the timeout; permanent ones end
+    /// the wait at once, and a wait in which the store never answered ends with its error.
+    /// An attempt still running at the timeout is given one request timeout more, then
+    /// abandoned (whatever it wrote is released in the background). The heartbeat runs on
+    /// the current tokio runtime: at once, or, on the shared runtime
+    /// ([`crate::runtime::on_shared_runtime`]), from its first renewal.
+    pub async fn acquire(&self, timeout: Option<Duration>) -> Result<Lease> {
+        let clock = &self.engine.clock;
+        let began = clock.now();
+        let deadline = timeout.map(|t| began + t);
+        let mut pursuit = Pursuit::default();
+        let timing = &self.engine.timing;
+        let mut polls = Polls::new(timing);
+        let mut logged_holder = String::new();
+        let claim = Arc::new(Claim::new(&self.uri, &self.owner));
+        let wake = self.engine.wake.clone();
+        let timed_out = |claim: &Claim, holder: &str| {
+            let timeout = Error::Timeout {
+                uri: self.uri.clone(),
+                waited: clock.now() - began,
+                holder: holder.to_string(),
+            };
+            claim.enter(State::Failed, &timeout);
+            timeout
+        };
+        // A cutoff one request timeout after the deadline bounds every wait below.
+        let cutoff = deadline.map(|d| d + timing.request_timeout());
+        let cleaned = self.cleanups.settled();
+        match cutoff {
+            None => cleaned.await,
+            Some(cutoff) => tokio::select! {
+                biased;
+                () = cleaned => {}
+                _ = clock.sleep_until(cutoff) => {
+                    return Err(timed_out(&claim, "ourselves (what an interrupted acquisition wrote is still being released)"));
+                }
+            },
+        }
+        loop {
+            // Listening before the attempt: a release between our read and our sleep wakes us.
+            let mut woken = wake.as_ref().map(|w| Box::pin(w.notified()));
+            if let Some(w) = woken.as_mut() {
+                w.as_mut().enable();
+            }
+            claim.enter(State::Acquiring, "attempt");
+            let attempt = self.attempt(&mut pursuit);
+            let outcome = match cutoff {
+                None => attempt.await,
+                Some(cutoff) => tokio::select! {
+                    biased;
+                    outcome = attempt => outcome,
+                    _ = clock.sleep_until(cutoff) => {
+                        self.release_in_background();
+                        return Err(timed_out(&claim, "unknown (the last attempt did not finish in time)"));
+                    }
+                },
+            };
+            let seen_holder = matches!(outcome, Ok((_, Attempt::Busy { .. })));
+            let (who, expires_in) = match outcome {
+                Ok((engine, Attempt::Acquired(held))) => match self.fresh(&engine, held).await {
+                    Some(held) => return Ok(self.start(engine, held, claim)),
+                    None => {
+                        claim.enter(State::Waiting, "acquired too late to claim it");
+                        ("ourselves, too late to claim".to_string(), None)
+                    }
+                },
+                Ok((_, Attempt::Busy { holder, expires_in })) => {
+                    let who = holder.as_ref().map(LockFile::describe).unwrap_or_default();
+                    claim.enter(State::Waiting, format_args!("held by {who}"));
+                    (who, expires_in)
+                }
+                Err(e) if e.is_transient() => {
+                    log::warn!("{}: acquisition attempt failed, retrying: {e}", self.uri);
+                    claim.enter(State::Retrying, &e);
+                    (format!("unknown ({e})"), None)
+                }
+                Err(e) => {
+                    claim.enter(State::Failed, &e);
+                    return Err(e);
+                }
+            };
+            if who != logged_holder {
+                log::debug!("{}: held by {who}, waiting", self.uri);
+                logged_holder = who.clone();
+            }
+            let now = clock.now();
+            if deadline.is_some_and(|d| now >= d) {
+                if !seen_holder {
+                    // The last attempt failed or came too late: a write of it may be there.
+                    self.release_if_written(&pursuit);
+                }
+                return Err(timed_out(&claim, &who));
+            }
+            let pause = polls.pause(clock.jitter(), expires_in, deadline.map(|d| d - now));
+            match woken {
+                Some(woken) => {
+                    tokio::select! {
+                        _ = clock.sleep(pause) => {}
+                        _ = woken => {}
+                    }
+                }
+                None => clock.sleep(pause).await,
+            }
+        }
+    }
+
+    /// One acquisition attempt on the protocol the store allows.
+    async fn attempt(&self, pursuit: &mut Pursuit) -> Result<(Engine, Attempt)> {
+        let engine = self.resolved().await?;
+        let outcome = engine.attempt(&self.owner, pursuit).await?;
+        Ok((engine, outcome))
+    }
+
+    /// A release this lock owes, counted from now: the next acquisition through this lock
+    /// (which has the same owner id, so the release could take it for its own) waits until
+    /// the returned cleanup has run. Dropped unused, it releases whatever the lockfile shows
+    /// for this lock's owner, as [`Lock::release_in_background`].
+    pub fn owe_cleanup(&self) -> Cleanup {
+        Cleanup {
+            lock: self.clone(),
+            debt: Some(self.cleanups.owe()),
+        }
+    }
+
+    /// After an acquisition of this lock was interrupted (a signal, a cancelled task) or
+    /// abandoned at its timeout: releases, in the background, whatever it may have written.
+    pub fn release_in_background(&self) {
+        drop(self.owe_cleanup());
+    }
+
+    /// After a transient failure that ends an acquisition: a write of ours whose outcome is
+    /// unknown may have landed. (After a permanent one, a release would fail as well.)
+    fn release_if_written(&self, pursuit: &Pursuit) {
+        if pursuit.wrote() {
+            self.release_in_background();
+        }
+    }
+
+    /// One attempt; never waits. `None` when someone else holds the lock (or this lock's
+    /// own interrupted acquisition is still being released).
+    pub async fn try_acquire(&self) -> Result<Option<Lease>> {
+        let claim = Arc::new(Claim::new(&self.uri, &self.owner));
+        claim.enter(State::Acquiring, "one attempt");
+        if self.cleanups.pending() {
+            claim.enter(
+                State::Failed,
+                "an interrupted acquisition is being released",
+            );
+            return Ok(None);
+        }
+        let mut pursuit = Pursuit::default();
+        match self.attempt(&mut pursuit).await {
+            Ok((engine, Attempt::Acquired(held))) => match self.fresh(&engine, held).await {
+                Some(held) => Ok(Some(self.start(engine, held, claim))),
+                None => {
+                    claim.enter(State::Failed, "acquired too late to claim it");
+                    self.release_in_background();
+                    Ok(None)
+                }
+            },
+            Ok((_, Attempt::Busy { holder, .. })) => {
+                let who = holder.as_ref().map(LockFile::describe).unwrap_or_default();
+                claim.enter(State::Failed, format_args!("held by {who}"));
+                Ok(None)
+            }
+            Err(e) => {
+                claim.enter(State::Failed, &e);
+                if e.is_transient() {
+                    self.release_if_written(&pursuit);
+                }
+                Err(e)
+            }
+        }
+    }
+
+    /// Releases whatever acquisition the lockfile shows for this lock's owner, without a
+    /// lease in hand. Refuses (and writes nothing) when another owner holds it.
+    pub async fn release_unheld(&self) -> Result<ReleaseStatus> {
+        let until = self.engine.clock.now() + self.engine.timing.heartbeat;
+        let released = with_retries(&self.engine, "release", until, || async {
+            let engine = self.resolved().await?;
+            engine.release_seeing(&self.owner, None).await
+        });
+        Ok(released.await.0?.0)
+    }
+
+    /// Reads the lockfile once and says what it shows; never writes.
+    pub async fn inspect(&self) -> Result<Inspection> {
+        inspect::inspect(&self.reader()).await
+    }
+
+    /// Waits until the lock is free to take, or `timeout` passes; takes nothing.
+    pub async fn wait_free(&self, timeout: Option<Duration>) -> Result<Inspection> {
+        inspect::wait_free(&self.reader(), timeout).await
+    }
+
+    /// Marks the lock released whoever holds it (only the acquisition `expect` names, if
+    /// given). See [`inspect::break_lock`].
+    pub async fn break_lock(&self, expect: Option<(&str, u64)>) -> Result<Broken> {
+        inspect::break_lock(&self.resolved().await?, expect).await
+    }
+
+    /// An acquisition whose write took so long that its lease has already run out (a
+    /// request delayed past `expire - margin`) must not be claimed: a waiter may have taken
+    /// the lock over meanwhile. Renew it first; claim it only if that succeeds.
+    async fn fresh(&self, engine: &Engine, mut held: Held) -> Option<Held> {
+        let t = &engine.timing;
+        if engine.clock.now() < held.lease_start + t.expire - t.margin {
+            return Some(held);
+        }
+        log::debug!("{}: acquired too late to claim; renewing first", self.uri);
+        match engine.renew(&mut held, None).await {
+            Ok(()) if engine.clock.now() < held.lease_start + t.expire - t.margin => Some(held),
+            _ => None,
+        }
+    }
+
+    fn start(&self, engine: Engine, held: Held, claim: Arc<Claim>) -> Lease {
+        claim.enter(State::Held, format_args!("token {}", held.token));
+        Lease::start(engine, held, None, self.on_lost.clone(), claim)
+    }
+}

@@ -1,0 +1,70 @@
+//! A lock and the leases taken on it: the waiting loop around acquisition attempts, the
+//! background heartbeat that renews a held lease, and release. Used by orchestrators
+//! ([`Lock::acquire`]) and by remotes ([`keep_alive`]), which renew the same lease as co-owners.
+//!
+//! The lock and its acquisition (`lock.rs`), its options (`options.rs`), a held lease and
+//! its heartbeat (`held.rs`), the retries they share (`retry.rs`), and a remote's
+//! keep-alive (`keep_alive.rs`).
+
+mod held;
+mod keep_alive;
+mod lock;
+mod options;
+mod retry;
+
+pub use held::Lease;
+pub use keep_alive::{keep_alive, keep_alive_on};
+pub use lock::{Cleanup, Lock};
+pub use options::{LockOptions, LossHook};
+
+use crate::per_process::PerProcess;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use tokio::sync::Notify;
+
+/// The waker of the lock whose lockfile is `identity` ([`LockStore::identity`]), shared by
+/// every lock on it in this process. Held weakly here, so that locks on URIs no longer in
+/// use leave nothing.
+pub(crate) fn waker(identity: &str) -> Arc<Notify> {
+    type Wakers = Mutex<HashMap<String, std::sync::Weak<Notify>>>;
+    static WAKERS: PerProcess<Wakers> = PerProcess::new(Default::default);
+    let mut wakers = WAKERS.get().lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(w) = wakers.get(identity).and_then(std::sync::Weak::upgrade) {
+        return w;
+    }
+    if wakers.len() >= 1024 && wakers.len().is_power_of_two() {
+        wakers.retain(|_, w| w.strong_count() > 0);
+    }
+    let w = Arc::new(Notify::new());
+    wakers.insert(identity.to_string(), Arc::downgrade(&w));
+    w
+}
+
+/// Makes a fresh owner id: random, unguessable, without `/`.
+pub fn new_owner_id() -> String {
+    uuid::Uuid::new_v4().simple().to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::protocol::ReleaseStatus;
+    use crate::runtime::drive;
+
+    #[test]
+    fn a_lease_released_before_its_first_renewal_takes_its_start_back() {
+        let options = LockOptions::new(30.0).unwrap();
+        let store = crate::store::open("memory://brief/lock", &Default::default(), &options.timing)
+            .unwrap();
+        let lock = Lock::with_store("t", store, &options);
+        for _ in 0..100 {
+            let lease = drive(lock.acquire(None)).unwrap();
+            assert_eq!(crate::starter::filed(), 1, "filed, not spawned");
+            assert_eq!(drive(lease.release()).unwrap(), ReleaseStatus::Released);
+            assert_eq!(crate::starter::filed(), 0, "taken back at release");
+        }
+        let dropped = drive(lock.acquire(None)).unwrap();
+        drop(dropped);
+        assert_eq!(crate::starter::filed(), 0, "taken back when dropped");
+    }
+}

@@ -1,0 +1,48 @@
+//! How a lock is configured.
+
+use crate::clock::{self, Clock};
+use crate::errors::{Error, Result};
+use crate::lockfile::Protocol;
+use crate::timing::Timing;
+use std::collections::HashMap;
+use std::sync::Arc;
+
+/// How a lock is configured.
+#[derive(Debug, Clone)]
+pub struct LockOptions {
+    /// The protocol; `None` (auto) lets the store decide: `cas` where it honours
+    /// conditional writes, `lww` where it does not ([`crate::store::probe`]).
+    pub protocol: Option<Protocol>,
+    /// Timing.
+    pub timing: Timing,
+    /// object_store configuration keys on top of the environment.
+    pub storage_options: HashMap<String, String>,
+    /// The clocks; the system's unless a simulation brings its own.
+    pub clock: Arc<dyn Clock>,
+    /// Called once when a lease of this lock is lost.
+    pub on_lost: Option<LossHook>,
+}
+
+/// A function called once when a held lease is lost, with the `Error::Lost` that says why.
+/// It runs on the runtime's thread that noticed the loss: hand slow work elsewhere.
+#[derive(Clone)]
+pub struct LossHook(pub Arc<dyn Fn(&Error) + Send + Sync>);
+
+impl std::fmt::Debug for LossHook {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("LossHook")
+    }
+}
+
+impl LockOptions {
+    /// Defaults for `expire` seconds.
+    pub fn new(expire: f64) -> Result<Self> {
+        Ok(LockOptions {
+            protocol: None,
+            timing: Timing::with_expire(expire)?,
+            storage_options: HashMap::new(),
+            clock: clock::system(),
+            on_lost: None,
+        })
+    }
+}
