@@ -12,7 +12,7 @@ AZURITE := .cache/azurite/node_modules/.bin/azurite-blob
 S3RVER_VERSION := 3.7.1
 S3RVER := .cache/s3rver/node_modules/.bin/s3rver
 
-.PHONY: test install-test-deps build-dev lint rust-test typecheck py-test azurite s3rver
+.PHONY: test install-test-deps build-dev lint format rust-test typecheck py-test azurite s3rver
 
 test: lint rust-test typecheck py-test
 
@@ -38,6 +38,13 @@ $(S3RVER):
 	npm install --prefix .cache/s3rver --no-audit --no-fund --loglevel=error s3rver@$(S3RVER_VERSION)
 
 s3rver: $(S3RVER)
+
+# Rewrites what the linters would refuse and can mend: Rust and Python formatting, and
+# ruff's safe fixes. `make lint` (part of `make test`) then checks the rest.
+format: install-test-deps
+	cargo fmt
+	$(VENV)/bin/ruff check --fix --quiet python tests bench
+	$(VENV)/bin/ruff format --quiet python tests bench
 
 lint: install-test-deps
 	cargo fmt --check
