@@ -94,8 +94,7 @@ impl Clone for LockFile {
     /// Field by field, into the strings already there: a held lock keeps its lockfile for
     /// hours and a renewal copies the next one in every few seconds. Replacing the strings
     /// instead moved them, a few at each renewal, into the heap of whichever runtime thread
-    /// renewed, stranding memory across the threads' heaps: 4.45 KB a held lock before,
-    /// 4.28 KB after (10,000 locks, bench/worker.py scale, glibc's allocator).
+    /// renewed, stranding memory across the threads' heaps (BENCHMARKS.md).
     fn clone_from(&mut self, source: &Self) {
         // Destructured: a field added later must be copied here too, or this fails to build.
         let LockFile {

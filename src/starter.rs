@@ -4,9 +4,8 @@
 //! A held lock's heartbeat has nothing to do until its first renewal, a third of the
 //! lease away, and most locks taken by a blocking caller are released long before that.
 //! Spawning the heartbeat task from the caller's thread wakes a runtime thread, and the
-//! release wakes it again to stop the task: 12-14 µs of an acquire+release on local files
-//! (Python loops of 2,000 in blocks of 100, interleaved with and without this starter). Here the caller
-//! only files the start under its instant; a release before then takes it back, and no
+//! release wakes it again to stop the task, a measurable part of an acquire+release on
+//! local files (BENCHMARKS.md). Here the caller only files the start under its instant; a release before then takes it back, and no
 //! runtime thread hears of either. The starter task wakes when the earliest start is due
 //! (or when an earlier one is filed), so filing a start later than all others wakes nobody.
 

@@ -2,12 +2,12 @@
 //!
 //! An update of a lockfile on a local file system exchanges a new file with the lockfile,
 //! which leaves the previous lockfile under the new file's temporary name
-//! ([`crate::store::file`]). Removing it frees an inode: on ext4 that took about 18 µs of an
-//! 80 µs update (Python loops of 3,000 updates), and an acquire+release does two updates.
+//! ([`crate::store::file`]). Removing it frees an inode, a fair part of an update's cost on
+//! ext4 (BENCHMARKS.md), and an acquire+release does two updates.
 //! The caller of a lock need not wait for it: the name goes on a queue here, and a thread
 //! removes what gathered every few milliseconds, so that one wake-up serves a batch.
-//! (Heartbeats, on the blocking pool, remove their own: one thread here fell behind
-//! 10,000 file locks renewing each second.)
+//! (Heartbeats, on the blocking pool, remove their own: one thread cannot keep up with
+//! thousands of file locks renewing at once.)
 //!
 //! A process that ends before its batch is removed leaves those files behind: names
 //! `.lock.json.*.tmp` beside the lockfile, each holding an earlier lockfile, read by

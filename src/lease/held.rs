@@ -268,8 +268,8 @@ async fn heartbeat(shared: Arc<Shared>) {
         }
         let deadline = *shared.deadline.lock().unwrap_or_else(|e| e.into_inner());
         let renewal = {
-            // Boxed: inline, the renewal's state made every idle heartbeat task about 1.9 KB
-            // (most of a held lock's memory); boxed it exists only while a renewal runs.
+            // Boxed: inline, the renewal's state was most of an idle heartbeat task's memory
+            // (BENCHMARKS.md); boxed it exists only while a renewal runs.
             let renewal = shared.engine.renew(&mut held, shared.writer_name);
             let mut renewal = Box::pin(crate::store::gate::urgently(renewal));
             tokio::select! {

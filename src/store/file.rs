@@ -12,8 +12,8 @@
 //! Every write makes a new file (a new inode), and a file once published as the lockfile is
 //! never written again, so readers never see a torn lockfile. (Writing the replaced file
 //! again as the next update's temporary file would save creating and removing one, more
-//! than half an update's cost on ext4 (30 µs instead of 82 µs in a Python replay,
-//! BENCHMARKS.md), but a reader that opened it as the lockfile a moment
+//! than half an update's cost on ext4 (BENCHMARKS.md), but a reader that opened it as the
+//! lockfile a moment
 //! earlier, mops's among them, could read it half written.) A caller who waits leaves the
 //! removal of the replaced file to [`crate::sweeper`]. The version is a digest of inode, mtime,
 //! size and content: any write changes it.
@@ -41,10 +41,9 @@ use std::time::{Duration, Instant};
 /// disk) and must not stall the heartbeats of other locks on the runtime's two threads.
 /// Except on a thread that drives a caller's own wait ([`crate::runtime::driving`]), when
 /// the file system is known to be local (ext4, xfs, btrfs, tmpfs, overlayfs, f2fs): there a
-/// slow call delays only that caller, and the pool's two thread hops cost about 20 µs a call
-/// (acquire and release on local files, two calls: 255 µs through the pool, 215 µs inline,
-/// loops of 2,000 from Python). An update that would have to wait for another updater goes
-/// to the pool all the same.
+/// slow call delays only that caller, and the pool's two thread hops are a noticeable part
+/// of a local call's cost (BENCHMARKS.md). An update that would have to wait for another
+/// updater goes to the pool all the same.
 #[derive(Debug)]
 pub struct FileStore {
     files: Arc<Files>,
