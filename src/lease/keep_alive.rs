@@ -4,7 +4,6 @@ use super::retry::with_retries;
 use super::{Lease, LockOptions};
 use crate::claim::{Claim, State};
 use crate::errors::{Error, Result};
-use crate::lockfile::Protocol;
 use crate::protocol::{Engine, Held};
 use crate::store::{self, LockStore};
 use crate::timing::Timing;
@@ -47,14 +46,7 @@ async fn adopt(
             "owner {owner:?} is not an owner id; pass the `owner` of the orchestrator's held lock"
         )));
     }
-    let mut engine = Engine {
-        store,
-        protocol: options.protocol.unwrap_or(Protocol::Cas),
-        timing: Arc::new(options.timing),
-        clock: options.clock.clone(),
-        hint: Default::default(),
-        wake: None,
-    };
+    let mut engine = options.engine(store);
     let claim = Arc::new(Claim::starting_in(engine.uri(), owner, State::Acquiring));
     // A remote starting during a store blip retries for a heartbeat before giving up.
     let until = engine.clock.now() + engine.timing.heartbeat;

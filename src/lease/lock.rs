@@ -106,14 +106,7 @@ impl Lock {
     /// The lock on a given store (tests and simulations bring their own).
     pub fn with_store(uri: &str, store: Arc<dyn LockStore>, options: &LockOptions) -> Lock {
         Lock {
-            engine: Engine {
-                store,
-                protocol: options.protocol.unwrap_or(Protocol::Cas),
-                timing: Arc::new(options.timing),
-                clock: options.clock.clone(),
-                hint: Default::default(),
-                wake: None,
-            },
+            engine: options.engine(store),
             requested: options.protocol,
             owner: new_owner_id(),
             uri: uri.to_string(),

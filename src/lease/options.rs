@@ -3,6 +3,8 @@
 use crate::clock::{self, Clock};
 use crate::errors::{Error, Result};
 use crate::lockfile::Protocol;
+use crate::protocol::Engine;
+use crate::store::LockStore;
 use crate::timing::Timing;
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -44,5 +46,20 @@ impl LockOptions {
             clock: clock::system(),
             on_lost: None,
         })
+    }
+}
+
+impl LockOptions {
+    /// The engine these options run on `store`: the protocol asked for (`cas` in place of
+    /// auto until the store decides), no release record and no waker yet.
+    pub(crate) fn engine(&self, store: Arc<dyn LockStore>) -> Engine {
+        Engine {
+            store,
+            protocol: self.protocol.unwrap_or(Protocol::Cas),
+            timing: Arc::new(self.timing),
+            clock: self.clock.clone(),
+            hint: Default::default(),
+            wake: None,
+        }
     }
 }
