@@ -1,13 +1,12 @@
-//! Looking at a lock without taking it: its state as one read shows it ([`inspect`]), waiting
-//! until it is free ([`wait_free`]), and breaking it by hand ([`break_lock`]). Used by the
-//! `status`, `wait` and `break` commands and by `blob_lock.inspect`.
+//! Looking at a lock without taking it: its state as one read shows it ([`inspect`]), and
+//! waiting until it is free ([`wait_free`]). Reads only: breaking a lock is a write, made by
+//! the protocol ([`crate::protocol::Engine::break_lock`]). Used by the `status` and `wait`
+//! commands and by `blob_lock.inspect`.
 
 use crate::errors::{Error, Result};
-use crate::lockfile::{LockFile, Protocol};
+use crate::lockfile::LockFile;
 use crate::protocol::{Attempt, Engine, Pursuit};
-use crate::store::Write;
 use crate::timing::Polls;
-use bytes::Bytes;
 use chrono::{DateTime, Utc};
 use std::time::Duration;
 
@@ -135,7 +134,7 @@ pub async fn wait_free(engine: &Engine, timeout: Option<Duration>) -> Result<Ins
         let now = clock.now();
         if deadline.is_some_and(|d| now >= d) {
             return Err(Error::Timeout {
-                uri: lock_uri(engine),
+                uri: engine.lock_uri(),
                 waited: now - began,
                 holder: who,
             });
@@ -145,79 +144,12 @@ pub async fn wait_free(engine: &Engine, timeout: Option<Duration>) -> Result<Ins
     }
 }
 
-/// What [`break_lock`] did.
-#[derive(Debug, Clone)]
-pub enum Broken {
-    /// There is no lockfile; nothing was written.
-    NoLockfile,
-    /// The lock was already released; nothing was written.
-    AlreadyReleased(LockFile),
-    /// The lockfile is not the acquisition the caller meant to break (another owner or
-    /// token holds it now); nothing was written.
-    Changed(LockFile),
-    /// This acquisition was marked released. Its holder learns at its next heartbeat that the
-    /// lock was lost.
-    Broken(LockFile),
-}
-
-/// Marks the lock released whoever holds it, as its holder's own release would (the token is
-/// kept, so the next acquisition gets a larger one). With `expect` (an owner id and a token),
-/// breaks only that acquisition: a lock that changed hands since the caller looked is left
-/// alone. With `cas`, the write is conditional on the version read.
-pub async fn break_lock(engine: &Engine, expect: Option<(&str, u64)>) -> Result<Broken> {
-    for _ in 0..8 {
-        let Some((lf, snap)) = engine.read().await? else {
-            return Ok(Broken::NoLockfile);
-        };
-        if expect.is_some_and(|(owner, token)| lf.writer_id != owner || lf.token != token) {
-            return Ok(Broken::Changed(lf));
-        }
-        if lf.is_released() {
-            return Ok(Broken::AlreadyReleased(lf));
-        }
-        let mut body = lf.released(engine.clock.wall());
-        body.broken_by = Some(crate::lockfile::this_process());
-        let bytes = Bytes::from(body.encode());
-        match engine.protocol {
-            Protocol::Lww => {
-                engine.store.overwrite(bytes).await?;
-                return Ok(Broken::Broken(lf));
-            }
-            Protocol::Cas => match engine.store.update(bytes, &snap.version).await? {
-                Write::Done(_) => return Ok(Broken::Broken(lf)),
-                // A renewal got in first (same acquisition: break the new version), or our own
-                // retried write landed (the next read shows it released).
-                Write::Conflict => continue,
-            },
-        }
-    }
-    Err(Error::Store {
-        uri: lock_uri(engine),
-        message: "the lockfile kept changing while we tried to break the lock".into(),
-        kind: crate::errors::StoreErrorKind::Transient,
-    })
-}
-
-/// The lock's URI (the engine's store names the lockfile inside it).
-fn lock_uri(engine: &Engine) -> String {
-    let uri = engine.uri();
-    uri.strip_suffix(&format!("/{}", crate::lockfile::LOCKFILE_NAME))
-        .unwrap_or(uri)
-        .to_string()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     fn lf(written: DateTime<Utc>, expire: f64) -> LockFile {
-        LockFile::acquired(
-            "me",
-            Duration::from_secs_f64(expire),
-            3,
-            Protocol::Cas,
-            written,
-        )
+        LockFile::acquired("me", Duration::from_secs_f64(expire), 3, "cas", written)
     }
 
     #[test]

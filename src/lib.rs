@@ -20,15 +20,15 @@ pub mod released;
 pub mod runtime;
 mod starter;
 pub mod store;
-pub mod sweeper;
+
 pub mod timing;
 
 #[cfg(feature = "python")]
 mod python;
 
 pub use errors::{Error, Result, StoreErrorKind};
-pub use inspect::{Broken, Inspection, LockState};
+pub use inspect::{Inspection, LockState};
 pub use lease::{keep_alive, keep_alive_on, new_owner_id, Lease, Lock, LockOptions};
-pub use lockfile::{LockFile, Protocol};
-pub use protocol::ReleaseStatus;
+pub use lockfile::LockFile;
+pub use protocol::{Broken, Protocol, ReleaseStatus};
 pub use timing::Timing;

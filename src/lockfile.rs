@@ -17,25 +17,6 @@ pub const LOCKFILE_NAME: &str = "lock.json";
 /// object into memory because someone pointed a lock at it would be a trap.
 pub const MAX_LOCKFILE_BYTES: usize = 64 * 1024;
 
-/// The two protocols. Written into the lockfile so that a person (or `inspect`) can tell.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Protocol {
-    /// Conditional writes: create-if-absent and update-if-match. Real mutual exclusion.
-    Cas,
-    /// Last writer wins after a settle wait. Best effort, for stores without conditional writes.
-    Lww,
-}
-
-impl Protocol {
-    /// The name used in the lockfile and in the Python API.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Protocol::Cas => "cas",
-            Protocol::Lww => "lww",
-        }
-    }
-}
-
 /// One decoded lockfile.
 #[derive(Debug, PartialEq)]
 pub struct LockFile {
@@ -188,7 +169,7 @@ impl LockFile {
         owner: &str,
         expire: Duration,
         token: u64,
-        protocol: Protocol,
+        protocol: &str,
         wall: DateTime<Utc>,
     ) -> Self {
         let now = format_time(wall);
@@ -205,7 +186,7 @@ impl LockFile {
             write_count: 1,
             writer_name: None,
             token,
-            protocol: Some(protocol.as_str().to_string()),
+            protocol: Some(protocol.to_string()),
             broken_by: None,
         }
     }
@@ -387,7 +368,7 @@ mod tests {
 
     #[test]
     fn round_trip() {
-        let lf = LockFile::acquired("abc", Duration::from_secs(30), 7, Protocol::Cas, Utc::now());
+        let lf = LockFile::acquired("abc", Duration::from_secs(30), 7, "cas", Utc::now());
         let back = LockFile::decode(&lf.encode()).unwrap();
         assert_eq!(lf, back);
         assert!(!back.is_released());

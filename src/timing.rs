@@ -273,13 +273,8 @@ mod tests {
             assert!(e.contains(why), "{e} should say {why}");
         }
         let longest = Timing::with_expire(Timing::MAX_EXPIRE.as_secs_f64()).unwrap();
-        let body = crate::lockfile::LockFile::acquired(
-            "o",
-            longest.expire,
-            1,
-            crate::lockfile::Protocol::Cas,
-            chrono::Utc::now(),
-        );
+        let body =
+            crate::lockfile::LockFile::acquired("o", longest.expire, 1, "cas", chrono::Utc::now());
         assert!(crate::lockfile::LockFile::decode(&body.encode()).is_ok());
         assert!(timeout(1e10).unwrap_err().to_string().contains("None"));
         assert_eq!(timeout(0.0).unwrap(), Duration::ZERO);

@@ -90,7 +90,7 @@ fn body(p: &Process) -> bytes::Bytes {
         &p.name,
         Duration::from_secs(30),
         0,
-        Protocol::Lww,
+        Protocol::Lww.as_str(),
         p.clock.wall(),
     );
     bytes::Bytes::from(lf.encode())

@@ -3,7 +3,7 @@
 //! fields of any type are judged, never crash the decoder. (The cargo-fuzz target in fuzz/
 //! drives the same decoder with coverage guidance.)
 
-use blob_lock::{LockFile, Protocol};
+use blob_lock::LockFile;
 use chrono::{TimeZone, Utc};
 use proptest::prelude::*;
 use serde_json::{Map, Value};
@@ -84,7 +84,7 @@ proptest! {
         released in any::<bool>(),
     ) {
         let wall = Utc.timestamp_opt(secs, 123_000).unwrap();
-        let mut lf = LockFile::acquired(&owner, Duration::from_millis(expire_ms), token, Protocol::Cas, wall);
+        let mut lf = LockFile::acquired(&owner, Duration::from_millis(expire_ms), token, "cas", wall);
         for _ in 0..renewals {
             lf = lf.renewed(Some("remote"), wall);
         }

@@ -12,6 +12,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -386,24 +387,37 @@ def shared_backend(request, tmp_path) -> Backend:
 
 class Worker:
     """A real process running tests/worker.py; killed with real signals. ``env`` adds to
-    the environment it inherits."""
+    the environment it inherits. Its stderr goes to a file, not a pipe: a worker that logs
+    more than a pipe holds (64 KiB of retry warnings under load) would block on a pipe
+    nobody reads until the test gives up on it."""
 
     def __init__(self, *args: str, env: dict[str, str] | None = None) -> None:
+        self._err = tempfile.TemporaryFile("w+")
         self.proc = subprocess.Popen(
             [sys.executable, str(Path(__file__).parent / "worker.py"), *args],
             stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
+            stderr=self._err,
             text=True,
             env={**os.environ, **(env or {})},
         )
         self._out = b""
 
+    def stderr(self) -> str:
+        """What the worker wrote to stderr so far."""
+        self._err.flush()
+        self._err.seek(0)
+        return self._err.read()
+
     def line(self, timeout: float = 60.0) -> dict:
         """The next JSON line the worker prints (waiting at most ``timeout``)."""
         got = self.poll(timeout)
         if got is None:
+            # The worker dumps its Python stacks on SIGUSR1 (faulthandler): say where it is.
+            if self.proc.poll() is None:
+                self.proc.send_signal(signal.SIGUSR1)
+                time.sleep(1)
             self.kill()
-            raise AssertionError(f"worker printed nothing in {timeout}s: {self.proc.stderr.read()}")
+            raise AssertionError(f"worker printed nothing in {timeout}s: {self.stderr()[-20000:]}")
         return got
 
     def poll(self, timeout: float) -> dict | None:
@@ -420,7 +434,7 @@ class Worker:
                 return None
             chunk = os.read(fd, 65536)
             if not chunk:
-                raise AssertionError(f"worker exited {self.proc.wait()}: {self.proc.stderr.read()}")
+                raise AssertionError(f"worker exited {self.proc.wait()}: {self.stderr()[-20000:]}")
             self._out += chunk
         line, _, self._out = self._out.partition(b"\n")
         return json.loads(line)

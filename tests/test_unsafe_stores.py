@@ -39,7 +39,8 @@ def test_auto_runs_lww_on_s3rver_and_processes_count_exactly(s3rver, workers, tm
     assert body["protocol"] == "lww" and body["token"] == n_proc * n_each
     # Each process said why, once.
     for p in procs:
-        warned = p.proc.stderr.read()
+        p.wait(60)
+        warned = p.stderr()
         assert warned.count('protocol "auto" uses lww on this store') == 1, warned
         assert "If-None-Match" in warned and "blob_lock_conditional_writes=trust" in warned
 

@@ -4,10 +4,12 @@ Prints one JSON line per event and flushes, so the test can follow it."""
 from __future__ import annotations
 
 import asyncio
+import faulthandler
 import gc
 import json
 import os
 import resource
+import signal
 import sys
 import time
 from pathlib import Path
@@ -28,6 +30,14 @@ async def many(uri: str, options: dict | None, n: int, hold: float, expire: floa
     them for ``hold`` seconds while they renew, then releases them."""
     locks = [BlobLock(f"{uri}/{i}", expire=expire, storage_options=options) for i in range(n)]
     began = time.monotonic()
+
+    async def progress() -> None:  # on stderr, for a test that has to give up on us
+        while True:
+            await asyncio.sleep(30)
+            held = sum(lock.held for lock in locks)
+            print(f"{time.monotonic() - began:.0f}s: {held} held", file=sys.stderr, flush=True)
+
+    reporter = asyncio.create_task(progress())
     await asyncio.gather(*(lock.acquire_async(timeout=120) for lock in locks))
     say(
         event="acquired",
@@ -43,6 +53,7 @@ async def many(uri: str, options: dict | None, n: int, hold: float, expire: floa
     lost = [lock.lost_reason for lock in locks if lock.lost]
     sample = [await inspect_async(lock.uri, storage_options=options) for lock in locks[::30]]
     statuses = await asyncio.gather(*(lock.release_async() for lock in locks))
+    reporter.cancel()
     say(
         event="released",
         lost=len(lost),
@@ -54,6 +65,7 @@ async def many(uri: str, options: dict | None, n: int, hold: float, expire: floa
 
 
 def main() -> None:
+    faulthandler.register(signal.SIGUSR1)  # the tests ask for our stacks before giving up
     mode, uri, options = sys.argv[1], sys.argv[2], json.loads(sys.argv[3]) or None
     if mode == "counter":
         # N acquisitions, each a non-atomic read-modify-write of a shared counter file.

@@ -4,7 +4,7 @@ use super::retry::with_retries;
 use super::{Lease, LockOptions};
 use crate::claim::{Claim, State};
 use crate::errors::{Error, Result};
-use crate::protocol::{Engine, Held};
+use crate::protocol::{Engine, Held, Protocol};
 use crate::store::{self, LockStore};
 use crate::timing::Timing;
 use std::sync::Arc;
@@ -51,7 +51,7 @@ async fn adopt(
     // A remote starting during a store blip retries for a heartbeat before giving up.
     let until = engine.clock.now() + engine.timing.heartbeat;
     let adopted = with_retries(&engine, "keep_alive", until, || async {
-        let protocol = engine.store.protocol_for(options.protocol).await?;
+        let protocol = Protocol::for_store(engine.store.as_ref(), options.protocol).await?;
         let engine = engine.with_protocol(protocol);
         Ok((engine.adopt(owner, Some("remote")).await?, protocol))
     });

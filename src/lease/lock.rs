@@ -6,9 +6,10 @@ use super::{new_owner_id, waker, Lease, LockOptions, LossHook};
 use crate::claim::{Claim, State};
 use crate::cleanup::{Debt, Owed};
 use crate::errors::{Error, Result};
-use crate::inspect::{self, Broken, Inspection};
-use crate::lockfile::{LockFile, Protocol};
-use crate::protocol::{Attempt, Engine, Held, Pursuit, ReleaseStatus};
+use crate::inspect::{self, Inspection};
+use crate::lockfile::LockFile;
+use crate::protocol::Protocol;
+use crate::protocol::{Attempt, Broken, Engine, Held, Pursuit, ReleaseStatus};
 use crate::released::Record;
 use crate::store::{self, LockStore};
 use crate::timing::{Polls, Timing};
@@ -135,7 +136,7 @@ impl Lock {
     /// The protocol in use: the one asked for, or, for auto, the one the store decided on;
     /// `None` while the store has not been probed yet (its first write will).
     pub fn protocol(&self) -> Option<Protocol> {
-        self.engine.store.known_protocol(self.requested)
+        Protocol::known_for(self.engine.store.as_ref(), self.requested)
     }
 
     /// The timing in use.
@@ -146,7 +147,7 @@ impl Lock {
     /// The engine with the protocol the store allows for this lock; the first call on a
     /// store over HTTP probes it (once per process), later ones only look.
     async fn resolved(&self) -> Result<Engine> {
-        let protocol = self.engine.store.protocol_for(self.requested).await?;
+        let protocol = Protocol::for_store(self.engine.store.as_ref(), self.requested).await?;
         Ok(self.engine.with_protocol(protocol))
     }
 
@@ -356,9 +357,9 @@ impl Lock {
     }
 
     /// Marks the lock released whoever holds it (only the acquisition `expect` names, if
-    /// given). See [`inspect::break_lock`].
+    /// given). See [`Engine::break_lock`].
     pub async fn break_lock(&self, expect: Option<(&str, u64)>) -> Result<Broken> {
-        inspect::break_lock(&self.resolved().await?, expect).await
+        self.resolved().await?.break_lock(expect).await
     }
 
     /// An acquisition whose write took so long that its lease has already run out (a

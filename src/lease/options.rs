@@ -2,8 +2,8 @@
 
 use crate::clock::{self, Clock};
 use crate::errors::{Error, Result};
-use crate::lockfile::Protocol;
 use crate::protocol::Engine;
+use crate::protocol::Protocol;
 use crate::store::LockStore;
 use crate::timing::Timing;
 use std::collections::HashMap;

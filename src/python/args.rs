@@ -3,7 +3,7 @@
 use super::errors::{to_py, LockLost};
 use crate::errors::Error;
 use crate::lease::{LockOptions, LossHook};
-use crate::lockfile::Protocol;
+use crate::protocol::Protocol;
 use crate::timing::Timing;
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;

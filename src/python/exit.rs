@@ -22,5 +22,5 @@ pub(crate) fn close_async() {
 /// after the releases).
 #[pyfunction]
 pub(crate) fn sweep(py: Python<'_>) {
-    py.detach(crate::sweeper::flush);
+    py.detach(crate::store::file::sweeper::flush);
 }

@@ -5,8 +5,9 @@
 use super::args::options;
 use super::driver::wait;
 use crate::doctor::Report;
-use crate::inspect::{Broken, Inspection};
+use crate::inspect::Inspection;
 use crate::lockfile::{parse_time, LockFile};
+use crate::protocol::Broken;
 use crate::race::RaceReport;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};

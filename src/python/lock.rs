@@ -9,7 +9,7 @@ use super::holding::{hold, release_slot, settle, InFlight, Slot};
 use super::inspect;
 use crate::errors::Error;
 use crate::lease::{Lease, Lock};
-use crate::lockfile::Protocol;
+use crate::protocol::Protocol;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 use std::collections::HashMap;

@@ -3,7 +3,6 @@
 
 use super::{LockStore, Snapshot, Version, Write};
 use crate::errors::Result;
-use crate::lockfile::Protocol;
 use async_trait::async_trait;
 use bytes::Bytes;
 use std::sync::Arc;
@@ -95,12 +94,12 @@ impl LockStore for Counted {
         self.inner.delete().await
     }
 
-    async fn protocol_for(&self, requested: Option<Protocol>) -> Result<Protocol> {
-        self.inner.protocol_for(requested).await
+    async fn conditional_writes(&self, required: bool) -> Result<bool> {
+        self.inner.conditional_writes(required).await
     }
 
-    fn known_protocol(&self, requested: Option<Protocol>) -> Option<Protocol> {
-        self.inner.known_protocol(requested)
+    fn known_conditional_writes(&self) -> Option<bool> {
+        self.inner.known_conditional_writes()
     }
 
     fn identity(&self) -> String {

@@ -21,7 +21,6 @@ pub use open::{open, Private};
 pub use uri::{Cloud, Location};
 
 use crate::errors::{Error, Result};
-use crate::lockfile::Protocol;
 use async_trait::async_trait;
 use bytes::Bytes;
 use chrono::{DateTime, Utc};
@@ -94,18 +93,19 @@ pub trait LockStore: Send + Sync + fmt::Debug + 'static {
         )))
     }
 
-    /// The protocol a lock on this store runs when `requested` (`None`: auto): `cas` where
-    /// conditional writes are honoured, `lww` where they are not (auto), and
-    /// `Error::UnsafeStore` for `cas` where they are not. Stores that have them by
-    /// construction (memory, files, those brought by tests) answer at once; stores over
-    /// HTTP are probed once per process ([`probe`]).
-    async fn protocol_for(&self, requested: Option<Protocol>) -> Result<Protocol> {
-        Ok(requested.unwrap_or(Protocol::Cas))
+    /// Whether this store honours conditional writes (create-if-absent, update-if-match),
+    /// which the `cas` protocol needs. Stores that have them by construction (memory, files,
+    /// those brought by tests) answer at once; stores over HTTP are probed once per process
+    /// ([`probe`]). Where they are not honoured: `Error::UnsafeStore` when `required`, else
+    /// `false` (and the store says why, once).
+    async fn conditional_writes(&self, required: bool) -> Result<bool> {
+        let _ = required;
+        Ok(true)
     }
 
-    /// What [`LockStore::protocol_for`] answers, if that is known without a request.
-    fn known_protocol(&self, requested: Option<Protocol>) -> Option<Protocol> {
-        Some(requested.unwrap_or(Protocol::Cas))
+    /// What [`LockStore::conditional_writes`] answers, if that is known without a request.
+    fn known_conditional_writes(&self) -> Option<bool> {
+        Some(true)
     }
 
     /// Returns once no call this store object began is still running after its caller

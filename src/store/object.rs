@@ -6,7 +6,7 @@ use super::gate::{self, Gate};
 use super::probe;
 use super::{LockStore, Snapshot, Version, Write};
 use crate::errors::{Error, Result, StoreErrorKind};
-use crate::lockfile::{Protocol, LOCKFILE_NAME, MAX_LOCKFILE_BYTES};
+use crate::lockfile::{LOCKFILE_NAME, MAX_LOCKFILE_BYTES};
 use async_trait::async_trait;
 use bytes::Bytes;
 use object_store::path::Path;
@@ -134,12 +134,12 @@ impl LockStore for ObjectLockStore {
         self.gate.delete_at(&self.path).await
     }
 
-    async fn protocol_for(&self, requested: Option<Protocol>) -> Result<Protocol> {
-        probe::protocol_for(&self.gate, &self.dir, requested).await
+    async fn conditional_writes(&self, required: bool) -> Result<bool> {
+        probe::conditional_writes(&self.gate, &self.dir, required).await
     }
 
-    fn known_protocol(&self, requested: Option<Protocol>) -> Option<Protocol> {
-        probe::known_protocol(&self.gate, requested)
+    fn known_conditional_writes(&self) -> Option<bool> {
+        probe::known_conditional_writes(&self.gate)
     }
 
     fn identity(&self) -> String {

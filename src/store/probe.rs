@@ -12,7 +12,6 @@
 use super::gate::{status_in, Gate};
 use super::Write;
 use crate::errors::{Error, Result};
-use crate::lockfile::Protocol;
 use bytes::Bytes;
 use object_store::path::Path;
 use object_store::{PutMode, UpdateVersion};
@@ -97,40 +96,13 @@ pub(crate) async fn verdict(gate: &Gate, dir: &Path) -> Result<Verdict> {
     Ok(v)
 }
 
-/// See [`super::LockStore::protocol_for`].
-pub(crate) async fn protocol_for(
-    gate: &Gate,
-    dir: &Path,
-    requested: Option<Protocol>,
-) -> Result<Protocol> {
-    if requested == Some(Protocol::Lww) {
-        return Ok(Protocol::Lww);
-    }
+/// See [`super::LockStore::conditional_writes`].
+pub(crate) async fn conditional_writes(gate: &Gate, dir: &Path, required: bool) -> Result<bool> {
     let v = verdict(gate, dir).await?;
-    decide(gate, requested, v)
-}
-
-/// See [`super::LockStore::known_protocol`].
-pub(crate) fn known_protocol(gate: &Gate, requested: Option<Protocol>) -> Option<Protocol> {
-    if requested.is_some() {
-        return requested;
-    }
-    if gate.client.trust {
-        return Some(Protocol::Cas);
-    }
-    let v = Verdict::of(gate.client.facts.verdict_code())?;
-    Some(if v.honoured() {
-        Protocol::Cas
-    } else {
-        Protocol::Lww
-    })
-}
-
-fn decide(gate: &Gate, requested: Option<Protocol>, v: Verdict) -> Result<Protocol> {
     if v.honoured() {
-        return Ok(Protocol::Cas);
+        return Ok(true);
     }
-    if requested == Some(Protocol::Cas) {
+    if required {
         return Err(Error::UnsafeStore {
             uri: gate.lock_uri(),
             check: v.why().to_string(),
@@ -143,7 +115,15 @@ fn decide(gate: &Gate, requested: Option<Protocol>, v: Verdict) -> Result<Protoc
             v.why()
         );
     }
-    Ok(Protocol::Lww)
+    Ok(false)
+}
+
+/// See [`super::LockStore::known_conditional_writes`].
+pub(crate) fn known_conditional_writes(gate: &Gate) -> Option<bool> {
+    if gate.client.trust {
+        return Some(true);
+    }
+    Some(Verdict::of(gate.client.facts.verdict_code())?.honoured())
 }
 
 /// The four requests (see the module doc).

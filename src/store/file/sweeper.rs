@@ -2,7 +2,7 @@
 //!
 //! An update of a lockfile on a local file system exchanges a new file with the lockfile,
 //! which leaves the previous lockfile under the new file's temporary name
-//! ([`crate::store::file`]). Removing it frees an inode, a fair part of an update's cost on
+//! ([`super`]). Removing it frees an inode, a fair part of an update's cost on
 //! ext4 (BENCHMARKS.md), and an acquire+release does two updates.
 //! The caller of a lock need not wait for it: the name goes on a queue here, and a thread
 //! removes what gathered every few milliseconds, so that one wake-up serves a batch.
@@ -14,7 +14,7 @@
 //! nobody. [`flush`] removes what is queued at once: the Python package calls it at exit,
 //! and a Rust program should before it exits. What is left all the same (a process killed,
 //! or ended by `os._exit`) the next process to write that lockfile removes once it is a
-//! minute old ([`crate::store::file`]).
+//! minute old ([`super`]).
 
 use crate::per_process::PerProcess;
 use std::path::PathBuf;

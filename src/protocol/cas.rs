@@ -1,0 +1,120 @@
+//! Compare-and-swap: every write is conditional (create-if-absent, update-if-match), so two
+//! owners can never both think they wrote last. Real mutual exclusion, on stores that honour
+//! the conditions (see `store::probe`).
+
+use super::engine::{Attempt, Engine, Held, Pursuit};
+use crate::errors::{Error, Result};
+use crate::store::Write;
+use bytes::Bytes;
+
+impl Engine {
+    pub(super) async fn attempt_cas(&self, owner: &str, pursuit: &mut Pursuit) -> Result<Attempt> {
+        if let Some((released, version)) = self.hint.take().filter(|(lf, _)| lf.is_released()) {
+            let token = released.token + 1;
+            let body = self.body(owner, token);
+            let start = self.clock.now();
+            pursuit.note(token, start);
+            let bytes = Bytes::from(body.encode());
+            if let Write::Done(version) = self.store.update(bytes, &version).await? {
+                return Ok(Attempt::Acquired(self.held(owner, body, version, start)));
+            }
+            // Someone wrote since our release: the full attempt below finds out who.
+        }
+        let body = self.body(owner, 1);
+        let start = self.clock.now();
+        pursuit.note(1, start);
+        if let Write::Done(version) = self.store.create(Bytes::from(body.encode())).await? {
+            return Ok(Attempt::Acquired(self.held(owner, body, version, start)));
+        }
+        let Some((lf, snap)) = self.read().await? else {
+            // Gone between our create and our read (deleted by hand): try again at once.
+            return Ok(Attempt::Busy {
+                holder: None,
+                expires_in: None,
+            });
+        };
+        if let Some(start) = pursuit.settles(owner, &lf) {
+            // A write of ours landed though it came back as an error or a conflict.
+            return Ok(Attempt::Acquired(self.held(owner, lf, snap.version, start)));
+        }
+        if let Some(busy) = self.judge(&lf, &snap, self.clock.now(), pursuit) {
+            return Ok(busy);
+        }
+        let token = lf.token + 1;
+        let body = self.body(owner, token);
+        let start = self.clock.now();
+        pursuit.note(token, start);
+        match self
+            .store
+            .update(Bytes::from(body.encode()), &snap.version)
+            .await?
+        {
+            Write::Done(version) => Ok(Attempt::Acquired(self.held(owner, body, version, start))),
+            Write::Conflict => {
+                pursuit.watch = None;
+                match self.read().await? {
+                    Some((now, snap)) => match pursuit.settles(owner, &now) {
+                        Some(start) => Ok(Attempt::Acquired(self.held(
+                            owner,
+                            now,
+                            snap.version,
+                            start,
+                        ))),
+                        None => Ok(Attempt::Busy {
+                            holder: Some(now),
+                            expires_in: None,
+                        }),
+                    },
+                    None => Ok(Attempt::Busy {
+                        holder: None,
+                        expires_in: None,
+                    }),
+                }
+            }
+        }
+    }
+
+    /// One renewal: an update conditional on the version we hold.
+    pub(super) async fn renew_cas(&self, held: &mut Held, writer_name: Option<&str>) -> Result<()> {
+        // A co-owner (the remote, or the orchestrator) renewing between our read and
+        // our write shows up as a conflict: adopt its version and write again.
+        for _ in 0..8 {
+            let body = held.body.renewed(writer_name, self.clock.wall());
+            let start = self.clock.now();
+            match self
+                .store
+                .update(Bytes::from(body.encode()), &held.version)
+                .await?
+            {
+                Write::Done(version) => {
+                    held.version.clone_from(&version);
+                    held.body.clone_from(&body);
+                    held.lease_start = start;
+                    return Ok(());
+                }
+                Write::Conflict => match self.read().await? {
+                    Some((lf, snap)) if Self::still_ours(held, &lf) => {
+                        let landed = lf == body;
+                        Self::adopt_body(held, lf, snap.version);
+                        if landed {
+                            // Our own write, retried by the client: it counts.
+                            held.lease_start = start;
+                            return Ok(());
+                        }
+                    }
+                    other => {
+                        return Err(super::engine::lost(
+                            self.uri(),
+                            Self::why_not_ours(held, other.as_ref().map(|(lf, _)| lf)),
+                        ))
+                    }
+                },
+            }
+        }
+        Err(Error::Store {
+            uri: self.uri().to_string(),
+            message: "the lockfile kept changing under our renewal".into(),
+            kind: crate::errors::StoreErrorKind::Transient,
+        })
+    }
+}

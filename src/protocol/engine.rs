@@ -1,0 +1,308 @@
+//! One protocol over one lockfile: the [`Engine`] that the lease loops drive, with what an
+//! acquisition carries between attempts and what a holder knows. The steps that differ by
+//! protocol are in `cas` and `lww`; the writes that end a hold in `release`.
+
+use super::Protocol;
+use crate::clock::Clock;
+use crate::errors::{Error, Result};
+use crate::lockfile::LockFile;
+use crate::released::Record;
+use crate::store::{LockStore, Snapshot, Version};
+use crate::timing::Timing;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::time::Instant;
+
+/// What a holder knows about the lock it holds.
+#[derive(Debug, Clone)]
+pub struct Held {
+    /// The owner id.
+    pub owner: String,
+    /// The fencing token of this acquisition.
+    pub token: u64,
+    /// The version of our last write.
+    pub version: Version,
+    /// The body of our last write.
+    pub body: LockFile,
+    /// When our last successful write started: the lease runs from here.
+    pub lease_start: Instant,
+}
+
+/// What one acquisition carries from attempt to attempt.
+#[derive(Debug, Clone, Default)]
+pub struct Pursuit {
+    /// The lockfile version this waiter is watching, and since when by its clock.
+    pub(super) watch: Option<(Version, Instant)>,
+    /// Our writes whose outcome we do not know (an error, or a conflict that may be our own
+    /// retried request): the token each wrote and the earliest start of a write with it.
+    /// A later read that shows our owner id with one of these tokens settles it: ours, with
+    /// the lease counted from that start.
+    unsettled: Vec<(u64, Instant)>,
+}
+
+impl Pursuit {
+    pub(super) fn note(&mut self, token: u64, start: Instant) {
+        if !self.unsettled.iter().any(|(t, _)| *t == token) {
+            self.unsettled.push((token, start));
+        }
+    }
+
+    /// True if a write of ours may have landed without our knowing.
+    pub fn wrote(&self) -> bool {
+        !self.unsettled.is_empty()
+    }
+
+    pub(super) fn settles(&self, owner: &str, lf: &LockFile) -> Option<Instant> {
+        if lf.writer_id != owner || lf.is_released() {
+            return None;
+        }
+        self.unsettled
+            .iter()
+            .find(|(t, _)| *t == lf.token)
+            .map(|(_, start)| *start)
+    }
+}
+
+/// The outcome of one acquisition attempt.
+#[derive(Debug)]
+pub enum Attempt {
+    /// We hold it.
+    Acquired(Held),
+    /// Someone else does. `expires_in` is how long until we may take it over if nothing
+    /// changes; `None` when the lockfile vanished or changed under us (poll again soon).
+    Busy {
+        /// The holder, as the lockfile says.
+        holder: Option<LockFile>,
+        /// Time left until expiry by our clock.
+        expires_in: Option<Duration>,
+    },
+}
+
+/// One protocol over one lockfile.
+#[derive(Debug, Clone)]
+pub struct Engine {
+    /// The lockfile.
+    pub store: Arc<dyn LockStore>,
+    /// Which protocol.
+    pub protocol: Protocol,
+    /// Its timing; shared, as each lease of a lock carries the lock's engine (thousands of
+    /// held locks, about 100 bytes each).
+    pub timing: Arc<Timing>,
+    /// Its clocks.
+    pub clock: Arc<dyn Clock>,
+    /// What our own last release of this lock wrote (see [`crate::released`]).
+    pub hint: Record,
+    /// Woken when a lock on this URI is released in this process, so that waiters here
+    /// take it over at once instead of at their next poll. `None` for stores brought by
+    /// tests and simulations, whose "processes" share one real process.
+    pub wake: Option<Arc<tokio::sync::Notify>>,
+}
+
+pub(super) fn lost(uri: &str, reason: String) -> Error {
+    Error::Lost {
+        uri: uri.to_string(),
+        reason,
+    }
+}
+
+impl Engine {
+    /// The same engine running `protocol`.
+    pub fn with_protocol(&self, protocol: Protocol) -> Engine {
+        Engine {
+            protocol,
+            ..self.clone()
+        }
+    }
+
+    /// The lockfile's URI.
+    pub fn uri(&self) -> &str {
+        self.store.uri()
+    }
+
+    /// Reads and decodes the lockfile. A lockfile we cannot decode is an error, never
+    /// something to overwrite: it may be a live lock of a tool we do not understand. Under
+    /// `lww` (stores whose writes may not be atomic: a reader can see half of a write in
+    /// flight) it is read again until it decodes, for at most a request timeout, the
+    /// longest a write can be in flight.
+    pub async fn read(&self) -> Result<Option<(LockFile, Snapshot)>> {
+        let mut since = None;
+        loop {
+            let Some(snap) = self.store.read().await? else {
+                return Ok(None);
+            };
+            let e = match LockFile::decode(&snap.bytes) {
+                Ok(lf) => return Ok(Some((lf, snap))),
+                Err(e) => e,
+            };
+            let now = self.clock.now();
+            let first = *since.get_or_insert(now);
+            if self.protocol == Protocol::Lww && now - first < self.timing.request_timeout() {
+                log::debug!(
+                    "{}: unreadable ({e}), a write in flight? reading again",
+                    self.uri()
+                );
+                self.clock.sleep(self.timing.poll_min).await;
+                continue;
+            }
+            return Err(Error::InvalidLockFile {
+                uri: self.uri().to_string(),
+                reason: e.0,
+            });
+        }
+    }
+
+    /// One acquisition attempt for `owner`. `pursuit` carries what this acquisition has
+    /// seen and written between attempts.
+    pub async fn attempt(&self, owner: &str, pursuit: &mut Pursuit) -> Result<Attempt> {
+        match self.protocol {
+            Protocol::Cas => self.attempt_cas(owner, pursuit).await,
+            Protocol::Lww => self.attempt_lww(owner, pursuit).await,
+        }
+    }
+
+    /// Decides whether the lock read at `read_done` may be taken: `None` when it is free
+    /// (released, expired), otherwise the `Busy` answer to give.
+    pub(crate) fn judge(
+        &self,
+        lf: &LockFile,
+        snap: &Snapshot,
+        read_done: Instant,
+        pursuit: &mut Pursuit,
+    ) -> Option<Attempt> {
+        if lf.is_released() {
+            return None;
+        }
+        let since = match &pursuit.watch {
+            Some((version, since)) if *version == snap.version => *since,
+            _ => {
+                pursuit.watch = Some((snap.version.clone(), read_done));
+                read_done
+            }
+        };
+        let seen = read_done.saturating_duration_since(since);
+        if seen >= lf.expire() {
+            log::debug!(
+                "{}: {} unchanged for {:.3}s, expired",
+                self.uri(),
+                lf.describe(),
+                seen.as_secs_f64()
+            );
+            return None;
+        }
+        if let Some(skew) = self.timing.skew {
+            // Both the store's clock and the writer's must put the write beyond expiry.
+            let last = lf
+                .last_write_time()
+                .map_or(snap.last_modified, |t| t.max(snap.last_modified));
+            let age = (self.clock.wall() - last).to_std().unwrap_or_default();
+            if age > lf.expire() + skew {
+                log::debug!(
+                    "{}: {} last written {:.1}s ago by wall clock, beyond expiry and skew",
+                    self.uri(),
+                    lf.describe(),
+                    age.as_secs_f64()
+                );
+                return None;
+            }
+        }
+        Some(Attempt::Busy {
+            holder: Some(lf.clone()),
+            expires_in: Some(lf.expire() - seen),
+        })
+    }
+
+    pub(super) fn body(&self, owner: &str, token: u64) -> LockFile {
+        LockFile::acquired(
+            owner,
+            self.timing.expire,
+            token,
+            self.protocol.as_str(),
+            self.clock.wall(),
+        )
+    }
+
+    pub(super) fn held(
+        &self,
+        owner: &str,
+        body: LockFile,
+        version: Version,
+        start: Instant,
+    ) -> Held {
+        Held {
+            owner: owner.to_string(),
+            token: body.token,
+            version,
+            body,
+            lease_start: start,
+        }
+    }
+
+    /// Is `lf` still the lock `held` holds (same owner, same acquisition, not released)?
+    /// A write by our owner id without a token is a co-owner that does not know tokens
+    /// (mops's remote writer rewrites the whole body with its own fields): still ours.
+    pub(super) fn still_ours(held: &Held, lf: &LockFile) -> bool {
+        lf.writer_id == held.owner && (lf.token == held.token || lf.token == 0) && !lf.is_released()
+    }
+
+    /// Takes a co-owner's body as the base of our next write, keeping our token.
+    pub(super) fn adopt_body(held: &mut Held, mut lf: LockFile, version: Version) {
+        lf.token = held.token;
+        if lf.protocol.is_none() {
+            lf.protocol = held.body.protocol.clone();
+        }
+        held.version = version;
+        held.body = lf;
+    }
+
+    pub(super) fn why_not_ours(held: &Held, lf: Option<&LockFile>) -> String {
+        match lf {
+            None => "the lockfile was deleted".into(),
+            Some(lf) if lf.writer_id == held.owner && lf.is_released() => {
+                format!("it was released at {}", lf.released_at)
+            }
+            Some(lf) => format!(
+                "it was taken over by {} with token {} (ours was {})",
+                lf.describe(),
+                lf.token,
+                held.token
+            ),
+        }
+    }
+
+    /// One renewal (heartbeat) of `held`. `Err(Error::Lost)` when the lock is no longer
+    /// ours; other errors are store errors the caller may retry.
+    pub async fn renew(&self, held: &mut Held, writer_name: Option<&str>) -> Result<()> {
+        match self.protocol {
+            Protocol::Cas => self.renew_cas(held, writer_name).await,
+            Protocol::Lww => self.renew_lww(held, writer_name).await,
+        }
+    }
+
+    /// Takes up a lock that `owner` holds elsewhere (the remote's keep_alive): the lockfile
+    /// must name `owner` and not be released. Then renews it once, so that our lease is
+    /// counted from a write of our own.
+    pub async fn adopt(&self, owner: &str, writer_name: Option<&str>) -> Result<Held> {
+        let Some((lf, snap)) = self.read().await? else {
+            return Err(Error::NotFound {
+                uri: self.uri().to_string(),
+            });
+        };
+        let stolen = |found: String| Error::Stolen {
+            uri: self.uri().to_string(),
+            owner: owner.to_string(),
+            found,
+        };
+        if lf.writer_id != owner {
+            return Err(stolen(format!("it is held by {}", lf.describe())));
+        }
+        if lf.is_released() {
+            return Err(stolen(format!("it was released at {}", lf.released_at)));
+        }
+        let mut held = self.held(owner, lf, snap.version, self.clock.now());
+        match self.renew(&mut held, writer_name).await {
+            Ok(()) => Ok(held),
+            Err(Error::Lost { reason, .. }) => Err(stolen(reason)),
+            Err(e) => Err(e),
+        }
+    }
+}

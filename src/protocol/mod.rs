@@ -1,0 +1,77 @@
+//! The two lock protocols, as single steps over a [`LockStore`]: one acquisition attempt, one
+//! renewal, one release. The loops around them (waiting, heartbeating) live in `lease`. Every
+//! write of a lockfile is made here: [`engine`] holds what both protocols share, [`cas`] and
+//! [`lww`] the steps that differ, [`release`] the writes that end a hold (release, break).
+//!
+//! Invariants, kept here and nowhere else:
+//! - A waiter takes over a held lock only after it has seen the *same version* of the
+//!   lockfile for the holder's `expire_s` on its own monotonic clock (or, beyond the skew
+//!   allowance, by wall clock). A holder's lease runs from the *start* of its last successful
+//!   write to `start + expire - margin`, which is earlier than any waiter's takeover.
+//! - A write whose outcome is unknown (a conflict that may be our own retried request) is
+//!   settled by reading the lockfile and comparing owner and token, never by guessing.
+//! - A release never deletes the lockfile, so the fencing token keeps growing.
+//!
+//! A new protocol is a variant of [`Protocol`], a file beside `cas.rs` with its attempt and
+//! renewal, and an arm in the dispatches of `engine.rs` and `release.rs`.
+
+mod cas;
+pub mod engine;
+mod lww;
+pub mod release;
+
+pub use engine::{Attempt, Engine, Held, Pursuit};
+pub use release::{Broken, ReleaseStatus};
+
+use crate::errors::Result;
+use crate::store::LockStore;
+
+/// The two protocols. Written into the lockfile so that a person (or `inspect`) can tell.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Protocol {
+    /// Conditional writes: create-if-absent and update-if-match. Real mutual exclusion.
+    Cas,
+    /// Last writer wins after a settle wait. Best effort, for stores without conditional writes.
+    Lww,
+}
+
+impl Protocol {
+    /// The name used in the lockfile and in the Python API.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Protocol::Cas => "cas",
+            Protocol::Lww => "lww",
+        }
+    }
+
+    /// The protocol a lock on `store` runs when `requested` (`None`: auto): `cas` where the
+    /// store honours conditional writes, else `lww` (auto) or `Error::UnsafeStore` (`cas`).
+    /// Asking for `lww` costs no request; otherwise a store over HTTP may be probed (once
+    /// per process and store).
+    pub async fn for_store(store: &dyn LockStore, requested: Option<Protocol>) -> Result<Protocol> {
+        if requested == Some(Protocol::Lww) {
+            return Ok(Protocol::Lww);
+        }
+        let honoured = store
+            .conditional_writes(requested == Some(Protocol::Cas))
+            .await?;
+        Ok(if honoured {
+            Protocol::Cas
+        } else {
+            Protocol::Lww
+        })
+    }
+
+    /// What [`Protocol::for_store`] answers, if that is known without a request.
+    pub fn known_for(store: &dyn LockStore, requested: Option<Protocol>) -> Option<Protocol> {
+        if requested.is_some() {
+            return requested;
+        }
+        let honoured = store.known_conditional_writes()?;
+        Some(if honoured {
+            Protocol::Cas
+        } else {
+            Protocol::Lww
+        })
+    }
+}

@@ -1,0 +1,175 @@
+//! The writes that end a hold: a holder's own release, and a person's `break`. Neither
+//! deletes the lockfile: it is marked released and keeps its token, so the next acquisition
+//! gets a larger one (fencing).
+
+use super::engine::{Engine, Held};
+use super::Protocol;
+use crate::errors::{Error, Result};
+use crate::lockfile::LockFile;
+use crate::store::{Version, Write};
+use bytes::Bytes;
+
+/// What a release found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ReleaseStatus {
+    /// We held it and now it is released.
+    Released,
+    /// There is no lockfile.
+    NoLockfile,
+    /// Another owner holds it (as the lockfile describes it, with its token); nothing was
+    /// written.
+    HeldByOther(String, u64),
+    /// It was already released; nothing was written.
+    AlreadyReleased,
+}
+
+impl ReleaseStatus {
+    /// The status's name, as the Python API returns it.
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            ReleaseStatus::Released => "released",
+            ReleaseStatus::NoLockfile => "no_lockfile",
+            ReleaseStatus::HeldByOther(..) => "held_by_other",
+            ReleaseStatus::AlreadyReleased => "already_released",
+        }
+    }
+}
+
+/// What [`Engine::break_lock`] did.
+#[derive(Debug, Clone)]
+pub enum Broken {
+    /// There is no lockfile; nothing was written.
+    NoLockfile,
+    /// The lock was already released; nothing was written.
+    AlreadyReleased(LockFile),
+    /// The lockfile is not the acquisition the caller meant to break (another owner or
+    /// token holds it now); nothing was written.
+    Changed(LockFile),
+    /// This acquisition was marked released. Its holder learns at its next heartbeat that the
+    /// lock was lost.
+    Broken(LockFile),
+}
+
+impl Engine {
+    /// Releases the lock of `owner`. With `held`, only that acquisition is released; without,
+    /// whatever acquisition the lockfile shows for `owner`.
+    pub async fn release(&self, owner: &str, held: Option<&Held>) -> Result<ReleaseStatus> {
+        Ok(self.release_seeing(owner, held).await?.0)
+    }
+
+    /// [`Engine::release`], with the lockfile found when it was not released now.
+    pub(crate) async fn release_seeing(
+        &self,
+        owner: &str,
+        held: Option<&Held>,
+    ) -> Result<(ReleaseStatus, Option<LockFile>)> {
+        // cas starts from the version we hold (its write is conditional on it); lww reads
+        // first, as its renewals do, and writes only over a lockfile that is still ours.
+        let mut known: Option<(LockFile, Version)> = held
+            .filter(|_| self.protocol == Protocol::Cas)
+            .map(|h| (h.body.clone(), h.version.clone()));
+        let token = held.map(|h| h.token);
+        for _ in 0..8 {
+            let (lf, version) = match known.take() {
+                Some(k) => k,
+                None => match self.read().await? {
+                    None => return Ok((ReleaseStatus::NoLockfile, None)),
+                    Some((lf, snap)) => (lf, snap.version),
+                },
+            };
+            // Released, by us or by whoever held it since: nobody holds it now.
+            if lf.is_released() {
+                return Ok((ReleaseStatus::AlreadyReleased, Some(lf)));
+            }
+            if lf.writer_id != owner || token.is_some_and(|t| t != lf.token && lf.token != 0) {
+                return Ok((
+                    ReleaseStatus::HeldByOther(lf.describe(), lf.token),
+                    Some(lf),
+                ));
+            }
+            let mut lf = lf;
+            if let Some(t) = token {
+                lf.token = t; // a co-owner may have dropped it (mops); the next token follows ours
+            }
+            let body = lf.released(self.clock.wall());
+            match self.protocol {
+                Protocol::Lww => {
+                    self.store.overwrite(Bytes::from(body.encode())).await?;
+                    return Ok((ReleaseStatus::Released, None));
+                }
+                Protocol::Cas => {
+                    match self
+                        .store
+                        .update(Bytes::from(body.encode()), &version)
+                        .await?
+                    {
+                        Write::Done(version) => {
+                            self.hint.set(body, version);
+                            return Ok((ReleaseStatus::Released, None));
+                        }
+                        Write::Conflict => {
+                            // Settle by reading: a co-owner's renewal (write again over it),
+                            // our own retried release that landed, or a takeover.
+                            if let Some((now, _)) = self.read().await? {
+                                if now == body {
+                                    return Ok((ReleaseStatus::Released, None));
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        Err(Error::Store {
+            uri: self.uri().to_string(),
+            message: "the lockfile kept changing under our release".into(),
+            kind: crate::errors::StoreErrorKind::Transient,
+        })
+    }
+
+    /// Marks the lock released whoever holds it, as its holder's own release would (the token is
+    /// kept, so the next acquisition gets a larger one). With `expect` (an owner id and a token),
+    /// breaks only that acquisition: a lock that changed hands since the caller looked is left
+    /// alone. With `cas`, the write is conditional on the version read.
+    pub async fn break_lock(&self, expect: Option<(&str, u64)>) -> Result<Broken> {
+        for _ in 0..8 {
+            let Some((lf, snap)) = self.read().await? else {
+                return Ok(Broken::NoLockfile);
+            };
+            if expect.is_some_and(|(owner, token)| lf.writer_id != owner || lf.token != token) {
+                return Ok(Broken::Changed(lf));
+            }
+            if lf.is_released() {
+                return Ok(Broken::AlreadyReleased(lf));
+            }
+            let mut body = lf.released(self.clock.wall());
+            body.broken_by = Some(crate::lockfile::this_process());
+            let bytes = Bytes::from(body.encode());
+            match self.protocol {
+                Protocol::Lww => {
+                    self.store.overwrite(bytes).await?;
+                    return Ok(Broken::Broken(lf));
+                }
+                Protocol::Cas => match self.store.update(bytes, &snap.version).await? {
+                    Write::Done(_) => return Ok(Broken::Broken(lf)),
+                    // A renewal got in first (same acquisition: break the new version), or our own
+                    // retried write landed (the next read shows it released).
+                    Write::Conflict => continue,
+                },
+            }
+        }
+        Err(Error::Store {
+            uri: self.lock_uri(),
+            message: "the lockfile kept changing while we tried to break the lock".into(),
+            kind: crate::errors::StoreErrorKind::Transient,
+        })
+    }
+
+    /// The lock's URI (the store names the lockfile inside it).
+    pub(crate) fn lock_uri(&self) -> String {
+        let uri = self.uri();
+        uri.strip_suffix(&format!("/{}", crate::lockfile::LOCKFILE_NAME))
+            .unwrap_or(uri)
+            .to_string()
+    }
+}

@@ -1,0 +1,323 @@
+//! One lockfile's folder, and the synchronous calls on it: read, create (link), replace
+//! (exchange or rename), update-if-match (compare and replace under the guards), and the
+//! removal of stray temporary files. [`super::FileStore`] decides which thread runs them.
+
+use super::super::{Snapshot, Version, Write};
+use crate::errors::{Error, Result, StoreErrorKind};
+use crate::lockfile::MAX_LOCKFILE_BYTES;
+use bytes::Bytes;
+use chrono::{DateTime, Utc};
+use nix::errno::Errno;
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, Read, Write as _};
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, AtomicUsize, Ordering};
+use std::sync::{OnceLock, TryLockError};
+use std::time::Duration;
+
+/// What a [`FileStore`]'s calls share with the blocking pool.
+#[derive(Debug)]
+pub(super) struct LockDir {
+    pub(super) path: PathBuf,
+    pub(super) uri: String,
+    /// How long an update waits for the guard file's lock before it fails (transiently):
+    /// a process frozen while holding it (SIGSTOP, a VM pause) must not stall everyone.
+    pub(super) guard_wait: Duration,
+    /// Set once the file system refused an exchange (NFS): later writes rename at once.
+    no_exchange: AtomicBool,
+    /// Whether calls may run inline: [`UNKNOWN`] until the first call (on the pool) looks
+    /// at the file system, then [`LOCAL`] or [`REMOTE`].
+    pub(super) place: AtomicU8,
+    /// Set at this store's first write, which removes stray temporary files.
+    strays_removed: AtomicBool,
+    /// Calls running on the blocking pool: one goes on to its end even when its caller
+    /// stopped waiting (a cancelled acquisition), and [`LockStore::quiesced`] waits for it.
+    pub(super) running: AtomicUsize,
+    /// Notified when `running` falls to zero.
+    pub(super) idle: tokio::sync::Notify,
+}
+
+/// How old a temporary file beside the lockfile must be to count as stray. Younger ones may
+/// be another process's write in flight (a write takes microseconds; one frozen for longer
+/// than this fails and is retried).
+pub(super) const STRAY_AGE: Duration = Duration::from_secs(60);
+
+pub(super) const UNKNOWN: u8 = 0;
+pub(super) const LOCAL: u8 = 1;
+pub(super) const REMOTE: u8 = 2;
+
+impl LockDir {
+    pub(super) fn new(path: PathBuf, uri: String, guard_wait: Duration) -> Self {
+        LockDir {
+            path,
+            uri,
+            guard_wait,
+            no_exchange: AtomicBool::new(false),
+            place: AtomicU8::new(UNKNOWN),
+            strays_removed: AtomicBool::new(false),
+            running: AtomicUsize::new(0),
+            idle: tokio::sync::Notify::new(),
+        }
+    }
+
+    /// [`LOCAL`] if the lockfile's folder (or its nearest existing ancestor) is on a file
+    /// system known to be local, else [`REMOTE`].
+    #[cfg(any(target_os = "linux", target_os = "android"))]
+    pub(super) fn where_to_run(&self) -> u8 {
+        use nix::sys::statfs::{self as sfs, statfs};
+        let local = [
+            sfs::EXT4_SUPER_MAGIC, // also ext2 and ext3: one magic number
+            sfs::XFS_SUPER_MAGIC,
+            sfs::BTRFS_SUPER_MAGIC,
+            sfs::TMPFS_MAGIC,
+            sfs::OVERLAYFS_SUPER_MAGIC,
+            sfs::F2FS_SUPER_MAGIC,
+        ];
+        match self.dir().ancestors().find_map(|d| statfs(d).ok()) {
+            Some(fs) if local.contains(&fs.filesystem_type()) => LOCAL,
+            _ => REMOTE,
+        }
+    }
+
+    #[cfg(not(any(target_os = "linux", target_os = "android")))]
+    pub(super) fn where_to_run(&self) -> u8 {
+        REMOTE
+    }
+
+    pub(super) fn dir(&self) -> &Path {
+        self.path.parent().unwrap_or(Path::new("/"))
+    }
+
+    pub(super) fn read_sync(&self) -> Result<Option<Snapshot>> {
+        let file = match File::open(&self.path) {
+            Ok(f) => f,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(self.error(e, "reading")),
+        };
+        // The metadata first, to size the buffer: every write makes a new file, so the one
+        // opened does not change under us. One byte past the limit is enough for the
+        // decoder to refuse it.
+        let meta = file.metadata().map_err(|e| self.error(e, "reading"))?;
+        let limit = MAX_LOCKFILE_BYTES + 1;
+        let mut bytes = Vec::with_capacity((meta.len() as usize).min(limit) + 1);
+        (&file)
+            .take(limit as u64)
+            .read_to_end(&mut bytes)
+            .map_err(|e| self.error(e, "reading"))?;
+        Ok(Some(Snapshot {
+            version: version_of(&meta, &bytes),
+            last_modified: meta
+                .modified()
+                .map(DateTime::<Utc>::from)
+                .unwrap_or_else(|_| Utc::now()),
+            bytes: Bytes::from(bytes),
+        }))
+    }
+
+    /// Removes the temporary files that processes left beside the lockfile when they ended
+    /// before their sweeper ([`super::sweeper`]) removed them: killed, or ended by
+    /// `os._exit` (as multiprocessing's children are) within milliseconds of a write.
+    fn remove_strays(&self) {
+        let Ok(entries) = fs::read_dir(self.dir()) else {
+            return;
+        };
+        let mut removed = 0;
+        for entry in entries.flatten() {
+            let name = entry.file_name();
+            let name = name.to_string_lossy();
+            if !(name.starts_with(TEMP_PREFIX) && name.ends_with(TEMP_SUFFIX)) {
+                continue;
+            }
+            let old = entry
+                .metadata()
+                .and_then(|m| m.modified())
+                .is_ok_and(|t| t.elapsed().is_ok_and(|age| age > STRAY_AGE));
+            if old && fs::remove_file(entry.path()).is_ok() {
+                removed += 1;
+            }
+        }
+        if removed > 0 {
+            log::debug!("{}: removed {removed} stray temporary files", self.uri);
+        }
+    }
+
+    /// Writes `body` to a fresh temporary file beside the lockfile.
+    fn stage(&self, body: &[u8]) -> Result<(PathBuf, Version)> {
+        if !self.strays_removed.swap(true, Ordering::Relaxed) {
+            self.remove_strays();
+        }
+        let dir = self.dir();
+        let tmp = dir.join(temp_name());
+        let open = || OpenOptions::new().write(true).create_new(true).open(&tmp);
+        let mut file = open();
+        if matches!(&file, Err(e) if e.kind() == io::ErrorKind::NotFound) {
+            fs::create_dir_all(dir).map_err(|e| self.folder_error(e))?;
+            file = open();
+        }
+        let mut f = file.map_err(|e| self.error(e, "writing"))?;
+        let written = (|| {
+            f.write_all(body)?;
+            let meta = f.metadata()?;
+            Ok::<_, io::Error>(version_of(&meta, body))
+        })();
+        match written {
+            Ok(v) => Ok((tmp, v)),
+            Err(e) => {
+                let _ = fs::remove_file(&tmp);
+                Err(self.error(e, "writing"))
+            }
+        }
+    }
+
+    pub(super) fn create_sync(&self, body: &[u8]) -> Result<Write> {
+        let (tmp, version) = self.stage(body)?;
+        let linked = fs::hard_link(&tmp, &self.path);
+        let _ = fs::remove_file(&tmp);
+        match linked {
+            Ok(()) => Ok(Write::Done(version)),
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => Ok(Write::Conflict),
+            Err(e) => Err(self.error(e, "creating")),
+        }
+    }
+
+    pub(super) fn replace(&self, body: &[u8]) -> Result<Version> {
+        let (tmp, version) = self.stage(body)?;
+        let swapped = match self.swap_in(&tmp) {
+            Ok(true) => Ok(true),
+            Ok(false) => fs::rename(&tmp, &self.path).map(|()| false),
+            Err(e) => Err(e),
+        };
+        // After an exchange `tmp` holds the previous lockfile, which may go in a while
+        // (nobody reads it); after a rename it is gone; after a failure it holds our body,
+        // never to be used. Only a caller who waits hands the removal to the sweeper: on
+        // the blocking pool (heartbeats) the pool's threads remove in parallel, where one
+        // sweeper thread fell behind 10,000 locks renewing each second and they were lost.
+        match swapped {
+            Ok(true) if crate::runtime::driving() => super::sweeper::remove_later(tmp),
+            Ok(true) => {
+                let _ = fs::remove_file(&tmp);
+            }
+            Ok(false) => {}
+            Err(e) => {
+                let _ = fs::remove_file(&tmp);
+                return Err(self.error(e, "replacing"));
+            }
+        }
+        Ok(version)
+    }
+
+    /// Exchanges `tmp` with the lockfile in one step, when the file system can: true if it
+    /// did. Not a plain rename: a rename over an existing file makes ext4 flush the new
+    /// file's data first (`auto_da_alloc`), about a millisecond a call; an exchange does not,
+    /// and readers still see the old lockfile or the new one, never neither. NFS and other
+    /// file systems without exchange (EINVAL), and a lockfile not there yet (ENOENT), take
+    /// the rename.
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    fn swap_in(&self, tmp: &Path) -> io::Result<bool> {
+        use nix::fcntl::{renameat2, RenameFlags, AT_FDCWD};
+        if self.no_exchange.load(Ordering::Relaxed) {
+            return Ok(false);
+        }
+        match renameat2(
+            AT_FDCWD,
+            tmp,
+            AT_FDCWD,
+            &self.path,
+            RenameFlags::RENAME_EXCHANGE,
+        ) {
+            Ok(()) => Ok(true),
+            Err(Errno::ENOENT) => Ok(false),
+            Err(Errno::EINVAL | Errno::ENOSYS | Errno::EOPNOTSUPP) => {
+                self.no_exchange.store(true, Ordering::Relaxed);
+                Ok(false)
+            }
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    #[cfg(not(all(target_os = "linux", target_env = "gnu")))]
+    fn swap_in(&self, _tmp: &Path) -> io::Result<bool> {
+        Ok(false)
+    }
+
+    pub(super) fn update_sync(&self, body: &[u8], expected: &Version) -> Result<Write> {
+        // Excludes other updaters of this lockfile: threads of this process through a mutex
+        // (flock alone does not promise that over NFS), other processes and hosts through
+        // flock on `.lock.json.guard`. Locals drop in reverse order: flock first.
+        let local = super::guard::in_process_mutex(&self.path);
+        let _local = local.lock().unwrap_or_else(|e| e.into_inner());
+        match self.flock_guard(self.guard_wait)? {
+            Some(_flock) => self.compare_and_replace(body, expected),
+            None => Err(Error::Store {
+                uri: self.uri.clone(),
+                message: format!(
+                    "the guard file beside {} stayed locked for {:.1}s (another process is updating it, or is frozen while doing so)",
+                    self.path.display(),
+                    self.guard_wait.as_secs_f64()
+                ),
+                kind: StoreErrorKind::Transient,
+            }),
+        }
+    }
+
+    /// [`LockDir::update_sync`] if no other thread or process is updating the lockfile right
+    /// now, else `None` (without waiting).
+    pub(super) fn try_update(&self, body: &[u8], expected: &Version) -> Option<Result<Write>> {
+        let local = super::guard::in_process_mutex(&self.path);
+        let _local = match local.try_lock() {
+            Ok(held) => held,
+            Err(TryLockError::Poisoned(e)) => e.into_inner(),
+            Err(TryLockError::WouldBlock) => return None,
+        };
+        match self.flock_guard(Duration::ZERO) {
+            Ok(Some(_flock)) => Some(self.compare_and_replace(body, expected)),
+            Ok(None) => None,
+            Err(e) => Some(Err(e)),
+        }
+    }
+
+    /// The update itself, under both guards.
+    fn compare_and_replace(&self, body: &[u8], expected: &Version) -> Result<Write> {
+        match self.read_sync()? {
+            Some(current) if &current.version == expected => Ok(Write::Done(self.replace(body)?)),
+            _ => Ok(Write::Conflict),
+        }
+    }
+}
+
+/// A name for a temporary file, unique across processes and hosts sharing the folder: a
+/// random prefix drawn once per process, the pid (a forked child inherits the prefix), and a
+/// counter. Cheaper than a fresh UUID per write (one `getrandom` call less).
+fn temp_name() -> String {
+    static PREFIX: OnceLock<u64> = OnceLock::new();
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let prefix = PREFIX.get_or_init(|| uuid::Uuid::new_v4().as_u64_pair().0);
+    let n = COUNTER.fetch_add(1, Ordering::Relaxed);
+    format!(
+        "{TEMP_PREFIX}{prefix:016x}-{:x}-{n:x}{TEMP_SUFFIX}",
+        std::process::id()
+    )
+}
+
+pub(super) const TEMP_PREFIX: &str = ".lock.json.";
+pub(super) const TEMP_SUFFIX: &str = ".tmp";
+
+fn version_of(meta: &fs::Metadata, content: &[u8]) -> Version {
+    // FNV-1a: stable across builds and processes, unlike std's hasher.
+    let mut h: u64 = 0xcbf29ce484222325;
+    for b in content {
+        h ^= u64::from(*b);
+        h = h.wrapping_mul(0x100000001b3);
+    }
+    Version {
+        e_tag: Some(format!(
+            "{:x}-{:x}.{:x}-{:x}-{h:016x}",
+            meta.ino(),
+            meta.mtime(),
+            meta.mtime_nsec(),
+            meta.size()
+        )),
+        version: None,
+    }
+}

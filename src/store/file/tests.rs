@@ -1,0 +1,218 @@
+//! The file store's own tests: torn reads, strays, waiting updaters, where calls run.
+
+use super::dir::{LockDir, LOCAL, REMOTE, STRAY_AGE};
+use super::*;
+use nix::fcntl::{Flock, FlockArg};
+use std::fs::File;
+use std::path::Path;
+use std::time::Instant;
+
+fn store(dir: &Path) -> FileStore {
+    FileStore::new(
+        dir.join("lock").join("lock.json"),
+        "file://test".into(),
+        Duration::from_secs(5),
+    )
+}
+
+fn names(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    names
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn readers_see_one_whole_lockfile_or_another_while_it_is_replaced() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Arc::new(store(dir.path()));
+    let body = |i: usize| Bytes::from(format!("{{\"n\":{i},\"pad\":\"{}\"}}", "x".repeat(i % 300)));
+    let Write::Done(mut version) = store.create(body(0)).await.unwrap() else {
+        panic!("a new lockfile is created")
+    };
+    let reader = {
+        let store = store.clone();
+        tokio::spawn(async move {
+            let mut reads = 0;
+            loop {
+                let seen = store.read().await.unwrap().expect("never missing");
+                let text = String::from_utf8(seen.bytes.to_vec()).unwrap();
+                assert!(
+                    text.starts_with("{\"n\":") && text.ends_with("\"}"),
+                    "{text}"
+                );
+                reads += 1;
+                if text.starts_with("{\"n\":2000,") {
+                    return reads;
+                }
+            }
+        })
+    };
+    for i in 1..=2000 {
+        match store.update(body(i), &version).await.unwrap() {
+            Write::Done(v) => version = v,
+            Write::Conflict => panic!("update {i} conflicted with no other writer"),
+        }
+    }
+    assert!(reader.await.unwrap() > 0);
+    let last = store.read().await.unwrap().unwrap();
+    assert_eq!(
+        last.version, version,
+        "the version a write returns is the one read back"
+    );
+    let stale = Version {
+        e_tag: Some("0-0.0-0-0".into()),
+        version: None,
+    };
+    assert!(matches!(
+        store.update(body(1), &stale).await.unwrap(),
+        Write::Conflict
+    ));
+    assert_eq!(
+        store.overwrite(body(7)).await.unwrap(),
+        store.read().await.unwrap().unwrap().version
+    );
+    // No temporary file is left behind once the replaced ones are removed: only the
+    // lockfile and the guard.
+    sweeper::flush();
+    assert_eq!(
+        names(&dir.path().join("lock")),
+        [".lock.json.guard", "lock.json"]
+    );
+}
+
+/// Heartbeats update on the blocking pool; they remove the replaced lockfile themselves,
+/// at once, rather than queue it for the sweeper's one thread (which fell behind
+/// 10,000 locks renewing each second).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_update_on_the_pool_removes_the_replaced_file_itself() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = store(dir.path());
+    let Write::Done(mut version) = store.create(Bytes::from_static(b"{}")).await.unwrap() else {
+        panic!("a new lockfile is created")
+    };
+    for i in 0..20 {
+        let body = Bytes::from(format!("{{\"n\":{i}}}"));
+        let Write::Done(v) = store.update(body, &version).await.unwrap() else {
+            panic!("no other writer")
+        };
+        version = v;
+        assert_eq!(
+            names(&dir.path().join("lock")),
+            [".lock.json.guard", "lock.json"],
+            "nothing left for the sweeper"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_first_write_removes_old_stray_temporary_files_only() {
+    let dir = tempfile::tempdir().unwrap();
+    let folder = dir.path().join("lock");
+    fs::create_dir_all(&folder).unwrap();
+    let stray = |name: &str, age: Duration| {
+        let file = File::create(folder.join(name)).unwrap();
+        file.set_modified(std::time::SystemTime::now() - age)
+            .unwrap();
+    };
+    stray(".lock.json.0123456789abcdef-1f-0.tmp", STRAY_AGE * 2); // left by a dead process
+    stray(".lock.json.0123456789abcdef-1f-1.tmp", Duration::ZERO); // a write in flight
+    stray("result.tmp", STRAY_AGE * 2); // not ours
+    let store = store(dir.path());
+    let Write::Done(_) = store.create(Bytes::from_static(b"{}")).await.unwrap() else {
+        panic!("a new lockfile is created")
+    };
+    assert_eq!(
+        names(&folder),
+        [
+            ".lock.json.0123456789abcdef-1f-1.tmp",
+            "lock.json",
+            "result.tmp"
+        ]
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_overwrite_makes_a_missing_lockfile_and_its_folder() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = store(dir.path());
+    let version = store.overwrite(Bytes::from_static(b"{}")).await.unwrap();
+    assert_eq!(store.read().await.unwrap().unwrap().version, version);
+    assert_eq!(names(&dir.path().join("lock")), ["lock.json"]);
+}
+
+/// How long [`another_updater`] holds the guard.
+const HOLD: Duration = Duration::from_millis(300);
+
+/// Another process in the middle of an update: it holds the guard (from before this
+/// returns) for [`HOLD`].
+fn another_updater(dir: &Path) -> std::thread::JoinHandle<()> {
+    let guard = File::create(dir.join("lock").join(".lock.json.guard")).unwrap();
+    let held = Flock::lock(guard, FlockArg::LockExclusive).unwrap();
+    std::thread::spawn(move || {
+        std::thread::sleep(HOLD);
+        drop(held);
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_update_waits_for_another_updater_instead_of_failing() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = store(dir.path());
+    let Write::Done(version) = store.create(Bytes::from_static(b"{}")).await.unwrap() else {
+        panic!("a new lockfile is created")
+    };
+    let other = another_updater(dir.path());
+    let started = Instant::now();
+    let done = store
+        .update(Bytes::from_static(b"{\"n\":1}"), &version)
+        .await
+        .unwrap();
+    assert!(matches!(done, Write::Done(_)));
+    assert!(
+        started.elapsed() >= HOLD - Duration::from_millis(50),
+        "it waited for the guard"
+    );
+    other.join().unwrap();
+}
+
+#[test]
+fn on_a_callers_own_thread_an_update_still_waits_for_another_updater() {
+    use crate::runtime::drive;
+    let dir = tempfile::tempdir().unwrap();
+    let store = store(dir.path());
+    let Write::Done(version) = drive(store.create(Bytes::from_static(b"{}"))).unwrap() else {
+        panic!("a new lockfile is created")
+    };
+    // The first call looked at the file system; from now on calls driven here run here
+    // if it is local, never on a runtime worker.
+    let local = store.files.place.load(Ordering::Relaxed) == LOCAL;
+    assert_eq!(drive(async { store.inline() }), local);
+    assert!(
+        !store.inline(),
+        "not on a thread that drives a caller's wait"
+    );
+    let other = another_updater(dir.path());
+    let started = Instant::now();
+    let done = drive(store.update(Bytes::from_static(b"{\"n\":1}"), &version)).unwrap();
+    assert!(matches!(done, Write::Done(_)));
+    assert!(
+        started.elapsed() >= HOLD - Duration::from_millis(50),
+        "it waited for the guard"
+    );
+    other.join().unwrap();
+}
+
+#[cfg(any(target_os = "linux", target_os = "android"))]
+#[test]
+fn calls_run_inline_only_on_file_systems_known_to_be_local() {
+    let on = |dir: &str| {
+        let path = Path::new(dir).join("lock").join("lock.json");
+        LockDir::new(path, String::new(), Duration::ZERO)
+    };
+    assert_eq!(on("/dev/shm").where_to_run(), LOCAL, "tmpfs is local");
+    // procfs stands for any file system not on the list (NFS, SMB, FUSE).
+    assert_eq!(on("/proc/self").where_to_run(), REMOTE);
+}

@@ -1,0 +1,164 @@
+//! What every [`LockStore`] promises the protocol, written once and run for every store
+//! (tests/stores.rs), in the manner of object_store's `integration.rs`. A new store passes
+//! these before a lock runs on it.
+//!
+//! Each check takes *views*: store objects that name the same, initially absent, lockfile
+//! (as two processes' stores would); most use one.
+
+use blob_lock::store::{LockStore, Version, Write};
+use bytes::Bytes;
+use std::sync::Arc;
+
+/// Views of one absent lockfile.
+pub type Views = Vec<Arc<dyn LockStore>>;
+
+fn body(n: u32) -> Bytes {
+    Bytes::from(format!("{{\"writer_id\": \"conformance\", \"n\": {n}}}"))
+}
+
+async fn read_bytes(store: &dyn LockStore) -> Option<(Bytes, Version)> {
+    store.read().await.unwrap().map(|s| (s.bytes, s.version))
+}
+
+/// Create, update and overwrite on one view: each write's outcome, the version it returns,
+/// and what a read shows after it.
+pub async fn writes_and_reads(views: Views) {
+    let s = views[0].as_ref();
+    assert!(
+        s.read().await.unwrap().is_none(),
+        "a new lockfile is absent"
+    );
+
+    // Create-if-absent lands once; the version it returns is the one a read shows.
+    let Write::Done(v1) = s.create(body(1)).await.unwrap() else {
+        panic!("the first create must land")
+    };
+    let (bytes, read_v) = read_bytes(s).await.unwrap();
+    assert_eq!(bytes, body(1));
+    assert_eq!(read_v, v1, "a read shows the version the write returned");
+    assert_eq!(s.create(body(2)).await.unwrap(), Write::Conflict);
+    assert_eq!(
+        read_bytes(s).await.unwrap().0,
+        body(1),
+        "a refused create wrote nothing"
+    );
+
+    // Update-if-match lands on the current version only, and every write changes it.
+    let Write::Done(v2) = s.update(body(3), &v1).await.unwrap() else {
+        panic!("an update on the current version must land")
+    };
+    assert_ne!(v2, v1);
+    assert_eq!(read_bytes(s).await.unwrap(), (body(3), v2.clone()));
+    assert_eq!(
+        s.update(body(4), &v1).await.unwrap(),
+        Write::Conflict,
+        "stale"
+    );
+    let never = Version {
+        e_tag: Some("never-written".into()),
+        version: None,
+    };
+    assert_eq!(s.update(body(5), &never).await.unwrap(), Write::Conflict);
+    assert_eq!(
+        read_bytes(s).await.unwrap().0,
+        body(3),
+        "refused updates wrote nothing"
+    );
+
+    // The same bytes again are a new version: versions name writes, not contents.
+    let Write::Done(v3) = s.update(body(3), &v2).await.unwrap() else {
+        panic!("an update on the current version must land")
+    };
+    assert_ne!(v3, v2);
+
+    // Overwrite lands whatever is there, and its version is current.
+    let v4 = s.overwrite(body(6)).await.unwrap();
+    assert_ne!(v4, v3);
+    assert_eq!(read_bytes(s).await.unwrap(), (body(6), v4.clone()));
+    assert!(matches!(
+        s.update(body(7), &v4).await.unwrap(),
+        Write::Done(_)
+    ));
+}
+
+/// Overwrite makes a lockfile that is not there (lww's first acquisition).
+pub async fn overwrite_creates(views: Views) {
+    let s = views[0].as_ref();
+    let v = s.overwrite(body(1)).await.unwrap();
+    assert_eq!(read_bytes(s).await.unwrap(), (body(1), v));
+}
+
+/// A write by one view is what another reads, with the same version, and the other can
+/// update on it.
+pub async fn views_agree(views: Views) {
+    let (a, b) = (views[0].as_ref(), views[1].as_ref());
+    let Write::Done(v1) = a.create(body(1)).await.unwrap() else {
+        panic!("the first create must land")
+    };
+    assert_eq!(read_bytes(b).await.unwrap(), (body(1), v1.clone()));
+    assert_eq!(b.create(body(2)).await.unwrap(), Write::Conflict);
+    let Write::Done(_) = b.update(body(3), &v1).await.unwrap() else {
+        panic!("another view's update on the current version must land")
+    };
+    assert_eq!(a.update(body(4), &v1).await.unwrap(), Write::Conflict);
+    assert_eq!(read_bytes(a).await.unwrap().0, body(3));
+}
+
+/// Views racing the same conditional write: exactly one lands, and the lockfile holds its
+/// body. (A store whose conditions fail here would let two owners hold a cas lock.)
+pub async fn racing_writes_have_one_winner(views: Views) {
+    async fn race(views: &Views, expected: Option<Version>) -> Vec<usize> {
+        let tasks: Vec<_> = views
+            .iter()
+            .enumerate()
+            .map(|(i, s)| {
+                let (s, expected) = (s.clone(), expected.clone());
+                tokio::spawn(async move {
+                    let b = body(100 + i as u32);
+                    let w = match expected {
+                        None => s.create(b).await.unwrap(),
+                        Some(v) => s.update(b, &v).await.unwrap(),
+                    };
+                    matches!(w, Write::Done(_))
+                })
+            })
+            .collect();
+        let mut won = Vec::new();
+        for (i, t) in tasks.into_iter().enumerate() {
+            if t.await.unwrap() {
+                won.push(i);
+            }
+        }
+        won
+    }
+    let won = race(&views, None).await;
+    assert_eq!(won.len(), 1, "racing creates: winners {won:?}");
+    let (bytes, version) = read_bytes(views[0].as_ref()).await.unwrap();
+    assert_eq!(bytes, body(100 + won[0] as u32));
+    let won = race(&views, Some(version)).await;
+    assert_eq!(won.len(), 1, "racing updates: winners {won:?}");
+    assert_eq!(
+        read_bytes(views[0].as_ref()).await.unwrap().0,
+        body(100 + won[0] as u32)
+    );
+}
+
+/// Every view of one lockfile names it alike (the key of the process-wide records), and
+/// `quiesced` returns once nothing is running.
+pub async fn identity_and_quiesced(views: Views) {
+    let id = views[0].identity();
+    for v in &views[1..] {
+        assert_eq!(v.identity(), id, "views of one lockfile share an identity");
+    }
+    views[0].read().await.unwrap();
+    views[0].quiesced().await;
+}
+
+/// Every check above, each on fresh views from `views` (a new absent lockfile each call).
+pub async fn all(views: impl Fn() -> Views) {
+    writes_and_reads(views()).await;
+    overwrite_creates(views()).await;
+    views_agree(views()).await;
+    racing_writes_have_one_winner(views()).await;
+    identity_and_quiesced(views()).await;
+}
