@@ -12,13 +12,17 @@ from datetime import datetime, timedelta, timezone
 import pytest
 from blob_lock import (
     BlobLock,
+    BreakOutcome,
     LockState,
     LockTimeout,
     ReleaseStatus,
+    break_lock,
     inspect,
     inspect_async,
     keep_alive_async,
     locked,
+    wait_free,
+    wait_free_async,
 )
 
 
@@ -246,6 +250,65 @@ def test_inspect_reports_a_corrupt_lockfile(tmp_path):
     (tmp_path / "lock" / "lock.json").write_text("{not json")
     with pytest.raises(InvalidLockFile):
         inspect(str(tmp_path / "lock"))
+
+
+def test_wait_free_waits_for_a_release_takes_nothing_and_times_out_naming_the_holder(tmp_path):
+    uri = str(tmp_path / "lock")
+    assert wait_free(uri).state is LockState.UNLOCKED
+    holder = BlobLock(uri, expire=30)
+    holder.acquire()
+    with pytest.raises(LockTimeout, match=holder.owner):
+        wait_free(uri, timeout=timedelta(seconds=0.3))
+    threading.Timer(0.3, holder.release).start()
+    seen = wait_free(uri, timeout=30)
+    assert seen.state is LockState.RELEASED and seen.owner == holder.owner
+    assert inspect(uri).state is LockState.RELEASED, "wait_free took the lock"
+    with BlobLock(uri) as again:
+        with pytest.raises(LockTimeout):
+            asyncio.run(wait_free_async(uri, timeout=0.2))
+    assert asyncio.run(wait_free_async(uri, timeout=5)).owner == again.owner
+
+
+def test_wait_free_sees_an_unrenewed_lock_expire(tmp_path):
+    uri = str(tmp_path / "lock")
+    (tmp_path / "lock").mkdir()
+    (tmp_path / "lock" / "lock.json").write_bytes(foreign_lockfile("gone", 0, expire=0.5))
+    assert wait_free(uri, timeout=30).owner == "gone"
+    assert inspect(uri).state is LockState.EXPIRED
+
+
+def test_break_lock_breaks_the_named_acquisition_only_and_its_holder_learns(tmp_path):
+    uri = str(tmp_path / "lock")
+    assert break_lock(uri).outcome is BreakOutcome.NO_LOCKFILE
+    holder = BlobLock(uri, expire=3, heartbeat=0.2, raise_on_lost=False)
+    holder.acquire()
+    token = holder.token
+    # A stale view of the lock (another token) breaks nothing.
+    stale = break_lock(uri, owner=holder.owner, token=holder.token + 1)
+    assert stale.outcome is BreakOutcome.CHANGED and stale.found.owner == holder.owner
+    assert holder.held
+    broken = break_lock(uri, owner=holder.owner, token=holder.token)
+    assert broken.outcome == "broken" and broken.found.token == holder.token
+    seen = inspect(uri)
+    assert seen.state is LockState.RELEASED and seen.broken_by is not None
+    deadline = time.monotonic() + 30
+    while not holder.lost and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert holder.lost, "the holder never learnt its lock was broken"
+    holder.release()
+    assert break_lock(uri).outcome is BreakOutcome.ALREADY_RELEASED
+    with BlobLock(uri) as next_holder:
+        assert next_holder.token == token + 1, "a break keeps the fencing token"
+
+
+def test_break_lock_refuses_an_owner_without_its_token(tmp_path):
+    uri = str(tmp_path / "lock")
+    with BlobLock(uri) as held:
+        with pytest.raises(ValueError, match="both owner and token"):
+            break_lock(uri, owner=held.owner)
+        with pytest.raises(TypeError, match="token must be an int"):
+            break_lock(uri, owner=held.owner, token="1")  # type: ignore[arg-type]
+        assert held.held and not held.lost
 
 
 # -- conveniences ----------------------------------------------------------------------

@@ -15,6 +15,8 @@ from typing import TYPE_CHECKING, Any, Optional
 import blob_lock
 from blob_lock import (
     BlobLock,
+    BreakOutcome,
+    Broken,
     DoctorReport,
     Inspection,
     KeepAlive,
@@ -113,6 +115,13 @@ def looking_usage() -> None:
     assert_type(seen.describe(), str)
     assert_type(seen.to_json(), dict[str, Any])
 
+    free = blob_lock.wait_free(URI, timeout=timedelta(seconds=5), storage_options={})
+    assert_type(free, Inspection)
+    broken = blob_lock.break_lock(URI, owner="owner-id", token=3)
+    assert_type(broken, Broken)
+    assert_type(broken.outcome, BreakOutcome)
+    assert_type(broken.found, Optional[Inspection])
+
     report = blob_lock.doctor(URI, storage_options={"aws_region": "eu-west-1"}, expire=10.0)
     assert_type(report, DoctorReport)
     assert_type(report.cas_safe, bool)
@@ -158,3 +167,4 @@ async def async_usage() -> None:
         assert_type(await alive.stop_async(), None)
 
     assert_type(await blob_lock.inspect_async(URI), Inspection)
+    assert_type(await blob_lock.wait_free_async(URI, timeout=1.5), Inspection)

@@ -5,15 +5,17 @@ with BlobLock("s3://bucket/memo/abc/lock") as held:
 """
 
 from blob_lock._blob_lock import __version__
+from blob_lock._doctor import DoctorReport, Probe, RaceReport, doctor
 from blob_lock._inspect import (
-    DoctorReport,
+    BreakOutcome,
+    Broken,
     Inspection,
     LockState,
-    Probe,
-    RaceReport,
-    doctor,
+    break_lock,
     inspect,
     inspect_async,
+    wait_free,
+    wait_free_async,
 )
 from blob_lock._keep_alive import KeepAlive, keep_alive, keep_alive_async
 from blob_lock._lock import BlobLock, ReleaseStatus, locked
@@ -30,6 +32,8 @@ from blob_lock.exceptions import (
 
 __all__ = [
     "BlobLock",
+    "BreakOutcome",
+    "Broken",
     "DoctorReport",
     "Inspection",
     "InvalidLockFile",
@@ -46,10 +50,13 @@ __all__ = [
     "StoreError",
     "UnsafeStore",
     "__version__",
+    "break_lock",
     "doctor",
     "inspect",
     "inspect_async",
     "keep_alive",
     "keep_alive_async",
     "locked",
+    "wait_free",
+    "wait_free_async",
 ]

@@ -1,4 +1,4 @@
-"""Stubs of the native module (src/python); the public API is in blob_lock._lock.
+"""Stubs of the native module (src/python); the public API is the blob_lock package.
 
 The ``*_async`` callables return an ``asyncio.Future`` of the running event loop (made by
 pyo3-async-runtimes): await it, or cancel it to drop the native future.
@@ -13,6 +13,7 @@ from blob_lock.exceptions import LockLost
 __all__ = [
     "NativeKeepAlive",
     "NativeLock",
+    "NativeLockfile",
     "__version__",
     "check_timeout",
     "close_async",
@@ -83,14 +84,6 @@ class NativeLock:
         """Reads the lockfile once; a dict of what it shows. Never writes."""
     def inspect_async(self) -> Future[dict[str, Any]]:
         """`inspect` as an awaitable."""
-    def wait_free(self, timeout: float | None) -> dict[str, Any]:
-        """Waits until the lock is free to take (takes nothing); the dict of what was seen
-        last. Raises LockTimeout after `timeout` seconds."""
-    def break_lock(
-        self, owner: str | None = None, token: int | None = None
-    ) -> tuple[_BreakOutcome, dict[str, Any] | None]:
-        """Marks the lock released whoever holds it (only the acquisition `owner`/`token`
-        name, when both are given): `(outcome, lockfile dict or None)`."""
     @property
     def owner(self) -> str: ...
     @property
@@ -111,6 +104,29 @@ class NativeLock:
     def lost(self) -> bool: ...
     @property
     def lost_reason(self) -> str | None: ...
+
+@final
+class NativeLockfile:
+    """A lock seen from outside, by someone who does not hold it (`blob_lock.inspect`,
+    `wait_free`, `break_lock`); expiry judged as a BlobLock with default options would."""
+
+    def __new__(cls, uri: str, *, storage_options: dict[str, str] | None) -> NativeLockfile: ...
+    @property
+    def uri(self) -> str: ...
+    def inspect(self) -> dict[str, Any]:
+        """Reads the lockfile once; a dict of what it shows. Never writes."""
+    def inspect_async(self) -> Future[dict[str, Any]]:
+        """`inspect` as an awaitable."""
+    def wait_free(self, timeout: float | None) -> dict[str, Any]:
+        """Waits until the lock is free to take (takes nothing); the dict of what was seen
+        last. Raises LockTimeout after `timeout` seconds."""
+    def wait_free_async(self, timeout: float | None) -> Future[dict[str, Any]]:
+        """`wait_free` as an awaitable."""
+    def break_lock(
+        self, owner: str | None = None, token: int | None = None
+    ) -> tuple[_BreakOutcome, dict[str, Any] | None]:
+        """Marks the lock released whoever holds it (only the acquisition `owner`/`token`
+        name; both or neither): `(outcome, lockfile dict or None)`."""
 
 @final
 class NativeKeepAlive:

@@ -1,4 +1,5 @@
-"""Looking at a lock without taking it: ``inspect`` and ``doctor``."""
+"""Looking at a lock from outside, without holding it: ``inspect`` reads it once,
+``wait_free`` waits until it is free, ``break_lock`` marks it released by hand."""
 
 from __future__ import annotations
 
@@ -10,16 +11,18 @@ from datetime import datetime, timezone
 from typing import Any
 
 from blob_lock import _args, _blob_lock, _process
+from blob_lock._args import Seconds, seconds
 
 __all__ = [
-    "DoctorReport",
+    "BreakOutcome",
+    "Broken",
     "Inspection",
     "LockState",
-    "Probe",
-    "RaceReport",
-    "doctor",
+    "break_lock",
     "inspect",
     "inspect_async",
+    "wait_free",
+    "wait_free_async",
 ]
 
 
@@ -160,16 +163,9 @@ def _inspection(uri: str, d: dict[str, Any], owner: str | None) -> Inspection:
     )
 
 
-def _native(uri: object, storage_options: Mapping[str, str] | None) -> _blob_lock.NativeLock:
-    return _blob_lock.NativeLock(
-        _args.lock_uri(uri),
-        expire=30.0,
-        heartbeat=None,
-        protocol="auto",
-        storage_options=_args.storage_options(storage_options),
-        settle=None,
-        clock_skew=None,
-        on_lost=None,
+def _lockfile(uri: object, storage_options: Mapping[str, str] | None) -> _blob_lock.NativeLockfile:
+    return _blob_lock.NativeLockfile(
+        _args.lock_uri(uri), storage_options=_args.storage_options(storage_options)
     )
 
 
@@ -185,8 +181,8 @@ def inspect(
     ``keep_alive``) or ``owner``. Raises ``InvalidLockFile`` for a lockfile it cannot read
     and ``StoreError`` when the store fails.
     """
-    native = _native(uri, storage_options)
-    return _inspection(native.uri, native.inspect(), owner)
+    lockfile = _lockfile(uri, storage_options)
+    return _inspection(lockfile.uri, lockfile.inspect(), owner)
 
 
 async def inspect_async(
@@ -196,129 +192,90 @@ async def inspect_async(
     storage_options: Mapping[str, str] | None = None,
 ) -> Inspection:
     """``inspect`` without blocking the event loop."""
-    native = _native(uri, storage_options)
-    return _inspection(native.uri, await native.inspect_async(), owner)
+    lockfile = _lockfile(uri, storage_options)
+    return _inspection(lockfile.uri, await lockfile.inspect_async(), owner)
 
 
-@dataclass(frozen=True)
-class Probe:
-    """One call ``doctor`` made to the store."""
-
-    name: str
-    ok: bool
-    seconds: float
-    detail: str
-
-
-@dataclass(frozen=True)
-class RaceReport:
-    """What ``doctor(race=True)`` found racing independent clients beside the lock: each
-    round, every racer tries a create-if-absent of one new key, then an update-if-match over
-    one version, at the same moment. More than one winner in a round means the store checks
-    a condition and writes in two steps, and ``cas`` is not safe there."""
-
-    scratch: str
-    racers: int
-    rounds: int
-    create_doubles: int
-    update_doubles: int
-    errors: int
-    #: Rounds in which no write of a race landed (failed or refused): the race is then
-    #: inconclusive, ``cas_safe`` False.
-    unsettled: int
-    first_double: str | None
-    seconds: float
-    cas_safe: bool
-
-    def verdict(self) -> str:
-        """A sentence for people."""
-        if self.cas_safe:
-            return (
-                f"no round of {self.rounds} had two winners ({self.racers} racers, "
-                f"{self.seconds:.1f}s): conditional writes held under races"
-            )
-        if self.first_double is not None:
-            return f"conditional writes are NOT atomic under races: {self.first_double}"
-        return (
-            f"inconclusive: in {self.unsettled} of {self.rounds} rounds no write landed "
-            f"({self.errors} failed); check the store's health and run the race again"
-        )
-
-
-@dataclass(frozen=True)
-class DoctorReport:
-    """What ``doctor`` found: each probe, and whether ``cas`` is safe on this store."""
-
-    uri: str
-    scratch: str
-    probes: tuple[Probe, ...]
-    create_is_conditional: bool
-    update_is_conditional: bool
-    reads_see_writes: bool
-    cas_safe: bool
-    lww_usable: bool
-    race: RaceReport | None = None
-    """The race, with ``doctor(race=True)``; ``cas_safe`` is False if it found two winners."""
-
-    def verdict(self) -> str:
-        """A sentence for people."""
-        why = []
-        if not self.create_is_conditional:
-            why.append("create-if-absent (If-None-Match) is ignored")
-        if not self.update_is_conditional:
-            why.append("update-if-match (If-Match) is ignored")
-        if not self.reads_see_writes:
-            why.append("reads do not always see the last write")
-        if self.race is not None and not self.race.cas_safe:
-            why.append("conditional writes are not atomic under races")
-        if not why:
-            return "cas is safe here: conditional writes are honoured and reads see writes" + (
-                ", also under races" if self.race is not None else ""
-            )
-        lww = (
-            "; lww works here, best effort (see the README)"
-            if self.lww_usable
-            else "; lww is not safe either"
-        )
-        return "cas is NOT safe here: " + "; ".join(why) + lww
-
-
-def doctor(
+def wait_free(
     uri: str | os.PathLike[str],
     *,
+    timeout: Seconds | None = None,
     storage_options: Mapping[str, str] | None = None,
-    expire: float = 30.0,
-    race: bool = False,
-    racers: int = 16,
-    rounds: int = 100,
-) -> DoctorReport:
-    """Probes the store behind ``uri`` on a scratch lockfile beside it (deleted afterwards):
-    create-if-absent twice, read-after-write, update-if-match, an update with a stale
-    version, with the latency of each call. Says whether ``cas`` is safe there.
-
-    With ``race``, ``racers`` independent clients (each with its own connections) then race
-    both conditional writes for ``rounds`` rounds; a round with more than one winner makes
-    ``cas_safe`` False. A race that finds none is evidence, not proof: a store that checks
-    and writes in two steps lets two racers in only when their requests meet inside that
-    window, so more racers and rounds find rarer races (moto's server, 64 racers: a double
-    within 4 rounds in one race, none in 150 in another; race again on a store that
-    passes). ``expire`` sizes the request timeout as a lock's would. A missing
-    bucket or bad credentials raise ``StoreError``.
+) -> Inspection:
+    """Waits until the lock at ``uri`` is free to take (unlocked, released, or expired as a
+    ``BlobLock`` with the default options would judge it); takes nothing, writes nothing.
+    Returns what the last read showed. Raises ``LockTimeout``, naming the holder, when
+    ``timeout`` (seconds or a timedelta; None waits for ever) passes first. Someone else may
+    take the lock the moment it is free: to hold it, acquire a ``BlobLock`` instead.
     """
-    for name, value in (("racers", racers), ("rounds", rounds)):
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise TypeError(f"{name} must be an int, got {value!r}")
-        if value < 0:  # the range is checked by the race itself
-            raise ValueError(f"{name} must be positive, got {value}")
-    d = _blob_lock.doctor(
-        _args.lock_uri(uri),
-        storage_options=_args.storage_options(storage_options),
-        expire=expire,
-        race=(racers, rounds) if race else None,
-    )
-    probes = tuple(Probe(**p) for p in d.pop("probes"))
-    raced = d.pop("race")
-    report = RaceReport(**raced) if raced is not None else None
-    if report is not None and not report.cas_safe:
-        d["cas_safe"] = False
-    return DoctorReport(probes=probes, race=report, **d)
+    t = seconds("timeout", timeout)
+    lockfile = _lockfile(uri, storage_options)
+    return _inspection(lockfile.uri, lockfile.wait_free(t), None)
+
+
+async def wait_free_async(
+    uri: str | os.PathLike[str],
+    *,
+    timeout: Seconds | None = None,
+    storage_options: Mapping[str, str] | None = None,
+) -> Inspection:
+    """``wait_free`` without blocking the event loop."""
+    t = seconds("timeout", timeout)
+    lockfile = _lockfile(uri, storage_options)
+    return _inspection(lockfile.uri, await lockfile.wait_free_async(t), None)
+
+
+class BreakOutcome(str, enum.Enum):
+    """What ``break_lock`` did. A str, so ``outcome == "broken"`` works too."""
+
+    BROKEN = "broken"
+    """The acquisition was marked released; its holder learns at its next renewal that it
+    lost the lock."""
+    CHANGED = "changed"
+    """Another acquisition than the one named (``owner``, ``token``) holds the lock now;
+    nothing was written."""
+    ALREADY_RELEASED = "already_released"
+    """Nobody held it; nothing was written."""
+    NO_LOCKFILE = "no_lockfile"
+    """There is no lockfile; nothing was written."""
+
+    def __str__(self) -> str:
+        return self.value
+
+
+@dataclass(frozen=True)
+class Broken:
+    """What ``break_lock`` did, and the lockfile as it found it (None if there was none)."""
+
+    outcome: BreakOutcome
+    found: Inspection | None
+
+
+def break_lock(
+    uri: str | os.PathLike[str],
+    *,
+    owner: str | None = None,
+    token: int | None = None,
+    storage_options: Mapping[str, str] | None = None,
+) -> Broken:
+    """Marks the lock at ``uri`` released, whoever holds it: for a holder that is gone for
+    good and will not be back before its lock expires. With ``owner`` and ``token`` (both,
+    as ``inspect`` shows them), breaks only that acquisition: a lock that changed hands since
+    is left alone (``CHANGED``). The fencing token is kept, so the next acquisition gets a
+    larger one, and the lockfile records who broke it. A holder still running loses its
+    lock at its next renewal (``LockLost``).
+    """
+    if owner is not None and not isinstance(owner, str):
+        raise TypeError(f"owner must be a str, got {owner!r}")
+    if token is not None and (isinstance(token, bool) or not isinstance(token, int)):
+        raise TypeError(f"token must be an int, got {token!r}")
+    if token is not None and token < 0:
+        raise ValueError(f"token must not be negative, got {token}")
+    lockfile = _lockfile(uri, storage_options)
+    outcome, found = lockfile.break_lock(owner, token)
+    seen = None
+    if found is not None:
+        # As found, before any break: released, or held (expiry is not judged here).
+        state = "released" if found.get("released_at") is not None else "held"
+        seen = _inspection(lockfile.uri, {"state": state, **found}, None)
+    return Broken(BreakOutcome(outcome), seen)

@@ -1,6 +1,6 @@
-//! Bindings for looking at a lock without holding it: inspection, waiting until it is free,
-//! breaking it, and the store doctor (its binding too). Results go to Python as plain dicts, which
-//! `blob_lock._inspect` turns into typed objects.
+//! What looking at a lock returns to Python, as plain dicts that `blob_lock._inspect` and
+//! `blob_lock._doctor` turn into typed objects: a lockfile, an inspection, a break, the
+//! doctor's report (and the doctor's binding).
 
 use super::args::options;
 use super::driver::wait;

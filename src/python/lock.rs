@@ -339,40 +339,6 @@ impl NativeLock {
         })
     }
 
-    /// Waits until the lock is free to take (takes nothing); the dict of what was seen last.
-    #[pyo3(signature = (timeout))]
-    fn wait_free<'py>(
-        &self,
-        py: Python<'py>,
-        timeout: Option<f64>,
-    ) -> PyResult<Bound<'py, PyDict>> {
-        let t = self::timeout(timeout)?;
-        let lock = self.lock.clone();
-        let seen = wait(py, async move { lock.wait_free(t).await }, None)?;
-        inspect::inspection_dict(py, &seen)
-    }
-
-    /// Marks the lock released whoever holds it (only the acquisition `owner`/`token` name,
-    /// when given): `(outcome, lockfile dict or None)`.
-    #[pyo3(signature = (owner=None, token=None))]
-    fn break_lock<'py>(
-        &self,
-        py: Python<'py>,
-        owner: Option<String>,
-        token: Option<u64>,
-    ) -> PyResult<(&'static str, Option<Bound<'py, PyDict>>)> {
-        let lock = self.lock.clone();
-        let broken = wait(
-            py,
-            async move {
-                let expect = owner.as_deref().zip(token);
-                lock.break_lock(expect).await
-            },
-            None,
-        )?;
-        inspect::broken_tuple(py, &broken)
-    }
-
     #[getter]
     fn owner(&self) -> &str {
         self.lock.owner()

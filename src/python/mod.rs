@@ -20,6 +20,7 @@ mod holding;
 mod inspect;
 mod keep_alive;
 mod lock;
+mod lockfile;
 mod logs;
 
 use pyo3::prelude::*;
@@ -32,6 +33,7 @@ fn _blob_lock(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add_class::<lock::NativeLock>()?;
     m.add_class::<keep_alive::NativeKeepAlive>()?;
+    m.add_class::<lockfile::NativeLockfile>()?;
     m.add_function(wrap_pyfunction!(keep_alive::keep_alive, m)?)?;
     m.add_function(wrap_pyfunction!(keep_alive::keep_alive_async, m)?)?;
     m.add_function(wrap_pyfunction!(inspect::doctor, m)?)?;

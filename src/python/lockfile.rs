@@ -1,0 +1,118 @@
+//! `NativeLockfile`: a lock seen from outside, by someone who does not hold it (`inspect`,
+//! `wait_free`, `break_lock` and the CLI). It has no owner of its own and no options but the
+//! store's: expiry is judged as a `BlobLock` with the default options would judge it.
+
+use super::args::{options, timeout};
+use super::asyncio::awaitable;
+use super::driver::wait;
+use super::errors::to_py;
+use super::inspect::{broken_tuple, inspection_dict};
+use crate::lease::Lock;
+use pyo3::exceptions::PyValueError;
+use pyo3::prelude::*;
+use pyo3::types::PyDict;
+use std::collections::HashMap;
+use std::sync::Arc;
+
+/// The clock-skew allowance of `BlobLock`'s defaults, by which `wait_free` judges expiry.
+const DEFAULT_CLOCK_SKEW: f64 = 60.0;
+
+#[pyclass(frozen, module = "blob_lock._blob_lock")]
+pub(crate) struct NativeLockfile {
+    lock: Arc<Lock>,
+}
+
+#[pymethods]
+impl NativeLockfile {
+    #[new]
+    #[pyo3(signature = (uri, *, storage_options))]
+    fn new(uri: &str, storage_options: Option<HashMap<String, String>>) -> PyResult<Self> {
+        let opts = options(
+            30.0,
+            None,
+            "auto",
+            storage_options,
+            None,
+            Some(DEFAULT_CLOCK_SKEW),
+        )?;
+        Ok(NativeLockfile {
+            lock: Arc::new(Lock::new(uri, &opts).map_err(to_py)?),
+        })
+    }
+
+    #[getter]
+    fn uri(&self) -> &str {
+        self.lock.uri()
+    }
+
+    /// Reads the lockfile once; a dict of what it shows.
+    fn inspect<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let lock = self.lock.clone();
+        let seen = wait(py, async move { lock.inspect().await }, None)?;
+        inspection_dict(py, &seen)
+    }
+
+    /// `inspect` as an awaitable.
+    fn inspect_async<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let lock = self.lock.clone();
+        awaitable(py, async move {
+            let seen = lock.inspect().await.map_err(to_py)?;
+            Python::attach(|py| inspection_dict(py, &seen).map(Bound::unbind))
+        })
+    }
+
+    /// Waits until the lock is free to take (takes nothing); the dict of what was seen last.
+    /// LockTimeout, naming the holder, when `timeout` passes first.
+    #[pyo3(signature = (timeout))]
+    fn wait_free<'py>(
+        &self,
+        py: Python<'py>,
+        timeout: Option<f64>,
+    ) -> PyResult<Bound<'py, PyDict>> {
+        let t = self::timeout(timeout)?;
+        let lock = self.lock.clone();
+        let seen = wait(py, async move { lock.wait_free(t).await }, None)?;
+        inspection_dict(py, &seen)
+    }
+
+    /// `wait_free` as an awaitable.
+    #[pyo3(signature = (timeout))]
+    fn wait_free_async<'py>(
+        &self,
+        py: Python<'py>,
+        timeout: Option<f64>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let t = self::timeout(timeout)?;
+        let lock = self.lock.clone();
+        awaitable(py, async move {
+            let seen = lock.wait_free(t).await.map_err(to_py)?;
+            Python::attach(|py| inspection_dict(py, &seen).map(Bound::unbind))
+        })
+    }
+
+    /// Marks the lock released whoever holds it, or only the acquisition that `owner` and
+    /// `token` name (both or neither): `(outcome, lockfile dict or None)`.
+    #[pyo3(signature = (owner=None, token=None))]
+    fn break_lock<'py>(
+        &self,
+        py: Python<'py>,
+        owner: Option<String>,
+        token: Option<u64>,
+    ) -> PyResult<(&'static str, Option<Bound<'py, PyDict>>)> {
+        if owner.is_some() != token.is_some() {
+            return Err(PyValueError::new_err(
+                "break_lock: pass both owner and token (to break only that acquisition) or neither",
+            ));
+        }
+        let lock = self.lock.clone();
+        let broken = wait(
+            py,
+            async move {
+                let expect = owner.as_deref().zip(token);
+                lock.break_lock(expect).await
+            },
+            None,
+        )?;
+        broken_tuple(py, &broken)
+    }
+}
