@@ -3,11 +3,13 @@
 //! removal of stray temporary files. [`super::FileStore`] decides which thread runs them.
 
 use super::super::{Snapshot, Version, Write};
+use super::guard::{flock_guard, in_process_mutex};
 use crate::errors::{Error, Result, StoreErrorKind};
 use crate::lockfile::MAX_LOCKFILE_BYTES;
 use bytes::Bytes;
 use chrono::{DateTime, Utc};
 use nix::errno::Errno;
+use nix::fcntl::Flock;
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Read, Write as _};
 use std::os::unix::fs::MetadataExt;
@@ -245,7 +247,7 @@ impl LockDir {
         // Excludes other updaters of this lockfile: threads of this process through a mutex
         // (flock alone does not promise that over NFS), other processes and hosts through
         // flock on `.lock.json.guard`. Locals drop in reverse order: flock first.
-        let local = super::guard::in_process_mutex(&self.path);
+        let local = in_process_mutex(&self.path);
         let _local = local.lock().unwrap_or_else(|e| e.into_inner());
         match self.flock_guard(self.guard_wait)? {
             Some(_flock) => self.compare_and_replace(body, expected),
@@ -264,7 +266,7 @@ impl LockDir {
     /// [`LockDir::update_sync`] if no other thread or process is updating the lockfile right
     /// now, else `None` (without waiting).
     pub(super) fn try_update(&self, body: &[u8], expected: &Version) -> Option<Result<Write>> {
-        let local = super::guard::in_process_mutex(&self.path);
+        let local = in_process_mutex(&self.path);
         let _local = match local.try_lock() {
             Ok(held) => held,
             Err(TryLockError::Poisoned(e)) => e.into_inner(),
@@ -275,6 +277,11 @@ impl LockDir {
             Ok(None) => None,
             Err(e) => Some(Err(e)),
         }
+    }
+
+    /// The guard file's lock (see [`flock_guard`]), its errors told as this lockfile's.
+    fn flock_guard(&self, patience: Duration) -> Result<Option<Flock<File>>> {
+        flock_guard(self.dir(), patience).map_err(|(e, during)| self.error(e, during))
     }
 
     /// The update itself, under both guards.

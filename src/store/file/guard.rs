@@ -1,45 +1,42 @@
 //! Who may update a lockfile at a time: threads of this process through a mutex per path,
 //! other processes and hosts through `flock` on `.lock.json.guard` beside the lockfile.
 
-use super::dir::LockDir;
-use crate::errors::Result;
 use nix::errno::Errno;
 use nix::fcntl::{Flock, FlockArg};
 use std::collections::HashMap;
 use std::fs::{File, OpenOptions};
+use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
-impl LockDir {
-    /// The exclusive lock on the guard file, or `None` if another holder kept it for
-    /// `patience`.
-    pub(super) fn flock_guard(&self, patience: Duration) -> Result<Option<Flock<File>>> {
-        let guard_path = self.dir().join(".lock.json.guard");
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .open(&guard_path)
-            .map_err(|e| self.error(e, "opening the guard file beside"))?;
-        // Polled, not blocking: flock has no timeout of its own.
-        let give_up = Instant::now() + patience;
-        let mut file = file;
-        let mut pause = Duration::from_millis(1);
-        loop {
-            match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
-                Ok(guard) => return Ok(Some(guard)),
-                Err((back, Errno::EWOULDBLOCK)) if Instant::now() < give_up => {
-                    file = back;
-                    std::thread::sleep(pause);
-                    pause = (pause * 2).min(Duration::from_millis(20));
-                }
-                Err((_, Errno::EWOULDBLOCK)) => return Ok(None),
-                Err((_, errno)) => {
-                    return Err(self.error(errno.into(), "locking the guard file beside"))
-                }
+/// The exclusive lock on the guard file in `dir`, or `None` if another holder kept it for
+/// `patience`. An error says what failed: opening the guard file, or locking it.
+pub(super) fn flock_guard(
+    dir: &Path,
+    patience: Duration,
+) -> Result<Option<Flock<File>>, (io::Error, &'static str)> {
+    let file = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(dir.join(".lock.json.guard"))
+        .map_err(|e| (e, "opening the guard file beside"))?;
+    // Polled, not blocking: flock has no timeout of its own.
+    let give_up = Instant::now() + patience;
+    let mut file = file;
+    let mut pause = Duration::from_millis(1);
+    loop {
+        match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
+            Ok(guard) => return Ok(Some(guard)),
+            Err((back, Errno::EWOULDBLOCK)) if Instant::now() < give_up => {
+                file = back;
+                std::thread::sleep(pause);
+                pause = (pause * 2).min(Duration::from_millis(20));
             }
+            Err((_, Errno::EWOULDBLOCK)) => return Ok(None),
+            Err((_, errno)) => return Err((errno.into(), "locking the guard file beside")),
         }
     }
 }
