@@ -5,7 +5,7 @@
 
 use crate::errors::{Error, Result};
 use crate::lockfile::LockFile;
-use crate::protocol::{Attempt, Engine, Pursuit};
+use crate::protocol::{Acquisition, Attempt, Engine};
 use crate::timing::Polls;
 use chrono::{DateTime, Utc};
 use std::time::Duration;
@@ -106,12 +106,12 @@ pub async fn wait_free(engine: &Engine, timeout: Option<Duration>) -> Result<Ins
     let clock = &engine.clock;
     let began = clock.now();
     let deadline = timeout.map(|t| began + t);
-    let mut pursuit = Pursuit::default();
+    let mut acquisition = Acquisition::default();
     let mut polls = Polls::new(&engine.timing);
     loop {
         let (who, expires_in) = match engine.read().await {
             Ok(None) => return Ok(Inspection::of(None, None, clock.wall())),
-            Ok(Some((lf, snap))) => match engine.judge(&lf, &snap, clock.now(), &mut pursuit) {
+            Ok(Some((lf, snap))) => match engine.judge(&lf, &snap, clock.now(), &mut acquisition) {
                 None => {
                     let mut seen = Inspection::of(Some(lf), Some(snap.last_modified), clock.wall());
                     if seen.state == LockState::Held {

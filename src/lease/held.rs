@@ -1,4 +1,4 @@
-//! A held lease: its shared state, its heartbeat, and its release.
+//! A held lease: the state its handle and its heartbeat share (`LeaseState`), its heartbeat, and its release.
 
 use super::retry::release_retrying;
 use super::LossHook;
@@ -11,7 +11,8 @@ use std::time::Duration;
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
-struct Shared {
+/// What a lease's handle, its heartbeat task and its release share.
+struct LeaseState {
     engine: Engine,
     owner: String,
     token: u64,
@@ -29,7 +30,7 @@ struct Shared {
     claim: Arc<Claim>,
 }
 
-impl Shared {
+impl LeaseState {
     fn deadline_of(&self, held: &Held) -> Instant {
         let t = &self.engine.timing;
         held.lease_start + t.expire - t.margin
@@ -89,7 +90,7 @@ impl Shared {
 /// A held lease, renewed by its heartbeat. Dropping it stops the heartbeat without
 /// releasing (the lock then expires); call [`Lease::release`] to release.
 pub struct Lease {
-    shared: Arc<Shared>,
+    state: Arc<LeaseState>,
     /// The heartbeat's start, while it is filed with the shared runtime's starter and has
     /// not run.
     filed: Mutex<Option<crate::starter::Ticket>>,
@@ -98,9 +99,9 @@ pub struct Lease {
 impl std::fmt::Debug for Lease {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Lease")
-            .field("uri", &self.shared.engine.uri())
-            .field("owner", &self.shared.owner)
-            .field("token", &self.shared.token)
+            .field("uri", &self.state.engine.uri())
+            .field("owner", &self.state.owner)
+            .field("token", &self.state.token)
             .finish()
     }
 }
@@ -114,7 +115,7 @@ impl Lease {
         claim: Arc<Claim>,
     ) -> Lease {
         let first_beat = held.lease_start + engine.timing.heartbeat;
-        let shared = Arc::new(Shared {
+        let state = Arc::new(LeaseState {
             on_lost,
             claim,
             owner: held.owner.clone(),
@@ -129,29 +130,29 @@ impl Lease {
             stop: Notify::new(),
         });
         let mut filed = None;
-        if shared.engine.clock.is_tokio() && crate::runtime::on_shared_runtime() {
+        if state.engine.clock.is_tokio() && crate::runtime::on_shared_runtime() {
             // Nothing to do before the first renewal: the task starts then, if the lease is
             // still held (most blocking callers have released long before).
-            let task = shared.clone();
+            let task = state.clone();
             let start = Box::new(move || drop(tokio::spawn(heartbeat(task))));
             filed = Some(crate::starter::start_at(first_beat, start));
         } else {
-            tokio::spawn(heartbeat(shared.clone()));
+            tokio::spawn(heartbeat(state.clone()));
         }
         Lease {
-            shared,
+            state,
             filed: Mutex::new(filed),
         }
     }
 
     /// The owner id.
     pub fn owner(&self) -> &str {
-        &self.shared.owner
+        &self.state.owner
     }
 
     /// The fencing token of this acquisition.
     pub fn token(&self) -> u64 {
-        self.shared.token
+        self.state.token
     }
 
     /// True once the lease is lost: taken over, released by someone else, or not renewed
@@ -162,39 +163,39 @@ impl Lease {
 
     /// Why the lease was lost, if it was.
     pub fn lost_reason(&self) -> Option<String> {
-        self.shared.lost_reason()
+        self.state.lost_reason()
     }
 
     /// Stops the heartbeat and waits for a renewal in flight; the lease is then ours until
     /// it expires, unless released.
     pub async fn stop(&self) {
         self.halt();
-        drop(self.shared.held.lock().await);
-        self.shared.claim.enter(State::Stopped, "renewal stopped");
+        drop(self.state.held.lock().await);
+        self.state.claim.enter(State::Stopped, "renewal stopped");
     }
 
     /// Where the claim of this lease is in its lifecycle.
     pub fn state(&self) -> State {
-        self.shared.claim.state()
+        self.state.claim.state()
     }
 
     /// Stops the heartbeat and releases.
     pub async fn release(&self) -> Result<ReleaseStatus> {
         self.halt();
-        let held = self.shared.held.lock().await;
-        self.shared.claim.enter(State::Releasing, "release");
+        let held = self.state.held.lock().await;
+        self.state.claim.enter(State::Releasing, "release");
         // Retry within the lease, or a heartbeat if that has run out (nobody may have
         // taken the lock yet: releasing it still saves the next owner a wait).
-        let engine = &self.shared.engine;
+        let engine = &self.state.engine;
         let deadline = *self
-            .shared
+            .state
             .deadline
             .lock()
             .unwrap_or_else(|e| e.into_inner());
         let until = deadline.max(engine.clock.now() + engine.timing.heartbeat);
         let released = release_retrying(
             engine,
-            &self.shared.owner,
+            &self.state.owner,
             Some(&held),
             until,
             Some(deadline),
@@ -202,21 +203,21 @@ impl Lease {
         let status = match released.await {
             Ok(status) => status,
             Err(e) => {
-                self.shared.claim.enter(State::Failed, &e);
+                self.state.claim.enter(State::Failed, &e);
                 return Err(e);
             }
         };
         match &status {
             ReleaseStatus::Released => {
-                self.shared.released.store(true, Ordering::SeqCst);
-                self.shared.claim.enter(State::Released, "released");
-                if let Some(wake) = &self.shared.engine.wake {
+                self.state.released.store(true, Ordering::SeqCst);
+                self.state.claim.enter(State::Released, "released");
+                if let Some(wake) = &self.state.engine.wake {
                     wake.notify_waiters();
                 }
             }
             // Not ours any more, found only now (taken over between heartbeats, released
             // or deleted by someone else): a loss like any other, told the same ways.
-            other => self.shared.mark_lost(match other {
+            other => self.state.mark_lost(match other {
                 ReleaseStatus::HeldByOther(who, _) => format!("at release it was held by {who}"),
                 ReleaseStatus::NoLockfile => "at release the lockfile was gone".into(),
                 _ => "at release it was already released by someone else".into(),
@@ -227,58 +228,57 @@ impl Lease {
 
     /// Tells the heartbeat to stop, without waiting for it.
     fn halt(&self) {
-        self.shared.stopped.store(true, Ordering::SeqCst);
+        self.state.stopped.store(true, Ordering::SeqCst);
         let filed = self.filed.lock().unwrap_or_else(|e| e.into_inner()).take();
         if filed.is_some_and(crate::starter::cancel) {
             return; // no task was started: nobody to tell
         }
-        self.shared.stop.notify_one();
+        self.state.stop.notify_one();
     }
 }
 
 impl Drop for Lease {
     fn drop(&mut self) {
         self.halt();
-        if self.shared.claim.state().is_holding() {
+        if self.state.claim.state().is_holding() {
             // Dropped mid-renewal or mid-release (an abandoned future) too.
-            self.shared.claim.enter(State::Stopped, "lease dropped");
+            self.state.claim.enter(State::Stopped, "lease dropped");
         }
     }
 }
 
-async fn heartbeat(shared: Arc<Shared>) {
+async fn heartbeat(state: Arc<LeaseState>) {
     // Only the interval: a copy of the whole timing would live in every idle task.
-    let heartbeat = shared.engine.timing.heartbeat;
-    let mut next = shared.held.lock().await.lease_start + heartbeat;
+    let heartbeat = state.engine.timing.heartbeat;
+    let mut next = state.held.lock().await.lease_start + heartbeat;
     let mut retry = Duration::from_millis(50);
     loop {
         tokio::select! {
             biased; // deterministic under simulation
-            _ = shared.engine.clock.sleep_until(next) => {}
-            _ = shared.stop.notified() => {}
+            _ = state.engine.clock.sleep_until(next) => {}
+            _ = state.stop.notified() => {}
         }
-        if shared.stopped.load(Ordering::SeqCst) || shared.lost_reason().is_some() {
+        if state.stopped.load(Ordering::SeqCst) || state.lost_reason().is_some() {
             return;
         }
-        let mut held = shared.held.lock().await;
-        if shared.stopped.load(Ordering::SeqCst)
-            || !shared.claim.enter(State::Renewing, "heartbeat")
+        let mut held = state.held.lock().await;
+        if state.stopped.load(Ordering::SeqCst) || !state.claim.enter(State::Renewing, "heartbeat")
         {
             return; // stopped, or lost meanwhile
         }
-        let deadline = *shared.deadline.lock().unwrap_or_else(|e| e.into_inner());
+        let deadline = *state.deadline.lock().unwrap_or_else(|e| e.into_inner());
         let renewal = {
             // Boxed: inline, the renewal's state was most of an idle heartbeat task's memory
             // (BENCHMARKS.md); boxed it exists only while a renewal runs.
-            let renewal = shared.engine.renew(&mut held, shared.writer_name);
+            let renewal = state.engine.renew(&mut held, state.writer_name);
             let mut renewal = Box::pin(crate::store::gate::urgently(renewal));
             tokio::select! {
                 biased;
                 r = &mut renewal => r,
-                _ = shared.engine.clock.sleep_until(deadline) => {
+                _ = state.engine.clock.sleep_until(deadline) => {
                     // From the deadline on a waiter may take over, so a renewal still in flight
                     // cannot save the lease: declare the loss now, not when the request ends.
-                    shared.mark_lost("the renewal in flight did not finish before the lease deadline".into());
+                    state.mark_lost("the renewal in flight did not finish before the lease deadline".into());
                     // Not cancelled: a request on the wire may land anyway, and its outcome is
                     // settled like any other (a release waits for it).
                     let _ = renewal.await;
@@ -288,39 +288,39 @@ async fn heartbeat(shared: Arc<Shared>) {
         };
         match renewal {
             Ok(()) => {
-                let deadline = shared.deadline_of(&held);
+                let deadline = state.deadline_of(&held);
                 // Past the old deadline we may already have told the user the lease is lost;
                 // lost is sticky, so a late success changes nothing.
-                if shared.lost_reason().is_some() {
+                if state.lost_reason().is_some() {
                     return;
                 }
-                *shared.deadline.lock().unwrap_or_else(|e| e.into_inner()) = deadline;
-                if !shared.claim.enter(State::Held, "renewed") {
+                *state.deadline.lock().unwrap_or_else(|e| e.into_inner()) = deadline;
+                if !state.claim.enter(State::Held, "renewed") {
                     return;
                 }
                 next = held.lease_start + heartbeat;
                 retry = Duration::from_millis(50);
             }
             Err(Error::Lost { reason, .. }) => {
-                shared.mark_lost(reason);
+                state.mark_lost(reason);
                 return;
             }
             Err(e) if !e.is_transient() && !matches!(e, Error::InvalidLockFile { .. }) => {
                 // Bad credentials, a deleted bucket: no retry can renew the lease. (An
                 // unreadable lockfile may be a foreign writer's torn write: retried.)
-                shared.mark_lost(format!("renewal failed and cannot succeed: {e}"));
+                state.mark_lost(format!("renewal failed and cannot succeed: {e}"));
                 return;
             }
             Err(e) => {
-                let now = shared.engine.clock.now();
+                let now = state.engine.clock.now();
                 if now >= deadline {
-                    shared.mark_lost(format!("renewal failed until the lease deadline: {e}"));
+                    state.mark_lost(format!("renewal failed until the lease deadline: {e}"));
                     return;
                 }
-                log::warn!("{}: renewal failed, retrying: {e}", shared.engine.uri());
-                shared.claim.enter(State::RenewRetrying, &e);
+                log::warn!("{}: renewal failed, retrying: {e}", state.engine.uri());
+                state.claim.enter(State::RenewRetrying, &e);
                 // Jittered, so that holders cut off together do not retry in step.
-                next = (now + retry.mul_f64(shared.engine.clock.jitter())).min(deadline);
+                next = (now + retry.mul_f64(state.engine.clock.jitter())).min(deadline);
                 retry = (retry * 2).min(heartbeat / 2);
             }
         }

@@ -9,7 +9,7 @@ use crate::errors::{Error, Result};
 use crate::inspect::{self, Inspection};
 use crate::lockfile::LockFile;
 use crate::protocol::Protocol;
-use crate::protocol::{Attempt, Broken, Engine, Held, Pursuit, ReleaseStatus};
+use crate::protocol::{Acquisition, Attempt, Broken, Engine, Held, ReleaseStatus};
 use crate::released::Record;
 use crate::store::{self, LockStore};
 use crate::timing::{Polls, Timing};
@@ -84,7 +84,7 @@ impl Lock {
         let identity = store.identity();
         let mut lock = Lock::with_store(uri, store, options);
         lock.engine.wake = Some(waker(&identity));
-        lock.engine.hint = Record::Process(identity.into());
+        lock.engine.last_release = Record::Process(identity.into());
         lock.storage_options = Arc::new(options.storage_options.clone());
         Ok(lock)
     }
@@ -170,7 +170,7 @@ impl Lock {
         let clock = &self.engine.clock;
         let began = clock.now();
         let deadline = timeout.map(|t| began + t);
-        let mut pursuit = Pursuit::default();
+        let mut acquisition = Acquisition::default();
         let timing = &self.engine.timing;
         let mut polls = Polls::new(timing);
         let mut logged_holder = String::new();
@@ -205,7 +205,7 @@ impl Lock {
                 w.as_mut().enable();
             }
             claim.enter(State::Acquiring, "attempt");
-            let attempt = self.attempt(&mut pursuit);
+            let attempt = self.attempt(&mut acquisition);
             let outcome = match cutoff {
                 None => attempt.await,
                 Some(cutoff) => tokio::select! {
@@ -249,7 +249,7 @@ impl Lock {
             if deadline.is_some_and(|d| now >= d) {
                 if !seen_holder {
                     // The last attempt failed or came too late: a write of it may be there.
-                    self.release_if_written(&pursuit);
+                    self.release_if_written(&acquisition);
                 }
                 return Err(timed_out(&claim, &who));
             }
@@ -267,9 +267,9 @@ impl Lock {
     }
 
     /// One acquisition attempt on the protocol the store allows.
-    async fn attempt(&self, pursuit: &mut Pursuit) -> Result<(Engine, Attempt)> {
+    async fn attempt(&self, acquisition: &mut Acquisition) -> Result<(Engine, Attempt)> {
         let engine = self.resolved().await?;
-        let outcome = engine.attempt(&self.owner, pursuit).await?;
+        let outcome = engine.attempt(&self.owner, acquisition).await?;
         Ok((engine, outcome))
     }
 
@@ -292,8 +292,8 @@ impl Lock {
 
     /// After a transient failure that ends an acquisition: a write of ours whose outcome is
     /// unknown may have landed. (After a permanent one, a release would fail as well.)
-    fn release_if_written(&self, pursuit: &Pursuit) {
-        if pursuit.wrote() {
+    fn release_if_written(&self, acquisition: &Acquisition) {
+        if acquisition.wrote() {
             self.release_in_background();
         }
     }
@@ -310,8 +310,8 @@ impl Lock {
             );
             return Ok(None);
         }
-        let mut pursuit = Pursuit::default();
-        match self.attempt(&mut pursuit).await {
+        let mut acquisition = Acquisition::default();
+        match self.attempt(&mut acquisition).await {
             Ok((engine, Attempt::Acquired(held))) => match self.fresh(&engine, held).await {
                 Some(held) => Ok(Some(self.start(engine, held, claim))),
                 None => {
@@ -328,7 +328,7 @@ impl Lock {
             Err(e) => {
                 claim.enter(State::Failed, &e);
                 if e.is_transient() {
-                    self.release_if_written(&pursuit);
+                    self.release_if_written(&acquisition);
                 }
                 Err(e)
             }

@@ -58,7 +58,7 @@ impl LockOptions {
             protocol: self.protocol.unwrap_or(Protocol::Cas),
             timing: Arc::new(self.timing),
             clock: self.clock.clone(),
-            hint: Default::default(),
+            last_release: Default::default(),
             wake: None,
         }
     }

@@ -2,18 +2,24 @@
 //! owners can never both think they wrote last. Real mutual exclusion, on stores that honour
 //! the conditions (see `store::probe`).
 
-use super::engine::{Attempt, Engine, Held, Pursuit};
+use super::engine::{Acquisition, Attempt, Engine, Held};
 use crate::errors::{Error, Result};
 use crate::store::Write;
 use bytes::Bytes;
 
 impl Engine {
-    pub(super) async fn attempt_cas(&self, owner: &str, pursuit: &mut Pursuit) -> Result<Attempt> {
-        if let Some((released, version)) = self.hint.take().filter(|(lf, _)| lf.is_released()) {
+    pub(super) async fn attempt_cas(
+        &self,
+        owner: &str,
+        acquisition: &mut Acquisition,
+    ) -> Result<Attempt> {
+        if let Some((released, version)) =
+            self.last_release.take().filter(|(lf, _)| lf.is_released())
+        {
             let token = released.token + 1;
             let body = self.body(owner, token);
             let start = self.clock.now();
-            pursuit.note(token, start);
+            acquisition.note(token, start);
             let bytes = Bytes::from(body.encode());
             if let Write::Done(version) = self.store.update(bytes, &version).await? {
                 return Ok(Attempt::Acquired(self.held(owner, body, version, start)));
@@ -22,7 +28,7 @@ impl Engine {
         }
         let body = self.body(owner, 1);
         let start = self.clock.now();
-        pursuit.note(1, start);
+        acquisition.note(1, start);
         if let Write::Done(version) = self.store.create(Bytes::from(body.encode())).await? {
             return Ok(Attempt::Acquired(self.held(owner, body, version, start)));
         }
@@ -33,17 +39,17 @@ impl Engine {
                 expires_in: None,
             });
         };
-        if let Some(start) = pursuit.settles(owner, &lf) {
+        if let Some(start) = acquisition.settles(owner, &lf) {
             // A write of ours landed though it came back as an error or a conflict.
             return Ok(Attempt::Acquired(self.held(owner, lf, snap.version, start)));
         }
-        if let Some(busy) = self.judge(&lf, &snap, self.clock.now(), pursuit) {
+        if let Some(busy) = self.judge(&lf, &snap, self.clock.now(), acquisition) {
             return Ok(busy);
         }
         let token = lf.token + 1;
         let body = self.body(owner, token);
         let start = self.clock.now();
-        pursuit.note(token, start);
+        acquisition.note(token, start);
         match self
             .store
             .update(Bytes::from(body.encode()), &snap.version)
@@ -51,9 +57,9 @@ impl Engine {
         {
             Write::Done(version) => Ok(Attempt::Acquired(self.held(owner, body, version, start))),
             Write::Conflict => {
-                pursuit.watch = None;
+                acquisition.watch = None;
                 match self.read().await? {
-                    Some((now, snap)) => match pursuit.settles(owner, &now) {
+                    Some((now, snap)) => match acquisition.settles(owner, &now) {
                         Some(start) => Ok(Attempt::Acquired(self.held(
                             owner,
                             now,

@@ -28,9 +28,9 @@ pub struct Held {
     pub lease_start: Instant,
 }
 
-/// What one acquisition carries from attempt to attempt.
+/// One acquisition, as it goes from attempt to attempt: what it has seen and written.
 #[derive(Debug, Clone, Default)]
-pub struct Pursuit {
+pub struct Acquisition {
     /// The lockfile version this waiter is watching, and since when by its clock.
     pub(super) watch: Option<(Version, Instant)>,
     /// Our writes whose outcome we do not know (an error, or a conflict that may be our own
@@ -40,7 +40,7 @@ pub struct Pursuit {
     unsettled: Vec<(u64, Instant)>,
 }
 
-impl Pursuit {
+impl Acquisition {
     pub(super) fn note(&mut self, token: u64, start: Instant) {
         if !self.unsettled.iter().any(|(t, _)| *t == token) {
             self.unsettled.push((token, start));
@@ -78,7 +78,9 @@ pub enum Attempt {
     },
 }
 
-/// One protocol over one lockfile.
+/// The protocol engine of one lock: one protocol bound to one lockfile, with the timing,
+/// clocks and process-wide records it runs on. Every write of the lockfile is one of its
+/// steps: attempt, renew, adopt, release, break.
 #[derive(Debug, Clone)]
 pub struct Engine {
     /// The lockfile.
@@ -91,7 +93,7 @@ pub struct Engine {
     /// Its clocks.
     pub clock: Arc<dyn Clock>,
     /// What our own last release of this lock wrote (see [`crate::released`]).
-    pub hint: Record,
+    pub last_release: Record,
     /// Woken when a lock on this URI is released in this process, so that waiters here
     /// take it over at once instead of at their next poll. `None` for stores brought by
     /// tests and simulations, whose "processes" share one real process.
@@ -151,12 +153,12 @@ impl Engine {
         }
     }
 
-    /// One acquisition attempt for `owner`. `pursuit` carries what this acquisition has
+    /// One acquisition attempt for `owner`. `acquisition` carries what this acquisition has
     /// seen and written between attempts.
-    pub async fn attempt(&self, owner: &str, pursuit: &mut Pursuit) -> Result<Attempt> {
+    pub async fn attempt(&self, owner: &str, acquisition: &mut Acquisition) -> Result<Attempt> {
         match self.protocol {
-            Protocol::Cas => self.attempt_cas(owner, pursuit).await,
-            Protocol::Lww => self.attempt_lww(owner, pursuit).await,
+            Protocol::Cas => self.attempt_cas(owner, acquisition).await,
+            Protocol::Lww => self.attempt_lww(owner, acquisition).await,
         }
     }
 
@@ -167,15 +169,15 @@ impl Engine {
         lf: &LockFile,
         snap: &Snapshot,
         read_done: Instant,
-        pursuit: &mut Pursuit,
+        acquisition: &mut Acquisition,
     ) -> Option<Attempt> {
         if lf.is_released() {
             return None;
         }
-        let since = match &pursuit.watch {
+        let since = match &acquisition.watch {
             Some((version, since)) if *version == snap.version => *since,
             _ => {
-                pursuit.watch = Some((snap.version.clone(), read_done));
+                acquisition.watch = Some((snap.version.clone(), read_done));
                 read_done
             }
         };

@@ -2,19 +2,23 @@
 //! blindly, wait out any writer that read before us, and read again: whoever is there then
 //! holds it. Best effort (the simulation counts how often two owners overlap).
 
-use super::engine::{Attempt, Engine, Held, Pursuit};
+use super::engine::{Acquisition, Attempt, Engine, Held};
 use crate::errors::Result;
 use bytes::Bytes;
 
 impl Engine {
-    pub(super) async fn attempt_lww(&self, owner: &str, pursuit: &mut Pursuit) -> Result<Attempt> {
+    pub(super) async fn attempt_lww(
+        &self,
+        owner: &str,
+        acquisition: &mut Acquisition,
+    ) -> Result<Attempt> {
         let read_start = self.clock.now();
         let current = self.read().await?;
         let read_time = self.clock.now() - read_start;
         let mut write_time = std::time::Duration::ZERO;
         let (token, start) = match current
             .as_ref()
-            .and_then(|(lf, _)| pursuit.settles(owner, lf).map(|s| (lf.token, s)))
+            .and_then(|(lf, _)| acquisition.settles(owner, lf).map(|s| (lf.token, s)))
         {
             // A write of ours from an earlier attempt landed: settle, then read it back.
             Some(settled) => settled,
@@ -24,7 +28,7 @@ impl Engine {
                     Some((lf, snap)) => {
                         if lf.writer_id != owner {
                             let now = self.clock.now();
-                            if let Some(busy) = self.judge(lf, snap, now, pursuit) {
+                            if let Some(busy) = self.judge(lf, snap, now, acquisition) {
                                 return Ok(busy);
                             }
                         }
@@ -33,7 +37,7 @@ impl Engine {
                 };
                 let body = self.body(owner, token);
                 let start = self.clock.now();
-                pursuit.note(token, start);
+                acquisition.note(token, start);
                 self.store.overwrite(Bytes::from(body.encode())).await?;
                 write_time = self.clock.now() - start;
                 (token, start)
@@ -43,7 +47,7 @@ impl Engine {
         // the larger of the set margin and twice the round trips we measured, then look.
         let settle = self.timing.settle.max((read_time + write_time) * 2);
         self.clock.sleep(settle).await;
-        pursuit.watch = None;
+        acquisition.watch = None;
         match self.read().await? {
             Some((lf, snap)) if lf.writer_id == owner && lf.token == token && !lf.is_released() => {
                 Ok(Attempt::Acquired(self.held(owner, lf, snap.version, start)))

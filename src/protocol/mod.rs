@@ -20,7 +20,7 @@ pub mod engine;
 mod lww;
 pub mod release;
 
-pub use engine::{Attempt, Engine, Held, Pursuit};
+pub use engine::{Acquisition, Attempt, Engine, Held};
 pub use release::{Broken, ReleaseStatus};
 
 use crate::errors::Result;

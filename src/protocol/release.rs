@@ -104,7 +104,7 @@ impl Engine {
                         .await?
                     {
                         Write::Done(version) => {
-                            self.hint.set(body, version);
+                            self.last_release.set(body, version);
                             return Ok((ReleaseStatus::Released, None));
                         }
                         Write::Conflict => {
