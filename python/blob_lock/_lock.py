@@ -18,6 +18,7 @@ from typing import Any, TypeVar, cast
 from blob_lock import _args, _blob_lock, _process
 from blob_lock._args import Seconds, callback, lock_uri, seconds
 from blob_lock._inspect import Inspection, _inspection
+from blob_lock._turn import Turn, current
 from blob_lock.exceptions import LockError, LockLost, LockTimeout
 
 __all__ = ["BlobLock", "ReleaseStatus", "locked"]
@@ -91,7 +92,7 @@ class BlobLock:
     # Thousands of held locks in one process: no per-instance __dict__.
     __slots__ = (
         "__weakref__", "_config", "_forks", "_native_lock", "_raise_on_lost", "_timeout",
-        "_turn", "_turn_holder",
+        "_turn",
     )  # fmt: skip
 
     def __init__(
@@ -133,11 +134,7 @@ class BlobLock:
         )
         if self._timeout is not None:
             _blob_lock.check_timeout(self._timeout)
-        # One acquisition through this object at a time, as with threading.Lock: another
-        # thread (or task) waits for its turn; the thread that holds it may not take it
-        # again. Held from acquisition to release.
-        self._turn = threading.Lock()
-        self._turn_holder: object = None
+        self._turn = Turn()  # one acquisition through this object at a time
 
     @property
     def _native(self) -> _blob_lock.NativeLock:
@@ -146,8 +143,7 @@ class BlobLock:
             with _process.fork_guard:  # two threads of the child: one renewal
                 if self._forks != _process.forks:
                     self._native_lock = self._native_lock.for_child()
-                    self._turn = threading.Lock()  # a parent thread may have held it
-                    self._turn_holder = None
+                    self._turn = Turn()  # a parent thread may have held it
                     self._forks = _process.forks
         return self._native_lock
 
@@ -168,7 +164,7 @@ class BlobLock:
         if t is not None:
             _blob_lock.check_timeout(t)
         began = time.monotonic()
-        if not self._take_turn(threading.current_thread(), t):
+        if not self._turn.take(threading.current_thread(), t, self.uri):
             if raise_timeout:
                 raise LockTimeout(
                     f"timed out after {t:.3f}s waiting for lock {self.uri}: another thread "
@@ -180,29 +176,29 @@ class BlobLock:
             left = None if t is None else max(0.0, t - (time.monotonic() - began))
             ok = native.acquire(left, raise_timeout)
         except BaseException:
-            self._give_turn()
+            self._turn.give()
             raise
         if ok:
             self._track()
         else:
-            self._give_turn()
+            self._turn.give()
         return ok
 
     def try_acquire(self) -> bool:
         """One attempt that never waits: True if the lock is now ours. False as well while
         another thread holds it through this same object."""
         native = self._native  # first: in a child made by fork, it renews the turn
-        if not self._take_turn(threading.current_thread(), 0.0):
+        if not self._turn.take(threading.current_thread(), 0.0, self.uri):
             return False
         try:
             ok = native.try_acquire()
         except BaseException:
-            self._give_turn()
+            self._turn.give()
             raise
         if ok:
             self._track()
         else:
-            self._give_turn()
+            self._turn.give()
         return ok
 
     def release(self) -> ReleaseStatus:
@@ -216,7 +212,7 @@ class BlobLock:
         try:
             return ReleaseStatus(self._native.release())
         finally:
-            self._give_turn()
+            self._turn.give()
 
     async def acquire_async(self, timeout: Seconds | None = None) -> bool:
         """``acquire`` without blocking the event loop. Cancelling it (``asyncio.timeout``,
@@ -228,7 +224,7 @@ class BlobLock:
     async def try_acquire_async(self) -> bool:
         """``try_acquire`` without blocking the event loop."""
         native = self._native  # first: in a child made by fork, it renews the turn
-        if not self._take_turn(_current(), 0.0):
+        if not self._turn.take(current(), 0.0, self.uri):
             return False
         return await self._acquiring(native.try_acquire_async)
 
@@ -238,55 +234,23 @@ class BlobLock:
         try:
             return ReleaseStatus(await self._native.release_async())
         finally:
-            self._give_turn()
+            self._turn.give()
 
     async def _acquire_async(self, t: float | None, raise_timeout: bool) -> bool:
         native = self._native
         if t is not None:
             _blob_lock.check_timeout(t)
         began = time.monotonic()
-        me, pause = _current(), 0.001
-        while not self._take_turn(me, 0.0):
-            waited = time.monotonic() - began
-            if t is not None and waited >= t:
-                if raise_timeout:
-                    raise LockTimeout(
-                        f"timed out after {t:.3f}s waiting for lock {self.uri}: another "
-                        "task holds it through this BlobLock",
-                        self.uri,
-                    )
-                return False
-            await asyncio.sleep(pause if t is None else min(pause, t - waited))
-            pause = min(pause * 2, 0.05)
+        if not await self._turn.take_async(current(), t, self.uri):
+            if raise_timeout:
+                raise LockTimeout(
+                    f"timed out after {t:.3f}s waiting for lock {self.uri}: another "
+                    "task holds it through this BlobLock",
+                    self.uri,
+                )
+            return False
         left = None if t is None else max(0.0, t - (time.monotonic() - began))
         return await self._acquiring(lambda: native.acquire_async(left, raise_timeout))
-
-    def _take_turn(self, me: object, timeout: float | None) -> bool:
-        """This thread's (or task's) turn to acquire through this object; False if another
-        one keeps it past ``timeout``."""
-        if self._turn_holder == me:
-            raise LockError(
-                f"this BlobLock already holds {self.uri} (or is acquiring it) in this "
-                "thread; release it first (locks are not reentrant)",
-                self.uri,
-            )
-        if timeout is None:
-            got = self._turn.acquire()
-        elif timeout <= 0:
-            got = self._turn.acquire(blocking=False)
-        else:
-            got = self._turn.acquire(timeout=timeout)
-        if got:
-            self._turn_holder = me
-        return got
-
-    def _give_turn(self) -> None:
-        if self._turn.locked():
-            self._turn_holder = None
-            try:
-                self._turn.release()
-            except RuntimeError:  # released meanwhile by another thread's release()
-                pass
 
     async def _acquiring(self, attempt: Callable[[], Awaitable[bool]]) -> bool:
         """Runs ``attempt`` in this task's turn; gives the turn back unless it acquired."""
@@ -296,15 +260,15 @@ class BlobLock:
             # The native future may have acquired just before it was dropped: release what
             # it holds or wrote, on the native runtime (this event loop may be closing).
             self._native.abandon()
-            self._give_turn()
+            self._turn.give()
             raise
         except BaseException:
-            self._give_turn()
+            self._turn.give()
             raise
         if ok:
             self._track()
         else:
-            self._give_turn()
+            self._turn.give()
         return ok
 
     def _track(self) -> None:
@@ -465,11 +429,6 @@ class BlobLock:
             f"<BlobLock {self.uri!r} {state} owner={self.owner}{token} "
             f"protocol={self.protocol} expire={self.expire:g}s>"
         )
-
-
-def _current() -> object:
-    """Who takes a BlobLock's turn in asyncio: the task (tasks share a thread)."""
-    return asyncio.current_task() or threading.current_thread()
 
 
 def locked(
