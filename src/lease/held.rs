@@ -1,13 +1,12 @@
 //! A held lease: the state its handle and its heartbeat share (`LeaseState`), its heartbeat, and its release.
 
-use super::retry::release_retrying;
+use super::retry::{release_retrying, Backoff};
 use super::LossHook;
 use crate::claim::{Claim, State};
 use crate::errors::{Error, Result};
 use crate::protocol::{Engine, Held, ReleaseStatus};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
@@ -251,7 +250,7 @@ async fn heartbeat(state: Arc<LeaseState>) {
     // Only the interval: a copy of the whole timing would live in every idle task.
     let heartbeat = state.engine.timing.heartbeat;
     let mut next = state.held.lock().await.lease_start + heartbeat;
-    let mut retry = Duration::from_millis(50);
+    let mut backoff = Backoff::new(&state.engine.timing);
     loop {
         tokio::select! {
             biased; // deterministic under simulation
@@ -299,7 +298,7 @@ async fn heartbeat(state: Arc<LeaseState>) {
                     return;
                 }
                 next = held.lease_start + heartbeat;
-                retry = Duration::from_millis(50);
+                backoff.reset();
             }
             Err(Error::Lost { reason, .. }) => {
                 state.mark_lost(reason);
@@ -319,9 +318,7 @@ async fn heartbeat(state: Arc<LeaseState>) {
                 }
                 log::warn!("{}: renewal failed, retrying: {e}", state.engine.uri());
                 state.claim.enter(State::RenewRetrying, &e);
-                // Jittered, so that holders cut off together do not retry in step.
-                next = (now + retry.mul_f64(state.engine.clock.jitter())).min(deadline);
-                retry = (retry * 2).min(heartbeat / 2);
+                next = (now + backoff.pause(state.engine.clock.jitter())).min(deadline);
             }
         }
     }

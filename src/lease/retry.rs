@@ -1,12 +1,52 @@
-//! Retries of store calls with capped exponential backoff and jitter.
+//! Retries of store calls: the one backoff every retry loop uses (acquisition and release
+//! steps here, the heartbeat's renewals in `held.rs`), capped and jittered.
 
 use crate::errors::Result;
 use crate::protocol::{Engine, Held, ReleaseStatus};
+use crate::timing::Timing;
 use std::time::Duration;
 use tokio::time::Instant;
 
+/// The first pause after a failure.
+const FIRST: Duration = Duration::from_millis(50);
+
+/// Capped exponential backoff: 50 ms, doubling, at most half a heartbeat (a renewal retried
+/// later than that could miss the lease's deadline). Each pause is jittered by the clock's
+/// factor, so that holders cut off together do not retry in step.
+#[derive(Debug, Clone)]
+pub(super) struct Backoff {
+    next: Duration,
+    cap: Duration,
+}
+
+impl Backoff {
+    pub(super) fn new(timing: &Timing) -> Self {
+        Backoff {
+            next: FIRST,
+            cap: timing.heartbeat / 2,
+        }
+    }
+
+    /// The next pause before jitter.
+    pub(super) fn peek(&self) -> Duration {
+        self.next
+    }
+
+    /// The next pause, jittered by `jitter`; the one after grows.
+    pub(super) fn pause(&mut self, jitter: f64) -> Duration {
+        let pause = self.next.mul_f64(jitter);
+        self.next = (self.next * 2).min(self.cap);
+        pause
+    }
+
+    /// After a success: the next failure starts again from the first pause.
+    pub(super) fn reset(&mut self) {
+        self.next = FIRST;
+    }
+}
+
 /// Runs `op` until it succeeds, fails for good, or `until` passes, retrying transient store
-/// errors with capped exponential backoff and jitter. Also says whether an attempt failed
+/// errors after the pauses of a [`Backoff`]. Also says whether an attempt failed
 /// first: its write may have landed all the same.
 pub(super) async fn with_retries<T, F, Fut>(
     engine: &Engine,
@@ -18,18 +58,17 @@ where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = Result<T>>,
 {
-    let mut pause = Duration::from_millis(50);
+    let mut backoff = Backoff::new(&engine.timing);
     let mut retried = false;
     loop {
         match op().await {
-            Err(e) if e.is_transient() && engine.clock.now() + pause < until => {
+            Err(e) if e.is_transient() && engine.clock.now() + backoff.peek() < until => {
                 log::warn!("{}: {what} failed, retrying: {e}", engine.uri());
                 retried = true;
                 engine
                     .clock
-                    .sleep(pause.mul_f64(engine.clock.jitter()))
+                    .sleep(backoff.pause(engine.clock.jitter()))
                     .await;
-                pause = (pause * 2).min(engine.timing.heartbeat / 2);
             }
             other => return (other, retried),
         }
