@@ -1,7 +1,18 @@
 //! blob-lock: a lease lock on blob stores for orchestrators and their remotes.
 //!
-//! The lock core (every module but `python`) knows nothing of Python: it can be tested,
-//! simulated and reused from Rust. See `PROTOCOL` in the README for the guarantees.
+//! The lock core (every module but the Python bindings) knows nothing of Python: it can be
+//! tested, simulated and reused from Rust. ARCHITECTURE.md is the map of the code, and the
+//! README's "Guarantees" the contract.
+//!
+//! The API, re-exported here: a [`Lock`] (a URI and an owner id: [`Lock::acquire`],
+//! [`Lock::try_acquire`], [`Lock::inspect`], [`Lock::wait_free`], [`Lock::break_lock`])
+//! made with [`LockOptions`] and its [`Timing`]; a held [`Lease`], renewed in the background
+//! until [`Lease::release`]; [`keep_alive`] for a remote that renews its orchestrator's
+//! lease; the [`Inspection`] of a lock from outside; one [`Error`]. Below them [`store`] (the
+//! [`store::LockStore`] trait and [`store::open`]), [`protocol`] (the single steps),
+//! [`clock`] and [`runtime`] are public for tests, simulations and stores of your own.
+//! Before a Rust program exits it should call [`cleanup::drain`] (releases left running in
+//! the background) and [`store::file::sweeper::flush`] (replaced lockfiles not yet removed).
 #![deny(unsafe_code)]
 #![warn(missing_docs, unreachable_pub)]
 

@@ -1,7 +1,7 @@
 //! The two lock protocols, as single steps over a [`LockStore`]: one acquisition attempt, one
 //! renewal, one release. The loops around them (waiting, heartbeating) live in `lease`. Every
-//! write of a lockfile is made here: [`engine`] holds what both protocols share, [`cas`] and
-//! [`lww`] the steps that differ, [`release`] the writes that end a hold (release, break).
+//! write of a lockfile is made here: [`engine`] holds what both protocols share, `cas` and
+//! `lww` the steps that differ, [`release`] the writes that end a hold (release, break).
 //!
 //! Invariants, kept here and nowhere else:
 //! - A waiter takes over a held lock only after it has seen the *same version* of the

@@ -3,7 +3,7 @@
 //! [`open`] turns a lock URI ([`uri`]) and its options into a store bound to
 //! `<uri>/lock.json`: object_store's S3, Azure, GCS and in-memory stores ([`object`], on one
 //! client per store and process, [`client`], configured and checked by [`cloud`]), and our
-//! own local file store ([`file`], which adds the update-if-match that object_store's local
+//! own local file store ([`mod@file`], which adds the update-if-match that object_store's local
 //! store lacks).
 
 pub mod client;

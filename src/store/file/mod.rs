@@ -19,7 +19,7 @@
 //! size and content: any write changes it.
 
 //!
-//! Rooms: this file is the async face (which thread a call runs on); [`dir`] the
+//! Rooms: this file is the async face (which thread a call runs on); `dir` the
 //! synchronous writes on one lockfile's folder; `guard` the exclusion of updaters; `errors`
 //! what an I/O error means; [`sweeper`] the removal of replaced lockfiles.
 
