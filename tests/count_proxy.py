@@ -21,6 +21,8 @@ import threading
 from collections import Counter
 from dataclasses import dataclass
 
+from loopback_proxy import LoopbackProxy
+
 
 @dataclass(frozen=True)
 class Request:
@@ -55,20 +57,12 @@ def breakdown(requests: list[Request], per: int = 1) -> str:
     return " + ".join(f"{k} {c[k] / per:g}" for k in keys) or "none"
 
 
-class CountProxy:
+class CountProxy(LoopbackProxy):
     def __init__(self, target_host: str, target_port: int) -> None:
-        self.target = (target_host, target_port)
         self._requests: list[Request] = []
         self._guard = threading.Lock()
         self.connections = 0
-        self.loop = asyncio.new_event_loop()
-        started = threading.Event()
-        self._thread = threading.Thread(target=self._run, args=(started,), daemon=True)
-        self._thread.start()
-        if not started.wait(10):
-            raise RuntimeError("the counting proxy did not start")
-        self.port = self._server.sockets[0].getsockname()[1]
-        self.url = f"http://127.0.0.1:{self.port}"
+        super().__init__(target_host, target_port)
 
     # -- counting (from any thread) ------------------------------------------------------
 
@@ -80,28 +74,7 @@ class CountProxy:
         with self._guard:
             return list(self._requests[mark:])
 
-    def close(self) -> None:
-        async def stop() -> None:
-            self._server.close()
-            # Connections still open end here, not when the stopped loop is collected.
-            others = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
-            for t in others:
-                t.cancel()
-            await asyncio.gather(*others, return_exceptions=True)
-
-        asyncio.run_coroutine_threadsafe(stop(), self.loop).result(10)
-        self.loop.call_soon_threadsafe(self.loop.stop)
-        self._thread.join(10)
-
     # -- the proxy -----------------------------------------------------------------------
-
-    def _run(self, started: threading.Event) -> None:
-        asyncio.set_event_loop(self.loop)
-        self._server = self.loop.run_until_complete(
-            asyncio.start_server(self._client, "127.0.0.1", 0)
-        )
-        started.set()
-        self.loop.run_forever()
 
     async def _client(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         with self._guard:

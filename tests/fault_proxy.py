@@ -25,12 +25,12 @@ import asyncio
 import re
 import socket
 import struct
-import threading
+
+from loopback_proxy import LoopbackProxy
 
 
-class FaultProxy:
+class FaultProxy(LoopbackProxy):
     def __init__(self, target_host: str, target_port: int) -> None:
-        self.target = (target_host, target_port)
         self._mode = "pass"
         self._delay = 0.0
         self._http_failures = 0
@@ -39,13 +39,7 @@ class FaultProxy:
         self.http_failures_served = 0
         self.conditions_stripped = 0
         self._strip = False
-        self.loop = asyncio.new_event_loop()
-        started = threading.Event()
-        self._thread = threading.Thread(target=self._run, args=(started,), daemon=True)
-        self._thread.start()
-        started.wait(10)
-        self.port = self._server.sockets[0].getsockname()[1]
-        self.url = f"http://127.0.0.1:{self.port}"
+        super().__init__(target_host, target_port)
 
     # -- switching faults (from any thread) ---------------------------------------------
 
@@ -71,30 +65,10 @@ class FaultProxy:
         self._mode, self._delay, self._http_failures = "pass", 0.0, 0
         self._strip = False
 
-    def close(self) -> None:
-        async def stop() -> None:
-            self._server.close()
-            self._reset_all()
-            # Connections still open end here, not when the stopped loop is collected
-            # ("Task was destroyed but it is pending").
-            others = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
-            for t in others:
-                t.cancel()
-            await asyncio.gather(*others, return_exceptions=True)
-
-        asyncio.run_coroutine_threadsafe(stop(), self.loop).result(10)
-        self.loop.call_soon_threadsafe(self.loop.stop)
-        self._thread.join(10)
-
     # -- the proxy ---------------------------------------------------------------------
 
-    def _run(self, started: threading.Event) -> None:
-        asyncio.set_event_loop(self.loop)
-        self._server = self.loop.run_until_complete(
-            asyncio.start_server(self._client, "127.0.0.1", 0)
-        )
-        started.set()
-        self.loop.run_forever()
+    def _closing(self) -> None:
+        self._reset_all()
 
     def _reset_all(self) -> None:
         for w in list(self._writers):
