@@ -80,6 +80,16 @@ pub enum Error {
         check: String,
     },
 
+    /// `write_once` on a store that does not honour create-if-absent: a later write could
+    /// replace the result it publishes.
+    #[error("write_once {uri}: this store does not honour create-if-absent writes: {check}; a later write could replace the result. Publish results to a store that honours them, or, if `blob-lock doctor --race` finds this one safe, set the storage option blob_lock_conditional_writes=trust")]
+    UnsafeForWriteOnce {
+        /// The object URI.
+        uri: String,
+        /// The check that failed, in words.
+        check: String,
+    },
+
     /// The store refused or failed a request. `message` carries the store's own words.
     #[error("store error at {uri}: {message}")]
     Store {

@@ -8,7 +8,8 @@
 //! [`Lock::try_acquire`], [`Lock::inspect`], [`Lock::wait_free`], [`Lock::break_lock`])
 //! made with [`LockOptions`] and its [`Timing`]; a held [`Lease`], renewed in the background
 //! until [`Lease::release`]; [`keep_alive`] for a remote that renews its orchestrator's
-//! lease; the [`Inspection`] of a lock from outside; one [`Error`]. Below them [`store`] (the
+//! lease; the [`Inspection`] of a lock from outside; [`write_once`] to publish a result that
+//! a late writer cannot overwrite; one [`Error`]. Below them [`store`] (the
 //! [`store::LockStore`] trait and [`store::open`]), [`protocol`] (the single steps),
 //! [`clock`] and [`runtime`] are public for tests, simulations and stores of your own.
 //! Before a Rust program exits it should call [`cleanup::drain`] (releases left running in
@@ -33,6 +34,7 @@ mod starter;
 pub mod store;
 
 pub mod timing;
+pub mod write_once;
 
 #[cfg(feature = "python")]
 mod python;
@@ -43,3 +45,4 @@ pub use lease::{keep_alive, keep_alive_on, new_owner_id, Lease, Lock, LockOption
 pub use lockfile::LockFile;
 pub use protocol::{Broken, Protocol, ReleaseStatus};
 pub use timing::Timing;
+pub use write_once::write_once;

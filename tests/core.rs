@@ -344,3 +344,31 @@ async fn an_owed_cleanup_runs_before_the_next_acquisition_never_after() {
     );
     assert_eq!(held.release().await.unwrap(), ReleaseStatus::Released);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn write_once_lands_once_and_refuses_what_is_not_an_object() {
+    let timing = LockOptions::new(30.0).unwrap().timing;
+    let none = HashMap::new();
+    let dir = tempfile::tempdir().unwrap();
+    let file = format!("{}/memo/result", dir.path().display());
+    for uri in [file.as_str(), "memory://write-once/memo/result"] {
+        let once = |data: &'static [u8]| {
+            blob_lock::write_once(uri, bytes::Bytes::from_static(data), &none, &timing)
+        };
+        assert!(once(b"first").await.unwrap(), "{uri}");
+        assert!(!once(b"second").await.unwrap(), "{uri}");
+    }
+    assert_eq!(std::fs::read(&file).unwrap(), b"first");
+    let folder = dir.path().join("memo").display().to_string();
+    for uri in [
+        folder.as_str(),
+        "memory://write-once",
+        "memory://write-once/memo/",
+    ] {
+        let refused = blob_lock::write_once(uri, bytes::Bytes::new(), &none, &timing).await;
+        assert!(
+            matches!(&refused, Err(Error::InvalidArgument(m)) if m.contains("not an object")),
+            "{uri}: {refused:?}"
+        );
+    }
+}

@@ -117,6 +117,7 @@ def looking_usage() -> None:
 
     free = blob_lock.wait_free(URI, timeout=timedelta(seconds=5), storage_options={})
     assert_type(free, Inspection)
+    assert_type(blob_lock.write_once(URI + "/result", b"data"), bool)
     broken = blob_lock.break_lock(URI, owner="owner-id", token=3)
     assert_type(broken, Broken)
     assert_type(broken.outcome, BreakOutcome)
@@ -168,3 +169,4 @@ async def async_usage() -> None:
 
     assert_type(await blob_lock.inspect_async(URI), Inspection)
     assert_type(await blob_lock.wait_free_async(URI, timeout=1.5), Inspection)
+    assert_type(await blob_lock.write_once_async(URI + "/result", bytearray(b"d")), bool)

@@ -19,6 +19,7 @@ from blob_lock._inspect import (
 )
 from blob_lock._keep_alive import KeepAlive, keep_alive, keep_alive_async
 from blob_lock._lock import BlobLock, ReleaseStatus, locked
+from blob_lock._write_once import write_once, write_once_async
 from blob_lock.exceptions import (
     InvalidLockFile,
     LockError,
@@ -59,4 +60,6 @@ __all__ = [
     "locked",
     "wait_free",
     "wait_free_async",
+    "write_once",
+    "write_once_async",
 ]

@@ -22,6 +22,8 @@ __all__ = [
     "keep_alive",
     "keep_alive_async",
     "sweep",
+    "write_once",
+    "write_once_async",
 ]
 
 __version__: str
@@ -192,3 +194,11 @@ def close_async() -> None:
 def sweep() -> None:
     """Removes now the replaced lockfiles still queued for removal (called at interpreter
     exit, after the releases)."""
+
+def write_once(uri: str, data: bytes, *, storage_options: dict[str, str] | None) -> bool:
+    """Writes `data` to `uri` only if nothing is there: True if this call wrote it."""
+
+def write_once_async(
+    uri: str, data: bytes, *, storage_options: dict[str, str] | None
+) -> Future[bool]:
+    """`write_once` as an awaitable."""

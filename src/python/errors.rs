@@ -24,7 +24,9 @@ pub(crate) fn to_py(e: Error) -> PyErr {
         Error::Stolen { uri, .. } => LockStolen::new_err((msg, uri)),
         Error::NotFound { uri } => LockNotFound::new_err((msg, uri)),
         Error::InvalidLockFile { uri, .. } => InvalidLockFile::new_err((msg, uri)),
-        Error::UnsafeStore { uri, .. } => UnsafeStore::new_err((msg, uri)),
+        Error::UnsafeStore { uri, .. } | Error::UnsafeForWriteOnce { uri, .. } => {
+            UnsafeStore::new_err((msg, uri))
+        }
         Error::Store { uri, kind, .. } => {
             StoreError::new_err((msg, uri, kind == StoreErrorKind::Transient))
         }

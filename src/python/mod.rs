@@ -22,6 +22,7 @@ mod keep_alive;
 mod lock;
 mod lockfile;
 mod logs;
+mod write_once;
 
 use pyo3::prelude::*;
 
@@ -37,6 +38,8 @@ fn _blob_lock(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(keep_alive::keep_alive, m)?)?;
     m.add_function(wrap_pyfunction!(keep_alive::keep_alive_async, m)?)?;
     m.add_function(wrap_pyfunction!(inspect::doctor, m)?)?;
+    m.add_function(wrap_pyfunction!(write_once::write_once, m)?)?;
+    m.add_function(wrap_pyfunction!(write_once::write_once_async, m)?)?;
     m.add_function(wrap_pyfunction!(exit::close_async, m)?)?;
     m.add_function(wrap_pyfunction!(exit::sweep, m)?)?;
     m.add_function(wrap_pyfunction!(exit::drain, m)?)?;

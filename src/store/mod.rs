@@ -17,7 +17,7 @@ pub mod probe;
 pub mod uri;
 
 pub use counted::{Counted, Requests};
-pub use open::{open, Private};
+pub use open::{open, open_object, Private};
 pub use uri::{Cloud, Location};
 
 use crate::errors::{Error, Result};

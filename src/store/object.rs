@@ -47,6 +47,26 @@ impl ObjectLockStore {
             gate: Gate::new(client, uri, request_timeout),
         })
     }
+
+    /// The object `key` itself, not a lock's folder (a result that `write_once` publishes);
+    /// `uri` names it in messages.
+    pub fn object(
+        client: Arc<Client>,
+        key: &str,
+        uri: String,
+        request_timeout: Duration,
+    ) -> Result<Self> {
+        let path = Path::parse(key).map_err(|e| {
+            Error::InvalidArgument(format!("invalid object path {key:?} in {uri}: {e}"))
+        })?;
+        let parts: Vec<_> = path.parts().collect();
+        let dir = Path::from_iter(parts[..parts.len().saturating_sub(1)].iter().cloned());
+        Ok(ObjectLockStore {
+            path,
+            dir,
+            gate: Gate::new(client, uri, request_timeout),
+        })
+    }
 }
 
 #[async_trait]

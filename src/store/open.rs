@@ -1,4 +1,5 @@
-//! [`open`]: from a lock URI and its options to the store of its lockfile.
+//! [`open`]: from a lock URI and its options to the store of its lockfile; [`open_object`]:
+//! to the store of one object (a result that `write_once` publishes).
 
 use super::client::{self, Client, Options};
 use super::file::FileStore;
@@ -48,6 +49,65 @@ pub fn open(
         } => {
             let client = client::client(kind, &scheme, &authority, &options)?;
             Arc::new(ObjectLockStore::new(client, &key, lock_uri, timeout)?)
+        }
+    })
+}
+
+/// Opens the store of exactly the object `uri` names (not a lock's folder): where
+/// [`crate::write_once`] publishes a result. The URI must name an object: not a bucket, a
+/// store or a folder. Makes no request.
+pub fn open_object(
+    uri: &str,
+    options: &HashMap<String, String>,
+    timing: &Timing,
+) -> Result<Arc<dyn LockStore>> {
+    let not_an_object = |what: &str| {
+        Error::InvalidArgument(format!(
+            "{uri} names {what}, not an object: pass the URI of the result itself (such as s3://bucket/memo/abc/result)"
+        ))
+    };
+    if uri.ends_with('/') {
+        return Err(not_an_object("a folder (it ends with /)"));
+    }
+    let location = Location::parse(uri)?;
+    let options = Options::split(options)?;
+    let timeout = timing.request_timeout();
+    Ok(match location {
+        Location::Memory { name, key } => {
+            refuse_options(uri, "memory://", &options)?;
+            if key.is_empty() {
+                return Err(not_an_object("a store"));
+            }
+            Arc::new(ObjectLockStore::object(
+                memory(&name),
+                &key,
+                uri.to_string(),
+                timeout,
+            )?)
+        }
+        Location::File(path) => {
+            refuse_options(uri, "file://", &options)?;
+            if path.is_dir() {
+                return Err(not_an_object("a folder"));
+            }
+            Arc::new(FileStore::new(path, uri.to_string(), timeout))
+        }
+        Location::Cloud {
+            kind,
+            scheme,
+            authority,
+            key,
+        } => {
+            if key.is_empty() {
+                return Err(not_an_object("a bucket or container"));
+            }
+            let client = client::client(kind, &scheme, &authority, &options)?;
+            Arc::new(ObjectLockStore::object(
+                client,
+                &key,
+                uri.to_string(),
+                timeout,
+            )?)
         }
     })
 }

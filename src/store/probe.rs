@@ -10,7 +10,7 @@
 //! both pass (moto's server); `blob-lock doctor --race` races clients to find those.
 
 use super::gate::{status_in, Gate};
-use super::Write;
+use super::{Version, Write};
 use crate::errors::{Error, Result};
 use bytes::Bytes;
 use object_store::path::Path;
@@ -136,7 +136,7 @@ async fn probe(gate: &Gate, dir: &Path) -> Result<Verdict> {
     let first = gate.put_at(&scratch, body(1), PutMode::Create).await;
     let verdict = match first {
         Ok(Write::Conflict) => Ok(Verdict::CreateRefused),
-        Ok(Write::Done(_)) => second_and_third(gate, &scratch, body).await,
+        Ok(Write::Done(created)) => second_and_third(gate, &scratch, &created, body).await,
         Err(Error::Store { message, .. }) if unsupported(&message) => Ok(Verdict::Unsupported),
         Err(e) => {
             // The create may have landed before it failed: removed in the background, so
@@ -162,15 +162,22 @@ async fn probe(gate: &Gate, dir: &Path) -> Result<Verdict> {
 async fn second_and_third(
     gate: &Gate,
     scratch: &Path,
+    created: &Version,
     body: impl Fn(u8) -> Bytes,
 ) -> Result<Verdict> {
     if let Write::Done(_) = gate.put_at(scratch, body(2), PutMode::Create).await? {
         return Ok(Verdict::CreateIgnored);
     }
-    // A version no store ever gave: quoted like an ETag, a generation GCS never uses.
+    // A version the scratch object does not have: an ETag no store gives, and a generation
+    // other than its own (GCS's are timestamps, but a counter that starts at 1, as in a
+    // test server, could give the scratch object generation 1).
+    let generation = match created.version.as_deref().map(str::parse::<u64>) {
+        Some(Ok(g)) => g.wrapping_add(1),
+        _ => 1,
+    };
     let never = UpdateVersion {
         e_tag: Some("\"00000000000000000000000000000000\"".into()),
-        version: Some("1".into()),
+        version: Some(generation.to_string()),
     };
     match gate.put_at(scratch, body(3), PutMode::Update(never)).await {
         Ok(Write::Done(_)) => Ok(Verdict::UpdateIgnored),
