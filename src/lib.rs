@@ -8,7 +8,7 @@
 //! [`Lock::try_acquire`], [`Lock::inspect`], [`Lock::wait_free`], [`Lock::break_lock`])
 //! made with [`LockOptions`] and its [`Timing`]; a held [`Lease`], renewed in the background
 //! until [`Lease::release`]; [`keep_alive`] for a remote that renews its orchestrator's
-//! lease; the [`Inspection`] of a lock from outside; [`write_once`] to publish a result that
+//! lease; the [`Inspection`] of a lock from outside; [`write_once()`] to publish a result that
 //! a late writer cannot overwrite; one [`Error`]. Below them [`store`] (the
 //! [`store::LockStore`] trait and [`store::open`]), [`protocol`] (the single steps),
 //! [`clock`] and [`runtime`] are public for tests, simulations and stores of your own.
@@ -34,6 +34,7 @@ mod starter;
 pub mod store;
 
 pub mod timing;
+pub mod watched;
 pub mod write_once;
 
 #[cfg(feature = "python")]

@@ -372,3 +372,34 @@ async fn write_once_lands_once_and_refuses_what_is_not_an_object() {
         );
     }
 }
+
+/// Waits cut into single attempts, each through a fresh lock object (as mops's lease waiter
+/// polls `acquire(block=0)`), take over an abandoned lock once it has been unchanged for
+/// `expire`, as one long wait would: the process remembers since when it has seen the
+/// lockfile's version. (Each attempt alone has watched nothing; without the record only the
+/// wall clock, after `expire + clock_skew`, would let one in.)
+#[tokio::test(start_paused = true)]
+async fn repeated_single_attempts_take_over_after_expire_as_a_wait_does() {
+    let o = opts(Protocol::Cas, 2.0);
+    let uri = "memory://single-attempts/lock";
+    let holder = Lock::new(uri, &o).unwrap();
+    let lease = holder.acquire(None).await.unwrap();
+    lease.stop().await; // the holder is gone: no more renewals, no release
+    let began = tokio::time::Instant::now();
+    let taken = loop {
+        if let Some(lease) = Lock::new(uri, &o).unwrap().try_acquire().await.unwrap() {
+            break lease;
+        }
+        assert!(
+            began.elapsed() < Duration::from_secs(30),
+            "never taken over"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    let waited = began.elapsed();
+    assert!(
+        waited >= Duration::from_millis(1500) && waited < Duration::from_secs(4),
+        "taken over after {waited:?}, not after about the 2 s expiry"
+    );
+    assert_eq!(taken.token(), 2);
+}

@@ -37,6 +37,23 @@ def test_sigkilled_holder_is_taken_over_after_expire(shared_backend, workers):
     assert waiter.release() == ReleaseStatus.RELEASED
 
 
+def test_single_attempts_polled_with_fresh_locks_take_over_after_expire(shared_backend, workers):
+    # As mops's lease waiter polls: one attempt at a time, a fresh lock object each. The
+    # process remembers since when it has seen the lockfile unchanged, so the takeover
+    # comes after `expire`, not after `expire + clock_skew` (62 s) by the wall clock.
+    uri, expire = shared_backend.uri(), 2.0
+    holder = workers("hold", uri, shared_backend.options_json(), str(expire))
+    assert holder.line()["event"] == "acquired"
+    holder.kill()
+    killed = time.monotonic()
+    while not (lock := shared_backend.lock(uri, expire=expire)).try_acquire():
+        assert time.monotonic() - killed < 30, "single attempts never took the lock over"
+        time.sleep(0.1)
+    assert time.monotonic() - killed >= expire * 0.8  # the watch is not shortened either
+    assert lock.token == 2
+    lock.release()
+
+
 def test_remote_keeps_lock_after_orchestrator_is_killed(shared_backend, workers):
     uri, expire = shared_backend.uri(), 2.0
     opts = shared_backend.options_json()

@@ -13,6 +13,7 @@ use crate::protocol::{Acquisition, Attempt, Broken, Engine, Held, ReleaseStatus}
 use crate::released::Record;
 use crate::store::{self, LockStore};
 use crate::timing::{Polls, Timing};
+use crate::watched::Watched;
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
@@ -84,7 +85,8 @@ impl Lock {
         let identity = store.identity();
         let mut lock = Lock::with_store(uri, store, options);
         lock.engine.wake = Some(waker(&identity));
-        lock.engine.last_release = Record::Process(identity.into());
+        lock.engine.last_release = Record::Process(identity.as_str().into());
+        lock.engine.watched = Watched::Process(identity.into());
         lock.storage_options = Arc::new(options.storage_options.clone());
         Ok(lock)
     }

@@ -51,7 +51,7 @@ impl LockOptions {
 
 impl LockOptions {
     /// The engine these options run on `store`: the protocol asked for (`cas` in place of
-    /// auto until the store decides), no release record and no waker yet.
+    /// auto until the store decides), no release record, no watch record and no waker yet.
     pub(crate) fn engine(&self, store: Arc<dyn LockStore>) -> Engine {
         Engine {
             store,
@@ -59,6 +59,7 @@ impl LockOptions {
             timing: Arc::new(self.timing),
             clock: self.clock.clone(),
             last_release: Default::default(),
+            watched: Default::default(),
             wake: None,
         }
     }

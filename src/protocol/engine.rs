@@ -9,6 +9,7 @@ use crate::lockfile::LockFile;
 use crate::released::Record;
 use crate::store::{LockStore, Snapshot, Version};
 use crate::timing::Timing;
+use crate::watched::Watched;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::time::Instant;
@@ -94,6 +95,9 @@ pub struct Engine {
     pub clock: Arc<dyn Clock>,
     /// What our own last release of this lock wrote (see [`crate::released`]).
     pub last_release: Record,
+    /// What this process has seen of the lockfile between acquisitions (see
+    /// [`crate::watched`]).
+    pub watched: Watched,
     /// Woken when a lock on this URI is released in this process, so that waiters here
     /// take it over at once instead of at their next poll. `None` for stores brought by
     /// tests and simulations, whose "processes" share one real process.
@@ -177,8 +181,11 @@ impl Engine {
         let since = match &acquisition.watch {
             Some((version, since)) if *version == snap.version => *since,
             _ => {
-                acquisition.watch = Some((snap.version.clone(), read_done));
-                read_done
+                // An earlier acquisition in this process may have seen this version first.
+                let since = self.watched.since(&snap.version).unwrap_or(read_done);
+                self.watched.note(&snap.version, since);
+                acquisition.watch = Some((snap.version.clone(), since));
+                since
             }
         };
         let seen = read_done.saturating_duration_since(since);

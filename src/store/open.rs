@@ -54,7 +54,7 @@ pub fn open(
 }
 
 /// Opens the store of exactly the object `uri` names (not a lock's folder): where
-/// [`crate::write_once`] publishes a result. The URI must name an object: not a bucket, a
+/// [`crate::write_once()`] publishes a result. The URI must name an object: not a bucket, a
 /// store or a folder. Makes no request.
 pub fn open_object(
     uri: &str,
