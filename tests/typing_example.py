@@ -118,6 +118,12 @@ def looking_usage() -> None:
     free = blob_lock.wait_free(URI, timeout=timedelta(seconds=5), storage_options={})
     assert_type(free, Inspection)
     assert_type(blob_lock.write_once(URI + "/result", b"data"), bool)
+    with blob_lock.claim_memo(URI, done=lambda: False, timeout=timedelta(minutes=5)) as claim:
+        assert_type(claim, blob_lock.MemoClaim)
+        assert_type(claim.launch, bool)
+        assert_type(claim.owner, Optional[str])
+        assert_type(claim.token, Optional[int])
+        assert_type(claim.wait_done(poll=1.0), bool)
     broken = blob_lock.break_lock(URI, owner="owner-id", token=3)
     assert_type(broken, Broken)
     assert_type(broken.outcome, BreakOutcome)
@@ -170,3 +176,9 @@ async def async_usage() -> None:
     assert_type(await blob_lock.inspect_async(URI), Inspection)
     assert_type(await blob_lock.wait_free_async(URI, timeout=1.5), Inspection)
     assert_type(await blob_lock.write_once_async(URI + "/result", bytearray(b"d")), bool)
+
+    async def exists() -> bool:
+        return True
+
+    async with blob_lock.claim_memo_async(URI, done=exists, poll=0.5) as claim:
+        assert_type(await claim.wait_done_async(), bool)

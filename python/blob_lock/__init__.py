@@ -5,6 +5,7 @@ with BlobLock("s3://bucket/memo/abc/lock") as held:
 """
 
 from blob_lock._blob_lock import __version__
+from blob_lock._claim_memo import MemoClaim, claim_memo, claim_memo_async
 from blob_lock._doctor import DoctorReport, Probe, RaceReport, doctor
 from blob_lock._inspect import (
     BreakOutcome,
@@ -45,6 +46,7 @@ __all__ = [
     "LockState",
     "LockStolen",
     "LockTimeout",
+    "MemoClaim",
     "Probe",
     "RaceReport",
     "ReleaseStatus",
@@ -52,6 +54,8 @@ __all__ = [
     "UnsafeStore",
     "__version__",
     "break_lock",
+    "claim_memo",
+    "claim_memo_async",
     "doctor",
     "inspect",
     "inspect_async",

@@ -1,0 +1,204 @@
+"""claim_memo: launch a memoized invocation once and pick up its result (issue 15), on
+every store, with threads, tasks and real processes."""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from blob_lock import (
+    BlobLock,
+    LockLost,
+    LockState,
+    LockTimeout,
+    MemoClaim,
+    claim_memo,
+    claim_memo_async,
+    inspect,
+    write_once,
+)
+from conftest import Backend
+
+
+def opts(backend: Backend) -> dict | None:
+    return backend.storage_options or None
+
+
+def test_a_memo_whose_result_exists_is_not_launched_and_nothing_is_written(backend):
+    memo = backend.uri()
+    with claim_memo(memo, done=lambda: True, storage_options=opts(backend)) as claim:
+        assert isinstance(claim, MemoClaim)
+        assert claim.launch is False and claim.owner is None and claim.token is None
+    assert inspect(f"{memo}/lock", storage_options=opts(backend)).state is LockState.UNLOCKED
+
+
+def test_a_free_memo_is_claimed_held_while_the_block_runs_and_released_after(backend):
+    memo = backend.uri()
+    with claim_memo(memo, done=lambda: False, storage_options=opts(backend)) as claim:
+        assert claim.launch is True and claim.lock_uri == f"{memo}/lock"
+        seen = inspect(claim.lock_uri, storage_options=opts(backend))
+        assert seen.state is LockState.OURS and seen.owner == claim.owner
+        assert claim.token == seen.token and not claim.lost
+    assert inspect(f"{memo}/lock", storage_options=opts(backend)).state is LockState.RELEASED
+
+
+def test_racing_orchestrators_launch_once_and_all_see_the_result(backend):
+    memo, published, launches = backend.uri(), threading.Event(), []
+    results = []
+
+    def orchestrate() -> None:
+        with claim_memo(
+            memo, done=published.is_set, poll=0.05, storage_options=opts(backend)
+        ) as claim:
+            if claim.launch:
+                launches.append(claim.owner)
+                # The "remote" finishes a moment later; the claim waits for it, renewed.
+                threading.Timer(0.3, published.set).start()
+                assert claim.wait_done(timeout=30)
+        results.append(published.is_set())
+
+    threads = [threading.Thread(target=orchestrate) for _ in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert len(launches) == 1, launches
+    assert results == [True, True, True]
+
+
+RACER = """
+import os, sys, time
+from blob_lock import claim_memo, write_once
+memo, result = sys.argv[1], sys.argv[2]
+with claim_memo(memo, done=lambda: os.path.exists(result), poll=0.05) as claim:
+    if claim.launch:
+        time.sleep(0.5)                            # the remote runs
+        assert write_once(result, str(os.getpid()).encode())
+print("launched" if claim.launch else "waited", flush=True)
+"""
+
+
+def test_racing_orchestrator_processes_launch_once(tmp_path):
+    memo, result = str(tmp_path / "memo"), str(tmp_path / "memo" / "result")
+    cmd = [sys.executable, "-c", RACER, memo, result]
+    procs = [subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True) for _ in range(3)]
+    said = sorted(p.communicate(timeout=120)[0].strip() for p in procs)
+    assert said == ["launched", "waited", "waited"], said
+    assert Path(result).read_text().isdigit()
+
+
+def test_a_waiting_claim_sees_the_result_appear_and_never_launches(tmp_path):
+    memo = str(tmp_path / "memo")
+    holder = BlobLock(f"{memo}/lock", expire=30)  # an orchestrator (or its remote) at work
+    holder.acquire()
+    published = threading.Event()
+    threading.Timer(0.5, published.set).start()
+    began = time.monotonic()
+    with claim_memo(memo, done=published.is_set, poll=0.05) as claim:
+        assert claim.launch is False
+    assert time.monotonic() - began < 20
+    assert holder.held, "the waiting claim took nothing"
+    holder.release()
+
+
+def test_a_lock_nobody_renews_is_taken_over_after_expire(tmp_path, workers):
+    memo = str(tmp_path / "memo")
+    orchestrator = workers("hold", f"{memo}/lock", "null", "1.5")
+    held = orchestrator.line()
+    orchestrator.kill()  # SIGKILL: no release, no more renewals
+    began = time.monotonic()
+    with claim_memo(memo, done=lambda: False, expire=1.5, poll=0.2) as claim:
+        assert claim.launch is True
+        assert claim.token == held["token"] + 1
+    waited = time.monotonic() - began
+    # After the 1.5 s expiry, though the wait was cut into 0.2 s slices (and well before
+    # the 61.5 s a single attempt would need by the wall clock).
+    assert 1.0 <= waited < 30, waited
+
+
+def test_a_timeout_names_the_holder(tmp_path):
+    memo = str(tmp_path / "memo")
+    with BlobLock(f"{memo}/lock") as holder:
+        with pytest.raises(LockTimeout, match=holder.owner):
+            with claim_memo(memo, done=lambda: False, timeout=0.5, poll=0.1):
+                pass
+
+
+def test_wait_done_keeps_the_lock_renewed_and_reports_a_loss(tmp_path):
+    memo = str(tmp_path / "memo")
+    published = threading.Event()
+    with claim_memo(memo, done=published.is_set, expire=1.0) as claim:
+        threading.Timer(2.5, published.set).start()  # longer than the expiry
+        assert claim.wait_done(poll=0.05, timeout=30) is True
+        assert not claim.lost, "renewed in the background while waiting"
+    assert claim.wait_done(timeout=0) is True
+    with pytest.raises(LockLost, match="lost while waiting for the result"):
+        with claim_memo(memo, done=lambda: False, expire=1.0, raise_on_lost=False) as claim:
+            lockfile = Path(claim.lock_uri) / "lock.json"
+            stolen = lockfile.with_name("stolen.json")
+            stolen.write_text(lockfile.read_text().replace(claim.owner, "thief"))
+            stolen.replace(lockfile)  # atomic: the heartbeat never reads half a file
+            claim.wait_done(poll=0.05, timeout=30)
+
+
+def test_claim_memo_async_with_an_async_done(tmp_path):
+    memo = str(tmp_path / "memo")
+
+    async def main() -> tuple[bool, bool]:
+        done = asyncio.Event()
+
+        async def exists() -> bool:
+            return done.is_set()
+
+        async with claim_memo_async(memo, done=exists, poll=0.05) as first:
+            asyncio.get_running_loop().call_later(0.2, done.set)
+            assert await first.wait_done_async(timeout=30)
+        async with claim_memo_async(memo, done=exists) as second:
+            pass
+        return first.launch, second.launch
+
+    assert asyncio.run(main()) == (True, False)
+    assert inspect(f"{memo}/lock").state is LockState.RELEASED
+
+
+def test_a_result_published_with_write_once_ends_the_claims(tmp_path):
+    memo = str(tmp_path / "memo")
+    result = f"{memo}/result"
+    with claim_memo(memo, done=lambda: Path(result).exists()) as claim:
+        assert claim.launch
+        assert write_once(result, b"r")
+    with claim_memo(memo, done=lambda: Path(result).exists()) as again:
+        assert not again.launch
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "match"),
+    [
+        ({"done": True}, TypeError, "done must be a callable"),
+        ({"done": lambda: False, "poll": 0}, ValueError, "poll must be positive"),
+        ({"done": lambda: False, "poll": "1"}, TypeError, "poll must be seconds"),
+        ({"done": lambda: False, "expire": -1}, ValueError, "expire"),
+        ({"done": lambda: False, "protocol": "fast"}, ValueError, "protocol"),
+        ({"done": lambda: False, "colour": "red"}, TypeError, "colour"),
+    ],
+)
+def test_bad_input_is_refused_before_anything_is_written(tmp_path, kwargs, error, match):
+    memo = tmp_path / "memo"
+    with pytest.raises(error, match=match):
+        with claim_memo(str(memo), **kwargs):
+            pass
+    assert not memo.exists()
+
+
+def test_an_async_done_in_a_sync_claim_is_refused(tmp_path):
+    async def exists() -> bool:
+        return False
+
+    with pytest.raises(TypeError, match="claim_memo_async"):
+        with claim_memo(str(tmp_path / "memo"), done=exists):  # type: ignore[arg-type]
+            pass
