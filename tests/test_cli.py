@@ -309,6 +309,22 @@ def test_version():
     assert done.stdout.strip() == f"blob-lock {blob_lock.__version__}"
 
 
+@pytest.mark.parametrize("module", ["blob_lock", "blob_lock.cli"])
+def test_python_dash_m_is_the_same_command(tmp_path, module):
+    uri = str(tmp_path / "lock")
+    done = subprocess.run(
+        [sys.executable, "-m", module, "run", uri, "--", sys.executable, "-c", "exit(5)"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 5, done.stderr
+    status = subprocess.run(
+        [sys.executable, "-m", module, "status", uri], capture_output=True, text=True, timeout=60
+    )
+    assert status.returncode == 0 and "released" in status.stdout, status.stderr
+
+
 # A command that takes the lock over behind run's back (as a waiter would after expiry),
 # then exits with the code it is given.
 STEAL = """
