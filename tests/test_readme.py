@@ -63,10 +63,9 @@ def test_readme_example_runs(kind, code, s3_env):
         "memo_uri": MEMO,
         "launch_remote": launch_remote,
         "wait_for_result": lambda memo_uri: results[memo_uri],
-        "run_the_invocation": lambda: "result",
+        "run_the_invocation": lambda: b"result",
         "result_exists": lambda memo_uri: memo_uri in results,
         "read_result": lambda memo_uri: results[memo_uri],
-        "write_result": results.__setitem__,
     }
     if kind == "remote":
         with BlobLock(f"{MEMO}/lock") as orchestrator:
