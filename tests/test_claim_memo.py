@@ -202,3 +202,35 @@ def test_an_async_done_in_a_sync_claim_is_refused(tmp_path):
     with pytest.raises(TypeError, match="claim_memo_async"):
         with claim_memo(str(tmp_path / "memo"), done=exists):  # type: ignore[arg-type]
             pass
+
+
+def test_a_result_check_that_fails_after_acquiring_leaves_the_lock_released(tmp_path):
+    memo = str(tmp_path / "memo")
+    calls = []
+
+    def flaky() -> bool:  # false at first; the check after acquiring fails
+        calls.append(1)
+        if len(calls) > 1:
+            raise OSError("the result store is away")
+        return False
+
+    with pytest.raises(OSError, match="away"):
+        with claim_memo(memo, done=flaky):
+            pass
+    assert inspect(f"{memo}/lock").state is LockState.RELEASED
+
+    async def main() -> None:
+        calls.clear()
+
+        async def flaky_async() -> bool:
+            return flaky()
+
+        with pytest.raises(OSError, match="away"):
+            async with claim_memo_async(memo, done=flaky_async):
+                pass
+
+    asyncio.run(main())
+    deadline = time.monotonic() + 30  # released in the background, on blob-lock's runtime
+    while inspect(f"{memo}/lock").state is not LockState.RELEASED:
+        assert time.monotonic() < deadline, "the lock was left held"
+        time.sleep(0.05)

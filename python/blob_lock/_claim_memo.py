@@ -12,6 +12,7 @@ from types import TracebackType
 from typing import Any, Union
 
 from blob_lock._args import Seconds, lock_uri, seconds
+from blob_lock._inspect import inspect_async
 from blob_lock._lock import BlobLock
 from blob_lock.exceptions import LockLost, LockTimeout
 
@@ -82,9 +83,10 @@ class MemoClaim:
             if _sync_done(self._done):
                 return True
             self._raise_if_lost()
-            if limit is not None and time.monotonic() - began >= limit:
+            left = None if limit is None else limit - (time.monotonic() - began)
+            if left is not None and left <= 0:
                 return False
-            time.sleep(every if limit is None else min(every, limit))
+            time.sleep(every if left is None else min(every, left))
 
     async def wait_done_async(
         self, poll: Seconds | None = None, timeout: Seconds | None = None
@@ -97,9 +99,10 @@ class MemoClaim:
             if await _async_done(self._done):
                 return True
             self._raise_if_lost()
-            if limit is not None and time.monotonic() - began >= limit:
+            left = None if limit is None else limit - (time.monotonic() - began)
+            if left is not None and left <= 0:
                 return False
-            await asyncio.sleep(every if limit is None else min(every, limit))
+            await asyncio.sleep(every if left is None else min(every, left))
 
     def _raise_if_lost(self) -> None:
         if self._lock is not None and self._lock.lost:
@@ -152,6 +155,7 @@ class _Claiming:
         self.expire = seconds("expire", expire)
         self.timeout = seconds("timeout", timeout)
         self.poll = _poll(poll, self.expire)
+        self.options = storage_options
         # Built now, so that bad lock options fail before anything is read.
         self.lock = BlobLock(
             self.lock_uri, expire=expire, storage_options=storage_options, **lock_options
@@ -166,12 +170,24 @@ class _Claiming:
             self.poll if deadline is None else max(0.0, min(self.poll, deadline - time.monotonic()))
         )
 
-    def timed_out(self) -> LockTimeout:
+    def timed_out(self, seen: str) -> LockTimeout:
         return LockTimeout(
             f"timed out after {self.timeout:.3f}s waiting for the memo's lock, and the result "
-            f"does not exist yet: {self.lock.inspect().describe()}",
+            f"does not exist yet: {seen}",
             self.lock_uri,
         )
+
+    def holder(self) -> str:
+        try:
+            return self.lock.inspect().describe()
+        except Exception as e:  # the timeout is the news; a failed look only adds to it
+            return f"{self.lock_uri} (cannot read who holds it: {e})"
+
+    async def holder_async(self) -> str:
+        try:
+            return (await inspect_async(self.lock_uri, storage_options=self.options)).describe()
+        except Exception as e:
+            return f"{self.lock_uri} (cannot read who holds it: {e})"
 
     def won(self) -> MemoClaim:
         self.claim = MemoClaim(self.lock_uri, self.lock, self.done, self.poll)
@@ -221,14 +237,19 @@ class claim_memo:  # lower case: used as a function, as contextlib's managers ar
             # In slices, to check for the result between them; the process remembers since
             # when it has seen the lockfile unchanged, so the slices wait as one wait does.
             if c.lock.acquire(timeout=c.slice(deadline)):
-                if _sync_done(c.done):  # finished while we waited
+                try:
+                    finished = _sync_done(c.done)  # finished while we waited?
+                except BaseException:
+                    c.lock.release()  # nobody would release it: the block never runs
+                    raise
+                if finished:
                     c.lock.release()
                     return c.nothing()
                 return c.won()
             if _sync_done(c.done):
                 return c.nothing()
             if deadline is not None and time.monotonic() >= deadline:
-                raise c.timed_out()
+                raise c.timed_out(c.holder())
 
     def __exit__(
         self,
@@ -265,14 +286,21 @@ class claim_memo_async:
         deadline = c.deadline()
         while True:
             if await c.lock.acquire_async(timeout=c.slice(deadline)):
-                if await _async_done(c.done):
+                try:
+                    finished = await _async_done(c.done)
+                except BaseException:
+                    # Not awaited (this task may be cancelled): released on blob-lock's own
+                    # runtime, in the background.
+                    c.lock._abandon()
+                    raise
+                if finished:
                     await c.lock.release_async()
                     return c.nothing()
                 return c.won()
             if await _async_done(c.done):
                 return c.nothing()
             if deadline is not None and time.monotonic() >= deadline:
-                raise c.timed_out()
+                raise c.timed_out(await c.holder_async())
 
     async def __aexit__(
         self,

@@ -271,6 +271,13 @@ class BlobLock:
             self._turn.give()
         return ok
 
+    def _abandon(self) -> None:
+        """Releases what this lock holds in the background, on blob-lock's own runtime,
+        without waiting (for a task being cancelled, whose event loop may be closing)."""
+        _process.untrack(self)
+        self._native.abandon()
+        self._turn.give()
+
     def _track(self) -> None:
         _process.track(self)
 

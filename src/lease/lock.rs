@@ -86,7 +86,10 @@ impl Lock {
         let mut lock = Lock::with_store(uri, store, options);
         lock.engine.wake = Some(waker(&identity));
         lock.engine.last_release = Record::Process(identity.as_str().into());
-        lock.engine.watched = Watched::Process(identity.into());
+        // The record's instants are the system clock's: not for a lock on a clock of its own.
+        if options.clock.is_tokio() {
+            lock.engine.watched = Watched::Process(identity.into());
+        }
         lock.storage_options = Arc::new(options.storage_options.clone());
         Ok(lock)
     }

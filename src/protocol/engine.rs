@@ -182,8 +182,15 @@ impl Engine {
             Some((version, since)) if *version == snap.version => *since,
             _ => {
                 // An earlier acquisition in this process may have seen this version first.
-                let since = self.watched.since(&snap.version).unwrap_or(read_done);
-                self.watched.note(&snap.version, since);
+                // Under cas only: a stale read (lww's stores promise less) of a version seen
+                // long ago must not count as a long watch.
+                let watched = (self.protocol == Protocol::Cas).then_some(&self.watched);
+                let since = watched
+                    .and_then(|w| w.since(&snap.version))
+                    .unwrap_or(read_done);
+                if let Some(w) = watched {
+                    w.note(&snap.version, since);
+                }
                 acquisition.watch = Some((snap.version.clone(), since));
                 since
             }

@@ -13,6 +13,7 @@ use crate::timing::Timing;
 use object_store::memory::InMemory;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 /// Opens the store that holds `<uri>/lock.json`. `options` are object_store configuration
 /// keys (`aws_endpoint`, `azure_storage_account_name`, ...) on top of the environment, and
@@ -54,12 +55,13 @@ pub fn open(
 }
 
 /// Opens the store of exactly the object `uri` names (not a lock's folder): where
-/// [`crate::write_once()`] publishes a result. The URI must name an object: not a bucket, a
-/// store or a folder. Makes no request.
+/// [`crate::write_once()`] publishes a result, each request bounded by `timeout`. The URI
+/// must name an object: not a bucket, a store or a folder. Makes no request. On a file
+/// system its writes are durable (flushed to disk before they are published).
 pub fn open_object(
     uri: &str,
     options: &HashMap<String, String>,
-    timing: &Timing,
+    timeout: Duration,
 ) -> Result<Arc<dyn LockStore>> {
     let not_an_object = |what: &str| {
         Error::InvalidArgument(format!(
@@ -71,7 +73,6 @@ pub fn open_object(
     }
     let location = Location::parse(uri)?;
     let options = Options::split(options)?;
-    let timeout = timing.request_timeout();
     Ok(match location {
         Location::Memory { name, key } => {
             refuse_options(uri, "memory://", &options)?;
@@ -90,7 +91,7 @@ pub fn open_object(
             if path.is_dir() {
                 return Err(not_an_object("a folder"));
             }
-            Arc::new(FileStore::new(path, uri.to_string(), timeout))
+            Arc::new(FileStore::durable(path, uri.to_string(), timeout))
         }
         Location::Cloud {
             kind,

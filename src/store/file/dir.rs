@@ -38,6 +38,8 @@ pub(super) struct LockDir {
     pub(super) running: AtomicUsize,
     /// Notified when `running` falls to zero.
     pub(super) idle: tokio::sync::Notify,
+    /// Whether writes are flushed to disk before they are published (results).
+    pub(super) durable: bool,
 }
 
 /// How old a temporary file beside the lockfile must be to count as stray. Younger ones may
@@ -60,6 +62,7 @@ impl LockDir {
             strays_removed: AtomicBool::new(false),
             running: AtomicUsize::new(0),
             idle: tokio::sync::Notify::new(),
+            durable: false,
         }
     }
 
@@ -160,6 +163,9 @@ impl LockDir {
         let mut f = file.map_err(|e| self.error(e, "writing"))?;
         let written = (|| {
             f.write_all(body)?;
+            if self.durable {
+                f.sync_all()?;
+            }
             let meta = f.metadata()?;
             Ok::<_, io::Error>(version_of(&meta, body))
         })();
@@ -177,6 +183,14 @@ impl LockDir {
         let linked = fs::hard_link(&tmp, &self.path);
         let _ = fs::remove_file(&tmp);
         match linked {
+            Ok(()) if self.durable => {
+                // The new name too: a power loss must not leave the result unpublished
+                // after this call said it was.
+                File::open(self.dir())
+                    .and_then(|d| d.sync_all())
+                    .map_err(|e| self.error(e, "flushing the folder of"))?;
+                Ok(Write::Done(version))
+            }
             Ok(()) => Ok(Write::Done(version)),
             Err(e) if e.kind() == io::ErrorKind::AlreadyExists => Ok(Write::Conflict),
             Err(e) => Err(self.error(e, "creating")),

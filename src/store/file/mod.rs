@@ -64,6 +64,17 @@ impl FileStore {
         }
     }
 
+    /// A file whose writes are flushed to disk before they are published, and its folder
+    /// after: for results (`write_once`), which a power loss must not leave empty. Lockfiles
+    /// do without: each costs milliseconds, and a lockfile is rewritten every heartbeat.
+    pub fn durable(path: PathBuf, uri: String, guard_wait: Duration) -> Self {
+        let mut dir = LockDir::new(path, uri, guard_wait);
+        dir.durable = true;
+        FileStore {
+            files: Arc::new(dir),
+        }
+    }
+
     /// True where calls may run inline: on a caller's own thread, for a lockfile known to be
     /// on a local file system.
     fn inline(&self) -> bool {
