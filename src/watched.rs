@@ -23,6 +23,9 @@ pub enum Watched {
     Own,
     /// In the process-wide table, under the lockfile's identity (locks opened from a URI).
     Process(Arc<str>),
+    /// In a record of one lockfile that the locks given it share (each simulated process
+    /// has one, on its own clock).
+    Slot(Arc<Mutex<Option<(Version, Instant)>>>),
 }
 
 /// Lockfiles remembered at most; beyond, an arbitrary one makes room (a miss only means an
@@ -36,8 +39,14 @@ static TABLE: Mutex<Table> = Mutex::new(None);
 impl Watched {
     /// Since when this process has seen `version`, if it is the version it saw last.
     pub fn since(&self, version: &Version) -> Option<Instant> {
-        let Watched::Process(key) = self else {
-            return None;
+        let key = match self {
+            Watched::Own => return None,
+            Watched::Slot(slot) => {
+                let slot = slot.lock().unwrap_or_else(|e| e.into_inner());
+                let (seen, since) = slot.as_ref()?;
+                return (seen == version).then_some(*since);
+            }
+            Watched::Process(key) => key,
         };
         let table = table()?;
         let (seen, since) = table.as_ref()?.get(key)?;
@@ -46,8 +55,16 @@ impl Watched {
 
     /// Notes that `version` has been there since `since`.
     pub fn note(&self, version: &Version, since: Instant) {
-        let Watched::Process(key) = self else {
-            return;
+        let key = match self {
+            Watched::Own => return,
+            Watched::Slot(slot) => {
+                let mut slot = slot.lock().unwrap_or_else(|e| e.into_inner());
+                if slot.as_ref().is_none_or(|(seen, _)| seen != version) {
+                    *slot = Some((version.clone(), since));
+                }
+                return;
+            }
+            Watched::Process(key) => key,
         };
         let Some(mut table) = table() else { return };
         let table = table.get_or_insert_with(HashMap::new);

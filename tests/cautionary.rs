@@ -71,6 +71,7 @@ fn process(world: &Arc<World>, c: &Contender, lag: Duration) -> Process {
         pauses: Default::default(),
         faults,
         seed: 7,
+        watched: Default::default(),
     }
 }
 

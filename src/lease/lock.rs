@@ -128,6 +128,14 @@ impl Lock {
         self
     }
 
+    /// The same lock keeping what it sees of its lockfile in `watched` (see
+    /// [`crate::watched`]): for stores brought by tests and simulations, whose locks keep
+    /// no process-wide record.
+    pub fn with_watched(mut self, watched: Watched) -> Lock {
+        self.engine.watched = watched;
+        self
+    }
+
     /// The owner id this lock writes: hand it to the remote.
     pub fn owner(&self) -> &str {
         &self.owner

@@ -4,7 +4,8 @@
 
 use super::engine::{Acquisition, Attempt, Engine, Held};
 use crate::errors::{Error, Result};
-use crate::store::Write;
+use crate::lockfile::LockFile;
+use crate::store::{Version, Write};
 use bytes::Bytes;
 
 impl Engine {
@@ -41,7 +42,7 @@ impl Engine {
         };
         if let Some(start) = acquisition.settles(owner, &lf) {
             // A write of ours landed though it came back as an error or a conflict.
-            return Ok(Attempt::Acquired(self.held(owner, lf, snap.version, start)));
+            return self.confirm(owner, lf, snap.version, start).await;
         }
         if let Some(busy) = self.judge(&lf, &snap, self.clock.now(), acquisition) {
             return Ok(busy);
@@ -60,12 +61,7 @@ impl Engine {
                 acquisition.watch = None;
                 match self.read().await? {
                     Some((now, snap)) => match acquisition.settles(owner, &now) {
-                        Some(start) => Ok(Attempt::Acquired(self.held(
-                            owner,
-                            now,
-                            snap.version,
-                            start,
-                        ))),
+                        Some(start) => self.confirm(owner, now, snap.version, start).await,
                         None => Ok(Attempt::Busy {
                             holder: Some(now),
                             expires_in: None,
@@ -77,6 +73,29 @@ impl Engine {
                     }),
                 }
             }
+        }
+    }
+
+    /// A write of ours whose outcome we did not know, which a read shows landed: it counts
+    /// only once a renewal conditional on that version lands too. The read may be stale (an
+    /// eventually consistent store) and show a write that an earlier acquisition by this
+    /// owner made with the same token and has released since; a conditional write cannot be
+    /// fooled so.
+    async fn confirm(
+        &self,
+        owner: &str,
+        lf: LockFile,
+        version: Version,
+        start: tokio::time::Instant,
+    ) -> Result<Attempt> {
+        let mut held = self.held(owner, lf, version, start);
+        match self.renew_cas(&mut held, None).await {
+            Ok(()) => Ok(Attempt::Acquired(held)),
+            Err(Error::Lost { .. }) => Ok(Attempt::Busy {
+                holder: None,
+                expires_in: None,
+            }),
+            Err(e) => Err(e),
         }
     }
 

@@ -10,7 +10,9 @@
 //!   beyond the skew allowance, by wall clock). A holder's lease runs from the *start* of its last successful
 //!   write to `start + expire - margin`, which is earlier than any waiter's takeover.
 //! - A write whose outcome is unknown (a conflict that may be our own retried request) is
-//!   settled by reading the lockfile and comparing owner and token, never by guessing.
+//!   settled by reading the lockfile and comparing owner and token, never by guessing; under
+//!   cas a renewal conditional on what the read showed must land too (a stale read can show
+//!   an earlier acquisition's write by the same owner).
 //! - A release never deletes the lockfile, so the fencing token keeps growing.
 //!
 //! A new protocol is a variant of [`Protocol`], a file beside `cas.rs` with its attempt and

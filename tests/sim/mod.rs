@@ -6,6 +6,7 @@
 use async_trait::async_trait;
 use blob_lock::clock::{Clock, DriftingClock};
 use blob_lock::store::{LockStore, Snapshot, Version, Write};
+use blob_lock::watched::Watched;
 use blob_lock::{Error, LockOptions, Protocol, StoreErrorKind, Timing};
 use bytes::Bytes;
 use chrono::{DateTime, TimeZone, Utc};
@@ -505,6 +506,9 @@ pub struct Process {
     pub pauses: Arc<Pauses>,
     pub faults: Faults,
     pub seed: u64,
+    /// What this process has seen of the lockfile between acquisitions (its own record:
+    /// the simulated processes share one real process).
+    pub watched: Watched,
 }
 
 impl Process {
@@ -537,6 +541,7 @@ impl Process {
             pauses,
             faults: faults.clone(),
             seed,
+            watched: Watched::Slot(Default::default()),
         }
     }
 
