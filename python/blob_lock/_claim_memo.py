@@ -44,12 +44,21 @@ class MemoClaim:
     ``owner`` to the remote, whose ``keep_alive`` keeps the lock alive). False when the
     result exists; then nothing is held and ``owner`` and ``token`` are None."""
 
-    __slots__ = ("_done", "_lock", "_poll", "launch", "lock_uri")
+    __slots__ = ("_done", "_launch", "_lock", "_lock_uri", "_poll")
 
     def __init__(self, lock_uri: str, lock: BlobLock | None, done: Done, poll: float) -> None:
-        self.lock_uri = lock_uri
-        self.launch = lock is not None
+        self._lock_uri, self._launch = lock_uri, lock is not None
         self._lock, self._done, self._poll = lock, done, poll
+
+    @property
+    def launch(self) -> bool:
+        """True when this caller holds the lock and the result did not exist: launch."""
+        return self._launch
+
+    @property
+    def lock_uri(self) -> str:
+        """The memo's lock URI, ``<memo_uri>/lock``."""
+        return self._lock_uri
 
     @property
     def owner(self) -> str | None:
