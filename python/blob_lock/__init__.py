@@ -19,7 +19,8 @@ from blob_lock._inspect import (
     wait_free_async,
 )
 from blob_lock._keep_alive import KeepAlive, keep_alive, keep_alive_async
-from blob_lock._lock import BlobLock, ReleaseStatus, locked
+from blob_lock._lock import BlobLock, locked
+from blob_lock._release_status import ReleaseStatus
 from blob_lock._write_once import write_once, write_once_async
 from blob_lock.exceptions import (
     InvalidLockFile,

@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 import asyncio
-import enum
 import functools
 import inspect as _pyinspect
-import logging
 import os
 import sys
 import threading
@@ -18,30 +16,13 @@ from typing import Any, TypeVar, cast
 from blob_lock import _args, _blob_lock, _process
 from blob_lock._args import Seconds, callback, lock_uri, seconds
 from blob_lock._inspect import Inspection, _inspection
+from blob_lock._release_status import ReleaseStatus
 from blob_lock._turn import Turn, current
 from blob_lock.exceptions import LockError, LockLost, LockTimeout
 
-__all__ = ["BlobLock", "ReleaseStatus", "locked"]
+__all__ = ["BlobLock", "locked"]
 
 F = TypeVar("F", bound=Callable[..., Any])
-
-_log = logging.getLogger("blob_lock")
-
-
-class ReleaseStatus(str, enum.Enum):
-    """What ``release()`` found. A str, so ``status == "released"`` works too."""
-
-    RELEASED = "released"
-    """We held the lock and released it."""
-    NO_LOCKFILE = "no_lockfile"
-    """There is no lockfile at the URI."""
-    HELD_BY_OTHER = "held_by_other"
-    """Another owner holds the lock; nothing was written."""
-    ALREADY_RELEASED = "already_released"
-    """The lock was already released; nothing was written."""
-
-    def __str__(self) -> str:
-        return self.value
 
 
 _CONFIG_NAMES = (

@@ -1,0 +1,23 @@
+"""What a release found."""
+
+from __future__ import annotations
+
+import enum
+
+__all__ = ["ReleaseStatus"]
+
+
+class ReleaseStatus(str, enum.Enum):
+    """What ``release()`` found. A str, so ``status == "released"`` works too."""
+
+    RELEASED = "released"
+    """We held the lock and released it."""
+    NO_LOCKFILE = "no_lockfile"
+    """There is no lockfile at the URI."""
+    HELD_BY_OTHER = "held_by_other"
+    """Another owner holds the lock; nothing was written."""
+    ALREADY_RELEASED = "already_released"
+    """The lock was already released; nothing was written."""
+
+    def __str__(self) -> str:
+        return self.value
