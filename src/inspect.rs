@@ -73,7 +73,7 @@ impl Inspection {
         }
         // The writer's clock, as mops's read_lease judges it; the store's if it has none.
         let last = lf.last_write_time().or(last_modified).unwrap_or(now);
-        let expires_in = (last - now).as_seconds_f64() + lf.expire_s;
+        let expires_in = (last - now).as_seconds_f64() + lf.lifetime().as_secs_f64();
         Inspection {
             state: if expires_in > 0.0 {
                 LockState::Held

@@ -48,6 +48,10 @@ pub struct LockFile {
     pub protocol: Option<String>,
     /// Who broke the lock (`blob-lock break`): user, host and pid, for people.
     pub broken_by: Option<String>,
+    /// Launch grace: seconds after this write during which a waiter that sees no newer write
+    /// still does not take over, when longer than `expire_s`. Written by an orchestrator that
+    /// handed the lock to a remote which has not written yet; absent otherwise.
+    pub grace_s: Option<f64>,
 }
 
 impl Clone for LockFile {
@@ -67,6 +71,7 @@ impl Clone for LockFile {
             token: 0,
             protocol: None,
             broken_by: None,
+            grace_s: None,
         };
         copy.clone_from(self);
         copy
@@ -93,6 +98,7 @@ impl Clone for LockFile {
             token,
             protocol,
             broken_by,
+            grace_s,
         } = source;
         self.writer_id.clone_from(writer_id);
         self.written_at.clone_from(written_at);
@@ -108,6 +114,7 @@ impl Clone for LockFile {
         self.token = *token;
         self.protocol.clone_from(protocol);
         self.broken_by.clone_from(broken_by);
+        self.grace_s = *grace_s;
     }
 }
 
@@ -188,10 +195,12 @@ impl LockFile {
             token,
             protocol: Some(protocol.to_string()),
             broken_by: None,
+            grace_s: None,
         }
     }
 
-    /// The body of a renewal of `self` by the same owner (orchestrator or remote).
+    /// The body of a renewal of `self` by the same owner (orchestrator or remote), without
+    /// launch grace: a writer that grants some sets `grace_s` itself.
     pub fn renewed(&self, writer_name: Option<&str>, wall: DateTime<Utc>) -> Self {
         let mut next = self.clone();
         next.written_at = format_time(wall);
@@ -200,6 +209,7 @@ impl LockFile {
         next.tid = this_thread_id();
         next.write_count = self.write_count.saturating_add(1);
         next.writer_name = writer_name.map(str::to_string);
+        next.grace_s = None;
         if next.first_acquired_at.is_empty() {
             // mops's remote writer refuses a lockfile without it.
             next.first_acquired_at = next.written_at.clone();
@@ -224,6 +234,19 @@ impl LockFile {
     /// The lock's lifetime after a write.
     pub fn expire(&self) -> Duration {
         Duration::from_secs_f64(self.expire_s)
+    }
+
+    /// How long after this write a waiter that sees no newer one waits before taking over:
+    /// `expire_s`, or the launch grace when that is longer.
+    pub fn lifetime(&self) -> Duration {
+        let grace = self.grace_s.unwrap_or(0.0);
+        Duration::from_secs_f64(self.expire_s.max(grace))
+    }
+
+    /// When the launch grace of this write ends by its writer's clock, if it has one.
+    pub fn grace_until(&self) -> Option<DateTime<Utc>> {
+        let grace = chrono::Duration::from_std(Duration::from_secs_f64(self.grace_s?)).ok()?;
+        Some(parse_time(&self.written_at)? + grace)
     }
 
     /// A short description of the holder for messages: owner, host, pid.
@@ -267,6 +290,9 @@ impl LockFile {
         if let Some(by) = &self.broken_by {
             m.insert("broken_by".into(), by.clone().into());
         }
+        if let Some(grace) = self.grace_s {
+            m.insert("grace_s".into(), grace.into());
+        }
         let mut json = serde_json::to_vec(&Value::Object(m))
             .expect("a map of strings and numbers always encodes");
         // Exact: the buffer grew by doubling, and a memory:// store keeps it as it is.
@@ -303,6 +329,17 @@ impl LockFile {
                 "`expire_s` is {expire_s}, not a positive number of seconds"
             )));
         }
+        let grace_s = match m.get("grace_s") {
+            None | Some(Value::Null) => None,
+            Some(v) => match number(v) {
+                Some(g) if (0.0..1e9).contains(&g) => Some(g),
+                _ => {
+                    return Err(DecodeError(format!(
+                        "`grace_s` is {v}, not a number of seconds"
+                    )))
+                }
+            },
+        };
         let token = match m.get("token") {
             None | Some(Value::Null) => 0,
             Some(v) => v
@@ -333,6 +370,7 @@ impl LockFile {
                 .get("broken_by")
                 .and_then(Value::as_str)
                 .map(str::to_string),
+            grace_s,
         })
     }
 
@@ -379,6 +417,21 @@ mod tests {
     }
 
     #[test]
+    fn launch_grace_round_trips_lengthens_the_lifetime_and_is_not_carried_on() {
+        let mut lf = LockFile::acquired("abc", Duration::from_secs(30), 7, "cas", Utc::now());
+        assert_eq!(lf.lifetime(), Duration::from_secs(30));
+        lf.grace_s = Some(600.0);
+        let back = LockFile::decode(&lf.encode()).unwrap();
+        assert_eq!(back.grace_s, Some(600.0));
+        assert_eq!(back.lifetime(), Duration::from_secs(600));
+        assert!(back.grace_until().unwrap() > back.last_write_time().unwrap());
+        assert_eq!(back.renewed(Some("remote"), Utc::now()).grace_s, None);
+        assert_eq!(back.released(Utc::now()).grace_s, None);
+        lf.grace_s = Some(5.0); // shorter than expire_s: no effect
+        assert_eq!(lf.lifetime(), Duration::from_secs(30));
+    }
+
+    #[test]
     fn rejects_what_is_not_a_lockfile() {
         for (bytes, why) in [
             (&b"not json"[..], "not JSON"),
@@ -397,6 +450,14 @@ mod tests {
             (
                 b"{\"writer_id\": \"a\", \"expire_s\": 1, \"token\": -2}",
                 "token",
+            ),
+            (
+                b"{\"writer_id\": \"a\", \"expire_s\": 1, \"grace_s\": -5}",
+                "grace_s",
+            ),
+            (
+                b"{\"writer_id\": \"a\", \"expire_s\": 1, \"grace_s\": \"soon\"}",
+                "grace_s",
             ),
         ] {
             let err = LockFile::decode(bytes).unwrap_err();

@@ -89,6 +89,22 @@ impl Timing {
     /// The longest finite timeout (a year); `None` waits for ever.
     pub const MAX_TIMEOUT: Duration = Duration::from_secs(365 * 24 * 3600);
 
+    /// Checks a launch grace ([`crate::protocol::Engine::hand_off`]): positive, and at most
+    /// [`Timing::MAX_EXPIRE`], the longest wait every reader of the lockfile accepts.
+    pub fn check_grace(grace: Duration) -> Result<()> {
+        if grace.is_zero() {
+            return Err(Error::InvalidArgument(
+                "grace must be a positive number of seconds, got 0".into(),
+            ));
+        }
+        at_most(
+            "grace",
+            grace,
+            Self::MAX_EXPIRE,
+            " (a launch that never starts would block everyone for longer)",
+        )
+    }
+
     /// Checks and completes the timing for `expire` seconds. `heartbeat`, `settle` and `skew`
     /// (`Some(None)` switches the fast path off) take their defaults when not given.
     pub fn new(

@@ -82,6 +82,17 @@ class NativeLock:
         acquired or may have written."""
     def release_async(self) -> Future[_ReleaseStatus]:
         """`release` as an awaitable."""
+    def hand_off(self, grace: float) -> None:
+        """Hands the held lock to a remote that may take up to `grace` seconds to start
+        (`Lease::hand_off`). `LockError` when nothing is held, `LockLost` when it was lost."""
+    def hand_off_async(self, grace: float) -> Future[None]:
+        """`hand_off` as an awaitable."""
+    @property
+    def handed_off(self) -> bool:
+        """True while the lease held was handed off (`hand_off`)."""
+    def let_go(self) -> None:
+        """Stops renewing the lease held, without releasing it (left to the remote after a
+        hand-off); keeps why it was lost, if it was. Writes nothing."""
     def inspect(self) -> dict[str, Any]:
         """Reads the lockfile once; a dict of what it shows. Never writes."""
     def inspect_async(self) -> Future[dict[str, Any]]:

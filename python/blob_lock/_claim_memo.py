@@ -14,7 +14,7 @@ from typing import Any, Union
 from blob_lock._args import Seconds, lock_uri, seconds
 from blob_lock._inspect import inspect_async
 from blob_lock._lock import BlobLock
-from blob_lock.exceptions import LockLost, LockTimeout
+from blob_lock.exceptions import LockError, LockLost, LockTimeout
 
 __all__ = ["MemoClaim", "claim_memo", "claim_memo_async"]
 
@@ -78,6 +78,29 @@ class MemoClaim:
     @property
     def lock(self) -> BlobLock | None:
         """The held lock, when ``launch`` is True."""
+        return self._lock
+
+    def hand_off(self, grace: Seconds) -> None:
+        """Call right after launching the remote, with the longest it may take to start
+        (queue, image pull): ``BlobLock.hand_off`` on the held lock. Until the remote's first
+        ``keep_alive`` write, or ``grace`` from now, a claim that finds this orchestrator gone
+        waits ``grace`` instead of ``expire`` before taking over: a restarted orchestrator
+        waits for the remote instead of launching again. After it, leaving the block with an
+        exception leaves the lock to the remote instead of releasing it. Raises
+        ``LockError`` when the claim holds nothing (``launch`` is False)."""
+        self._held("hand_off").hand_off(grace)
+
+    async def hand_off_async(self, grace: Seconds) -> None:
+        """``hand_off`` without blocking the event loop."""
+        await self._held("hand_off").hand_off_async(grace)
+
+    def _held(self, what: str) -> BlobLock:
+        if self._lock is None:
+            raise LockError(
+                f"{what} needs a claim that launches, and this one holds nothing: "
+                "(launch is False: the result exists)",
+                self.lock_uri,
+            )
         return self._lock
 
     def wait_done(self, poll: Seconds | None = None, timeout: Seconds | None = None) -> bool:
@@ -217,7 +240,8 @@ class claim_memo:  # lower case: used as a function, as contextlib's managers ar
     orchestrator that died), the claim waits, checking ``done`` every ``poll`` seconds, and
     never launches; a lock nobody renews is taken over after ``expire``. Once this caller
     holds the lock and ``done`` is still false, ``claim.launch`` is True: launch the remote
-    with ``claim.owner``, then ``claim.wait_done()`` (the lock is renewed meanwhile).
+    with ``claim.owner``, call ``claim.hand_off(grace)`` with the longest the remote may take
+    to start, then ``claim.wait_done()`` (the lock is renewed meanwhile).
     Leaving the block releases what the claim holds, and raises ``LockLost`` if the lock
     was lost while held (``raise_on_lost=False`` switches that off), as a ``BlobLock`` does.
     ``timeout`` bounds the wait (``LockTimeout``, naming the holder); other keyword

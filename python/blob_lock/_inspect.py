@@ -75,6 +75,16 @@ class Inspection:
     """Who broke the lock (``blob-lock break``), when its release was not its holder's."""
     write_count: int | None = None
     """Writes by the current owner: its acquisition, then each renewal."""
+    grace_s: float | None = None
+    """The launch grace of the last write (``hand_off``): seconds after it during which
+    waiters do not take over, when longer than ``expire_s``. None once the remote has written."""
+    grace_until: datetime | None = None
+    """When that grace ends, by the writer's clock."""
+
+    @property
+    def handed_off(self) -> bool:
+        """True while its holder has handed it to a remote that has not written yet."""
+        return self.grace_s is not None and self.state in (LockState.HELD, LockState.OURS)
 
     @property
     def free(self) -> bool:
@@ -106,6 +116,8 @@ class Inspection:
         held_for = self.held_for()
         if held_for is not None:
             line += f", held for {_duration(held_for)}"
+        if self.handed_off and self.grace_until is not None:
+            line += f", handed off, grace until {self.grace_until.isoformat(timespec='seconds')}"
         if self.expires_in is not None:
             if self.expires_in > 0:
                 line += f", expires in {_duration(self.expires_in)} unless renewed"
@@ -160,6 +172,8 @@ def _inspection(uri: str, d: dict[str, Any], owner: str | None) -> Inspection:
         last_modified=_time(d.get("last_modified")),
         broken_by=d.get("broken_by"),
         write_count=d.get("write_count"),
+        grace_s=d.get("grace_s"),
+        grace_until=_time(d.get("grace_until")),
     )
 
 

@@ -3,18 +3,17 @@
 from __future__ import annotations
 
 import asyncio
-import functools
-import inspect as _pyinspect
 import os
 import sys
 import threading
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from types import TracebackType
-from typing import Any, TypeVar, cast
+from typing import Any, TypeVar
 
 from blob_lock import _args, _blob_lock, _process
 from blob_lock._args import Seconds, callback, lock_uri, seconds
+from blob_lock._decorate import decorate
 from blob_lock._inspect import Inspection, _inspection
 from blob_lock._release_status import ReleaseStatus
 from blob_lock._turn import Turn, current
@@ -29,6 +28,12 @@ _CONFIG_NAMES = (
     "expire", "heartbeat", "timeout", "protocol", "storage_options",
     "settle", "clock_skew", "on_lost", "raise_on_lost",
 )  # fmt: skip
+
+
+def _grace(grace: Seconds | None) -> float:
+    if grace is None:
+        raise TypeError("grace must be seconds (a number) or a timedelta, got None")
+    return seconds("grace", grace)
 
 
 class BlobLock:
@@ -263,7 +268,10 @@ class BlobLock:
         _process.track(self)
 
     def _end_at_exit(self) -> None:
-        self.release()
+        if self._native.handed_off:
+            self._leave_to_remote()  # the remote may still be starting: not released
+        else:
+            self.release()
 
     def _in_fork_child(self) -> None:
         pass  # renewed, unheld, on the child's first use (see _native)
@@ -278,6 +286,10 @@ class BlobLock:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
+        if exc is not None and self._native.handed_off:
+            self._leave_to_remote()
+            self._raise_lost(self.lost_reason, exc)
+            return
         self._raise_lost(self._release_noting_loss(raise_lost=self._raise_on_lost), exc)
 
     async def __aenter__(self) -> BlobLock:
@@ -290,6 +302,10 @@ class BlobLock:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
+        if exc is not None and self._native.handed_off:
+            self._leave_to_remote()
+            self._raise_lost(self.lost_reason, exc)
+            return
         lost = self.lost_reason
         try:
             await self.release_async()
@@ -306,21 +322,7 @@ class BlobLock:
         one another, as separate processes do."""
         uri = self.uri
         config: dict[str, Any] = dict(zip(_CONFIG_NAMES, self._config))
-        if _pyinspect.iscoroutinefunction(func):
-
-            @functools.wraps(func)
-            async def run_async(*args: Any, **kwargs: Any) -> Any:
-                async with BlobLock(uri, **config):
-                    return await func(*args, **kwargs)
-
-            return cast(F, run_async)
-
-        @functools.wraps(func)
-        def run(*args: Any, **kwargs: Any) -> Any:
-            with BlobLock(uri, **config):
-                return func(*args, **kwargs)
-
-        return cast(F, run)
+        return decorate(func, lambda: BlobLock(uri, **config))
 
     def _raise_lost(self, lost: str | None, exc: BaseException | None) -> None:
         if lost is None or not self._raise_on_lost:
@@ -347,6 +349,40 @@ class BlobLock:
 
     def _lost_error(self, reason: str) -> LockLost:
         return LockLost(f"lock {self.uri} was lost while the block ran: {reason}", self.uri)
+
+    # -- hand-off to a remote ----------------------------------------------------------
+
+    def hand_off(self, grace: Seconds) -> None:
+        """Hands the held lock to the remote just launched, which may take up to ``grace``
+        seconds to start (a queue, an image pull): renews the lock now with a launch grace.
+        Should this process die before the remote's first ``keep_alive`` write, waiters wait
+        ``grace`` instead of ``expire`` before taking over, so a restarted orchestrator waits
+        for the remote instead of launching a duplicate. The remote's first write ends the
+        grace; the heartbeat goes on as before. After a hand-off, leaving the ``with`` block
+        with an exception (or exiting the interpreter) stops renewing without releasing: the
+        lock is left to the remote.
+
+        Raises ``LockError`` when nothing is held, ``LockLost`` when the lock was lost, and
+        ValueError for a ``grace`` that is not positive or is longer than 7 days (the
+        longest lifetime every reader accepts). mops processes that read the lockfile judge
+        expiry by their own setting and ignore the grace.
+        """
+        self._native.hand_off(_grace(grace))
+
+    async def hand_off_async(self, grace: Seconds) -> None:
+        """``hand_off`` without blocking the event loop."""
+        await self._native.hand_off_async(_grace(grace))
+
+    @property
+    def handed_off(self) -> bool:
+        """True while the lock held was handed off to a remote (``hand_off``)."""
+        return self._native.handed_off
+
+    def _leave_to_remote(self) -> None:
+        """Stops renewing without releasing (after a hand-off): the remote keeps the lock."""
+        _process.untrack(self)
+        self._native.let_go()
+        self._turn.give()
 
     # -- state -------------------------------------------------------------------------
 

@@ -7,6 +7,7 @@ use crate::errors::{Error, Result};
 use crate::protocol::{Engine, Held, ReleaseStatus};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
@@ -24,6 +25,8 @@ struct LeaseState {
     lost: Mutex<Option<String>>,
     stopped: AtomicBool,
     released: AtomicBool,
+    /// Set by a successful hand-off: a remote may be starting on this lock.
+    handed_off: AtomicBool,
     stop: Notify,
     on_lost: Option<LossHook>,
     claim: Arc<Claim>,
@@ -62,6 +65,17 @@ impl LeaseState {
                 reason,
             });
         }
+    }
+
+    /// Takes up a successful renewal: the new deadline. False when the lease was lost
+    /// meanwhile (lost is sticky: past the old deadline we may already have said so).
+    fn renewed(&self, held: &Held) -> bool {
+        let deadline = self.deadline_of(held);
+        if self.lost_reason().is_some() {
+            return false;
+        }
+        *self.deadline.lock().unwrap_or_else(|e| e.into_inner()) = deadline;
+        self.claim.enter(State::Held, "renewed")
     }
 
     fn lost_reason(&self) -> Option<String> {
@@ -126,6 +140,7 @@ impl Lease {
             lost: Mutex::new(None),
             stopped: AtomicBool::new(false),
             released: AtomicBool::new(false),
+            handed_off: AtomicBool::new(false),
             stop: Notify::new(),
         });
         let mut filed = None;
@@ -171,6 +186,76 @@ impl Lease {
         self.halt();
         drop(self.state.held.lock().await);
         self.state.claim.enter(State::Stopped, "renewal stopped");
+    }
+
+    /// Hands the lock to a remote that may take up to `grace` to start its keep_alive: renews
+    /// it now with a launch grace ([`Engine::hand_off`]). The heartbeat goes on as before.
+    /// `Error::Lost` when the lease is lost; `Error::InvalidArgument` when it was released or
+    /// stopped, or is a remote's.
+    pub async fn hand_off(&self, grace: Duration) -> Result<()> {
+        let state = &self.state;
+        let uri = state.engine.uri();
+        if state.writer_name.is_some() {
+            return Err(Error::InvalidArgument(format!(
+                "{uri}: hand_off is for the orchestrator that acquired the lock, not a remote's keep_alive"
+            )));
+        }
+        crate::timing::Timing::check_grace(grace)?;
+        let lost = |reason| Error::Lost {
+            uri: uri.to_string(),
+            reason,
+        };
+        if let Some(reason) = state.lost_reason() {
+            return Err(lost(reason));
+        }
+        let mut held = state.held.lock().await;
+        if state.stopped.load(Ordering::SeqCst) {
+            return Err(Error::InvalidArgument(format!(
+                "{uri}: hand_off needs a held lock, and this one was released or stopped"
+            )));
+        }
+        if !state.claim.enter(State::Renewing, "hand-off") {
+            let reason = state.lost_reason();
+            return Err(lost(reason.unwrap_or_else(|| "the lease ended".into())));
+        }
+        let handed = state.engine.hand_off(&mut held, grace);
+        match crate::store::gate::urgently(handed).await {
+            Ok(()) if state.renewed(&held) => {
+                state.handed_off.store(true, Ordering::SeqCst);
+                log::info!(
+                    "{uri}: handed off with {:.1}s of launch grace (owner {}, token {})",
+                    grace.as_secs_f64(),
+                    state.owner,
+                    state.token
+                );
+                Ok(())
+            }
+            Ok(()) => Err(lost(state.lost_reason().unwrap_or_default())),
+            Err(Error::Lost { reason, .. }) => {
+                state.mark_lost(reason.clone());
+                Err(lost(reason))
+            }
+            Err(e) => {
+                state.claim.enter(State::Held, "hand-off failed");
+                Err(e)
+            }
+        }
+    }
+
+    /// True once [`Lease::hand_off`] succeeded: a remote may be starting on this lock, and
+    /// ending the hold early (a crash, an exception) should leave it to the remote rather
+    /// than release it ([`Lease::let_go`]).
+    pub fn handed_off(&self) -> bool {
+        self.state.handed_off.load(Ordering::SeqCst)
+    }
+
+    /// Stops the heartbeat without waiting and without releasing: the lock stays the
+    /// owner's (the remote's, after a hand-off) until nobody renews it for its lifetime.
+    pub fn let_go(&self) {
+        self.halt();
+        if self.state.claim.state().is_holding() {
+            self.state.claim.enter(State::Stopped, "let go");
+        }
     }
 
     /// Where the claim of this lease is in its lifecycle.
@@ -287,14 +372,7 @@ async fn heartbeat(state: Arc<LeaseState>) {
         };
         match renewal {
             Ok(()) => {
-                let deadline = state.deadline_of(&held);
-                // Past the old deadline we may already have told the user the lease is lost;
-                // lost is sticky, so a late success changes nothing.
-                if state.lost_reason().is_some() {
-                    return;
-                }
-                *state.deadline.lock().unwrap_or_else(|e| e.into_inner()) = deadline;
-                if !state.claim.enter(State::Held, "renewed") {
+                if !state.renewed(&held) {
                     return;
                 }
                 next = held.lease_start + heartbeat;

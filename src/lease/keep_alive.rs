@@ -4,7 +4,7 @@ use super::retry::with_retries;
 use super::{Lease, LockOptions};
 use crate::claim::{Claim, State};
 use crate::errors::{Error, Result};
-use crate::protocol::{Engine, Held, Protocol};
+use crate::protocol::{Engine, Held, Protocol, REMOTE};
 use crate::store::{self, LockStore};
 use crate::timing::Timing;
 use std::sync::Arc;
@@ -20,7 +20,7 @@ pub async fn keep_alive(uri: &str, owner: &str, options: &LockOptions) -> Result
         engine.store = store::open(uri, &options.storage_options, &engine.timing)?;
     }
     let on_lost = options.on_lost.clone();
-    Ok(Lease::start(engine, held, Some("remote"), on_lost, claim))
+    Ok(Lease::start(engine, held, Some(REMOTE), on_lost, claim))
 }
 
 /// [`keep_alive`] on a given store.
@@ -31,7 +31,7 @@ pub async fn keep_alive_on(
 ) -> Result<Lease> {
     let (engine, held, claim) = adopt(store, owner, options).await?;
     let on_lost = options.on_lost.clone();
-    Ok(Lease::start(engine, held, Some("remote"), on_lost, claim))
+    Ok(Lease::start(engine, held, Some(REMOTE), on_lost, claim))
 }
 
 /// Takes up `owner`'s lock as a co-owner: the engine on the lock's own schedule, what it
@@ -53,7 +53,7 @@ async fn adopt(
     let adopted = with_retries(&engine, "keep_alive", until, || async {
         let protocol = Protocol::for_store(engine.store.as_ref(), options.protocol).await?;
         let engine = engine.with_protocol(protocol);
-        Ok((engine.adopt(owner, Some("remote")).await?, protocol))
+        Ok((engine.adopt(owner, Some(REMOTE)).await?, protocol))
     });
     let (held, protocol) = match adopted.await.0 {
         Ok(adopted) => adopted,

@@ -104,8 +104,8 @@ impl Engine {
         // A co-owner (the remote, or the orchestrator) renewing between our read and
         // our write shows up as a conflict: adopt its version and write again.
         for _ in 0..8 {
-            let body = held.body.renewed(writer_name, self.clock.wall());
             let start = self.clock.now();
+            let body = held.next_body(writer_name, start, self.clock.wall());
             match self
                 .store
                 .update(Bytes::from(body.encode()), &held.version)

@@ -27,6 +27,29 @@ pub struct Held {
     pub body: LockFile,
     /// When our last successful write started: the lease runs from here.
     pub lease_start: Instant,
+    /// Until when our writes grant a launch grace ([`Engine::hand_off`]); `None` when they
+    /// grant none, and from the first write of the remote on.
+    pub grace_until: Option<Instant>,
+}
+
+impl Held {
+    /// The body of our next write, started at `start` by `wall`: a renewal of our last one,
+    /// with the launch grace still left, if any.
+    pub(super) fn next_body(
+        &self,
+        writer_name: Option<&str>,
+        start: Instant,
+        wall: chrono::DateTime<chrono::Utc>,
+    ) -> LockFile {
+        let mut body = self.body.renewed(writer_name, wall);
+        // Up to the millisecond: a longer wait is the safe side, and people read the number.
+        body.grace_s = self
+            .grace_until
+            .map(|until| until.saturating_duration_since(start).as_secs_f64())
+            .filter(|left| *left > 0.0)
+            .map(|left| (left * 1000.0).ceil() / 1000.0);
+        body
+    }
 }
 
 /// One acquisition, as it goes from attempt to attempt: what it has seen and written.
@@ -103,6 +126,9 @@ pub struct Engine {
     /// tests and simulations, whose "processes" share one real process.
     pub wake: Option<Arc<tokio::sync::Notify>>,
 }
+
+/// The `writer_name` of the remote's writes (mops's remote writer uses it too).
+pub const REMOTE: &str = "remote";
 
 pub(super) fn lost(uri: &str, reason: String) -> Error {
     Error::Lost {
@@ -196,7 +222,9 @@ impl Engine {
             }
         };
         let seen = read_done.saturating_duration_since(since);
-        if seen >= lf.expire() {
+        // The launch grace, when the holder handed the lock to a remote, lengthens the wait.
+        let lifetime = lf.lifetime();
+        if seen >= lifetime {
             log::debug!(
                 "{}: {} unchanged for {:.3}s, expired",
                 self.uri(),
@@ -211,7 +239,7 @@ impl Engine {
                 .last_write_time()
                 .map_or(snap.last_modified, |t| t.max(snap.last_modified));
             let age = (self.clock.wall() - last).to_std().unwrap_or_default();
-            if age > lf.expire() + skew {
+            if age > lifetime + skew {
                 log::debug!(
                     "{}: {} last written {:.1}s ago by wall clock, beyond expiry and skew",
                     self.uri(),
@@ -223,7 +251,7 @@ impl Engine {
         }
         Some(Attempt::Busy {
             holder: Some(lf.clone()),
-            expires_in: Some(lf.expire() - seen),
+            expires_in: Some(lifetime - seen),
         })
     }
 
@@ -250,6 +278,7 @@ impl Engine {
             version,
             body,
             lease_start: start,
+            grace_until: None,
         }
     }
 
@@ -260,8 +289,12 @@ impl Engine {
         lf.writer_id == held.owner && (lf.token == held.token || lf.token == 0) && !lf.is_released()
     }
 
-    /// Takes a co-owner's body as the base of our next write, keeping our token.
+    /// Takes a co-owner's body as the base of our next write, keeping our token. A write by
+    /// the remote ends the launch grace: from then on it is the remote that keeps the lock.
     pub(super) fn adopt_body(held: &mut Held, mut lf: LockFile, version: Version) {
+        if lf.writer_name.as_deref() == Some(REMOTE) {
+            held.grace_until = None;
+        }
         lf.token = held.token;
         if lf.protocol.is_none() {
             lf.protocol = held.body.protocol.clone();
@@ -292,6 +325,21 @@ impl Engine {
             Protocol::Cas => self.renew_cas(held, writer_name).await,
             Protocol::Lww => self.renew_lww(held, writer_name).await,
         }
+    }
+
+    /// Hands the lock to a remote that may take `grace` to start: renews it now with a launch
+    /// grace, so that until the remote's first write (or `grace` from now) a waiter that sees
+    /// no renewal waits `grace` rather than `expire` before taking over. Later renewals carry
+    /// what is left of it. On an error the grace is not granted (the write may still have
+    /// landed; the next renewal then writes none).
+    pub async fn hand_off(&self, held: &mut Held, grace: Duration) -> Result<()> {
+        let before = held.grace_until;
+        held.grace_until = Some(self.clock.now() + grace);
+        let renewed = self.renew(held, None).await;
+        if renewed.is_err() {
+            held.grace_until = before;
+        }
+        renewed
     }
 
     /// Takes up a lock that `owner` holds elsewhere (the remote's keep_alive): the lockfile

@@ -65,8 +65,8 @@ impl Engine {
         match self.read().await? {
             Some((lf, snap)) if Self::still_ours(held, &lf) => {
                 Self::adopt_body(held, lf, snap.version);
-                let body = held.body.renewed(writer_name, self.clock.wall());
                 let start = self.clock.now();
+                let body = held.next_body(writer_name, start, self.clock.wall());
                 let version = self.store.overwrite(Bytes::from(body.encode())).await?;
                 held.version.clone_from(&version);
                 held.body.clone_from(&body);

@@ -23,7 +23,7 @@ pub mod engine;
 mod lww;
 pub mod release;
 
-pub use engine::{Acquisition, Attempt, Engine, Held};
+pub use engine::{Acquisition, Attempt, Engine, Held, REMOTE};
 pub use release::{Broken, ReleaseStatus};
 
 use crate::errors::Result;

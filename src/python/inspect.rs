@@ -32,6 +32,11 @@ pub(crate) fn lockfile_dict<'py>(py: Python<'py>, lf: &LockFile) -> PyResult<Bou
     d.set_item("writer_name", lf.writer_name.as_deref())?;
     d.set_item("protocol", lf.protocol.as_deref())?;
     d.set_item("broken_by", lf.broken_by.as_deref())?;
+    d.set_item("grace_s", lf.grace_s)?;
+    d.set_item(
+        "grace_until",
+        lf.grace_until().map(|t| t.timestamp_micros() as f64 / 1e6),
+    )?;
     Ok(d)
 }
 

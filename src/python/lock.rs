@@ -80,6 +80,27 @@ impl NativeLock {
         }
     }
 
+    /// The hand-off of the lease held, checked before any request.
+    fn handing_off(
+        &self,
+        grace: f64,
+    ) -> PyResult<impl std::future::Future<Output = crate::Result<()>> + Send + 'static> {
+        let grace = crate::timing::seconds("grace", grace)?;
+        crate::timing::Timing::check_grace(grace)?;
+        let Some(lease) = self.lease() else {
+            let uri = self.lock.uri().to_string();
+            let why = match self.loss() {
+                Some(reason) => format!("it was lost ({reason})"),
+                None => "nothing is held".to_string(),
+            };
+            return Err(LockError::new_err((
+                format!("{uri}: hand_off needs a held lock and {why}; call it inside `with BlobLock(...)` after acquiring"),
+                uri,
+            )));
+        };
+        Ok(async move { lease.hand_off(grace).await })
+    }
+
     fn hold(&self, lease: Lease) {
         hold(&self.lease, lease)
     }
@@ -321,6 +342,45 @@ impl NativeLock {
         awaitable(py, async move {
             releasing.await.map(|s| s.as_str()).map_err(to_py)
         })
+    }
+
+    /// Hands the held lock to a remote that may take up to `grace` seconds to start
+    /// (`Lease::hand_off`). `LockError` when nothing is held, `LockLost` when it was lost.
+    fn hand_off(&self, py: Python<'_>, grace: f64) -> PyResult<()> {
+        let handing = self.handing_off(grace)?;
+        wait(py, handing, None)
+    }
+
+    /// `hand_off` as an awaitable.
+    fn hand_off_async<'py>(&self, py: Python<'py>, grace: f64) -> PyResult<Bound<'py, PyAny>> {
+        let handing = self.handing_off(grace)?;
+        awaitable(py, async move { handing.await.map_err(to_py) })
+    }
+
+    /// True while the lease held was handed off (`hand_off`).
+    #[getter]
+    fn handed_off(&self) -> bool {
+        self.lease().is_some_and(|l| l.handed_off())
+    }
+
+    /// Stops renewing the lease held, without releasing it (left to the remote after a
+    /// hand-off); keeps why it was lost, if it was. Writes nothing.
+    fn let_go(&self) {
+        let taken = {
+            let mut holding = self.lease.lock().unwrap_or_else(|e| e.into_inner());
+            let taken = holding.lease.take();
+            holding.last_loss = taken.as_ref().and_then(|l| l.lost_reason());
+            taken
+        };
+        if let Some(lease) = taken {
+            lease.let_go();
+            log::info!(
+                "{}: left to the remote of owner {} (token {}), not released: it expires once nobody renews it",
+                self.lock.uri(),
+                lease.owner(),
+                lease.token()
+            );
+        }
     }
 
     /// Reads the lockfile once; a dict of what it shows. Never writes.
