@@ -17,10 +17,16 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::time::Instant;
 
+mod oracle;
+#[allow(unused_imports)] // tests/stores.rs uses the simulated store only
+pub use oracle::*;
+
 pub const EXPIRE: f64 = 3.0;
 /// Clocks run at a rate within this fraction of true time. The holder's margin of
 /// `expire / 10` covers a ratio of rates up to 1/0.9; 4% each way gives at most 1.083.
 pub const DRIFT: f64 = 0.04;
+/// The launch grace of a hand-off: longer than `EXPIRE`, so that it shows.
+pub const GRACE: f64 = 4.0 * EXPIRE;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Mode {
@@ -190,6 +196,23 @@ pub enum Event {
         at: f64,
     },
     Crashed,
+    /// An orchestrator began a hand-off with `grace` seconds of launch grace at `at`.
+    HandOffTried {
+        grace: f64,
+        at: f64,
+    },
+    /// An orchestrator handed its lock off with `grace` seconds of launch grace at `at`
+    /// (when it called; the write started after), then crashed at once.
+    HandedOffAndCrashed {
+        owner: String,
+        grace: f64,
+        at: f64,
+    },
+    /// The remote of `owner` began its keep_alive at `at`: any write of it is later.
+    KeepStarted {
+        owner: String,
+        at: f64,
+    },
 }
 
 pub struct Stored {
@@ -604,93 +627,5 @@ impl Process {
             });
         }
         true
-    }
-}
-
-pub struct Outcome {
-    /// The mode the run was in, for the replay hint.
-    pub mode: Mode,
-    pub violations: Vec<String>,
-    pub trace: Vec<String>,
-}
-
-/// The oracle.
-pub fn check(events: &[Event], mode: Mode) -> Vec<String> {
-    let mut v = Vec::new();
-    // Belief intervals per owner (an orchestrator and its remote share the owner id).
-    let mut spans: Vec<(String, u64, f64, f64)> = Vec::new();
-    for e in events {
-        if let Event::Belief { owner, token, at } = e {
-            match spans.iter_mut().find(|s| &s.0 == owner) {
-                Some(s) => {
-                    s.2 = s.2.min(*at);
-                    s.3 = s.3.max(*at);
-                }
-                None => spans.push((owner.clone(), *token, *at, *at)),
-            }
-        }
-    }
-    for (i, a) in spans.iter().enumerate() {
-        for b in &spans[i + 1..] {
-            if a.2 <= b.3 && b.2 <= a.3 {
-                v.push(format!(
-                    "{} (token {}) and {} (token {}) both held the lock in [{:.3}s, {:.3}s]",
-                    a.0,
-                    a.1,
-                    b.0,
-                    b.1,
-                    a.2.max(b.2),
-                    a.3.min(b.3)
-                ));
-            }
-        }
-    }
-    let mut acquired: Vec<(f64, &str, u64)> = events
-        .iter()
-        .filter_map(|e| match e {
-            Event::Acquired { owner, token, at } => Some((*at, owner.as_str(), *token)),
-            _ => None,
-        })
-        .collect();
-    acquired.sort_by(|a, b| a.0.total_cmp(&b.0));
-    for w in acquired.windows(2) {
-        if w[1].2 <= w[0].2 {
-            v.push(format!(
-                "token did not grow: {} got {} at {:.3}s after {} got {} at {:.3}s",
-                w[1].1, w[1].2, w[1].0, w[0].1, w[0].2, w[0].0
-            ));
-        }
-    }
-    if mode == Mode::Healthy {
-        // On a healthy store a running orchestrator is never told it lost the lock. (A
-        // remote is, legitimately, when its orchestrator crashed and the lock moved on.)
-        for e in events {
-            if let Event::Lost {
-                owner,
-                remote: false,
-                at,
-            } = e
-            {
-                v.push(format!(
-                    "{owner} was told it lost the lock at {at:.3}s on a healthy store"
-                ));
-            }
-        }
-    }
-    v
-}
-
-pub fn report(seed: u64, protocol: Protocol, out: &Outcome) {
-    eprintln!(
-        "--- seed {seed} ({}, {:?}): replay with SIM_SEED={seed} SIM_MODE='{:?}'",
-        protocol.as_str(),
-        out.mode,
-        out.mode
-    );
-    for line in &out.trace {
-        eprintln!("{line}");
-    }
-    for violation in &out.violations {
-        eprintln!("VIOLATION: {violation}");
     }
 }
