@@ -41,15 +41,14 @@ def record(events: str, **kw) -> None:
         f.write(json.dumps({"pid": os.getpid(), **kw}) + "\n")
 
 
-def result_exists(uri: str, options: dict) -> bool:
-    """Whether the object at ``uri`` exists, asked with the SDK a user would use."""
+def read_result(uri: str, options: dict) -> bytes | None:
+    """The object at ``uri``, or None, read with the SDK a user would use."""
     scheme, _, rest = uri.partition("://")
     if not rest:
-        return os.path.exists(uri)
+        return open(uri, "rb").read() if os.path.exists(uri) else None
     bucket, _, key = rest.partition("/")
     if scheme == "s3":
         import boto3
-        from botocore.exceptions import ClientError
 
         s3 = boto3.client(
             "s3",
@@ -59,11 +58,11 @@ def result_exists(uri: str, options: dict) -> bool:
             aws_secret_access_key=options["aws_secret_access_key"],
         )
         try:
-            s3.head_object(Bucket=bucket, Key=key)
-            return True
-        except ClientError:
-            return False
+            return s3.get_object(Bucket=bucket, Key=key)["Body"].read()
+        except s3.exceptions.NoSuchKey:
+            return None
     if scheme == "az":
+        from azure.core.exceptions import ResourceNotFoundError
         from azure.storage.blob import BlobClient
 
         url = os.environ["AZURITE_BLOB_STORAGE_URL"]
@@ -71,15 +70,18 @@ def result_exists(uri: str, options: dict) -> bool:
             f"DefaultEndpointsProtocol=http;AccountName={AZURITE_ACCOUNT};"
             f"AccountKey={AZURITE_KEY};BlobEndpoint={url}/{AZURITE_ACCOUNT};"
         )
-        return BlobClient.from_connection_string(conn, bucket, key).exists()
-    raise ValueError(f"no result check for {uri}")
+        try:
+            return BlobClient.from_connection_string(conn, bucket, key).download_blob().readall()
+        except ResourceNotFoundError:
+            return None
+    raise ValueError(f"no result reader for {uri}")
 
 
 def orchestrate(memo: str, options: dict, events: str, expire: float, grace: float, delay: float):
     result = f"{memo}/result"
     opts = options or None
     with claim_memo(
-        memo, done=lambda: result_exists(result, options), expire=expire, poll=0.1,
+        memo, done=lambda: read_result(result, options) is not None, expire=expire, poll=0.1,
         storage_options=opts, timeout=120,
     ) as claim:  # fmt: skip
         if claim.launch:
@@ -95,7 +97,8 @@ def orchestrate(memo: str, options: dict, events: str, expire: float, grace: flo
                 claim.hand_off(grace)
             say(event="handed", owner=claim.owner)
             assert claim.wait_done(timeout=120)
-    say(event="done", launched=claim.launch)
+    found = read_result(result, options)
+    say(event="done", launched=claim.launch, result=found.decode() if found else None)
 
 
 def remote(memo: str, options: dict, events: str, owner: str, delay: float) -> None:

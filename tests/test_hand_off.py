@@ -53,6 +53,21 @@ def test_hand_off_renews_now_with_the_grace_and_inspect_shows_it(tmp_path):
     assert inspect(uri).state is LockState.RELEASED  # left normally: released as always
 
 
+@pytest.mark.parametrize("protocol", ["cas", "lww"])
+def test_on_every_store_the_grace_is_written_and_the_remote_ends_it(backend, protocol):
+    uri = backend.uri()
+    opts = backend.storage_options or None
+    with backend.lock(uri, expire=30, protocol=protocol) as held:
+        held.hand_off(90)
+        seen = inspect(uri, storage_options=opts)
+        assert seen.handed_off and seen.grace_s == 90 and seen.protocol == protocol
+        assert 80 < seen.expires_in <= 90
+        with backend.keep_alive(uri, held.owner):
+            after = inspect(uri, storage_options=opts)
+            assert not after.handed_off and after.writer_name == "remote"
+    assert inspect(uri, storage_options=opts).state is LockState.RELEASED
+
+
 def test_status_on_the_command_line_says_handed_off(tmp_path):
     import subprocess
 
