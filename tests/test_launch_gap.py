@@ -78,7 +78,7 @@ def test_an_orchestrator_killed_while_its_remote_is_queued(store, tmp_path, hand
     assert len(published) == 1, seen
     if hand_off:
         # The restart waited for the queued remote: one launch, kept alive when it started.
-        assert done == {"event": "done", "launched": False}, out
+        assert done == {"event": "done", "launched": False, "result": said["owner"]}, out
         assert len(launches) == 1, seen
         assert named(seen, "kept") == [
             {**named(seen, "kept")[0], "owner": said["owner"], "token": launches[0]["token"]}
