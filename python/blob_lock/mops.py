@@ -217,9 +217,6 @@ class _Remote:
         self._kept.stop()
 
 
-_held: dict[str, _Lease] = {}
-
-
 def acquire(
     lease_dir_uri: str,
     *,
@@ -241,9 +238,7 @@ def acquire(
     if not got:
         return None
     token = lock.token or 0
-    held = _Lease(uri, options, lock.owner, float(lock.expire), token, lock)
-    _held[lock.owner] = held
-    return held
+    return _Lease(uri, options, lock.owner, float(lock.expire), token, lock)
 
 
 def add_lease_to_maintenance_daemon(lease_acq: Any) -> Callable[[], None]:
