@@ -1,6 +1,7 @@
 """blob_lock.mops with a real mops pipeline (issue 16): `pure.magic` with the subprocess
 shim, blob root on file://, orchestrators as real processes (some killed with SIGKILL), and
-the remote switched on by BLOB_LOCK_MOPS=1 alone."""
+the remote switched on by BLOB_LOCK_MOPS=1 alone; then the adapter in this process (adls://
+on Azurite, a pickled lease, a plain mops write racing ours)."""
 
 from __future__ import annotations
 
@@ -17,10 +18,12 @@ import pytest
 pytest.importorskip("thds.mops.pure")
 
 PIPELINE = Path(__file__).parent / "mops_pipeline"
-CALL = "import json, mops_funcs; print(json.dumps(mops_funcs.slow_square(7)), flush=True)"
+CALL = "import json, mops_funcs; print(json.dumps(mops_funcs.{}(7)), flush=True)"
 
 
-def orchestrator(tmp_path: Path, adapter: bool, work: float = 3.0) -> subprocess.Popen:
+def orchestrator(
+    tmp_path: Path, adapter: bool, work: float = 3.0, func: str = "slow_square", **extra: str
+) -> subprocess.Popen:
     env = {
         **os.environ,
         "PYTHONPATH": str(PIPELINE),
@@ -30,18 +33,20 @@ def orchestrator(tmp_path: Path, adapter: bool, work: float = 3.0) -> subprocess
         "MOPS_TEST_ROOT": str(tmp_path / "blobs"),
         "MOPS_TEST_RUNS": str(tmp_path / "runs"),
         "MOPS_TEST_WORK": str(work),
+        "MOPS_TEST_LAUNCHES": str(tmp_path / "launches"),
+        **extra,
     }
     env.pop("BLOB_LOCK_MOPS", None)
     if adapter:
         env["BLOB_LOCK_MOPS"] = "1"
     return subprocess.Popen(
-        [sys.executable, "-c", CALL], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-        text=True,
+        [sys.executable, "-c", CALL.format(func)], env=env, stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
 
 
-def runs(tmp_path: Path) -> int:
-    path = tmp_path / "runs"
+def runs(tmp_path: Path, what: str = "runs") -> int:
+    path = tmp_path / what
     return len(path.read_text().splitlines()) if path.exists() else 0
 
 
@@ -96,6 +101,33 @@ def test_a_killed_orchestrator_is_not_run_again_by_its_restart(tmp_path, plain_r
     restart = orchestrator(tmp_path, adapter=not plain_restart)
     assert results([restart]) == [49]
     assert runs(tmp_path) == 1
+
+
+@pytest.mark.parametrize("case", ["grace", "no_grace", "plain_mops"])
+def test_an_orchestrator_killed_while_its_remote_is_queued(tmp_path, case):
+    """mops's documented duplicate launch: the orchestrator dies after launching, the remote
+    waits in a queue longer than the lease lasts, and the restart launches again. The
+    adapter hands the lock off with the launch grace, so the restart waits for the queued
+    remote instead; without the grace (or on plain mops) the second launch happens."""
+    env = {
+        "MOPS_TEST_EXPIRE": "2",  # the lease, shortened from mops's 88 s
+        "MOPS_TEST_QUEUE": "8",  # the remote starts this long after its launch
+        "BLOB_LOCK_MOPS_GRACE": "0" if case == "no_grace" else "30",
+    }
+    adapter = case != "plain_mops"
+    first = orchestrator(tmp_path, adapter, work=2.0, func="queued_square", **env)
+    deadline = time.monotonic() + 120
+    while runs(tmp_path, "launches") == 0:
+        assert time.monotonic() < deadline and first.poll() is None, first.communicate()[1]
+        time.sleep(0.05)
+    first.send_signal(signal.SIGKILL)
+    first.wait()
+    restart = orchestrator(tmp_path, adapter, work=2.0, func="queued_square", **env)
+    assert results([restart]) == [49]
+    if case == "grace":
+        assert (runs(tmp_path, "launches"), runs(tmp_path)) == (1, 1)
+    else:
+        assert runs(tmp_path, "launches") == 2
 
 
 # -- in this process: install, the URIs, the errors mops's callers catch ---------------------
@@ -176,3 +208,112 @@ def test_a_mops_without_the_expected_lease_functions_is_refused_by_version(monke
     with pytest.raises(RuntimeError, match=r"thds-mops \S+ has no make_remote_lease_writer"):
         adapter.install()
     assert not adapter.installed()
+
+
+def test_a_plain_mops_write_landing_just_after_ours_makes_us_lose(adapter, tmp_path, monkeypatch):
+    """A plain mops acquirer that read the lock free before our write writes its lease blind
+    just after it: the adapter checks again, as mops does, and loses instead of both holding."""
+    from datetime import timedelta
+
+    import blob_lock.mops
+    from thds.mops.pure.core.lease.write import LeaseEmitter
+
+    uri, lockfile = str(tmp_path / "lock"), tmp_path / "lock" / "lock.json"
+    real_sleep, landed = time.sleep, []
+
+    def mops_write_lands(seconds: float) -> None:
+        if not landed:  # the first pause is the adapter's, right after its own write
+            body = LeaseEmitter("mopswriter", timedelta(seconds=88))(None)
+            (tmp_path / "mops.tmp").write_text(json.dumps(body))
+            (tmp_path / "mops.tmp").replace(lockfile)
+            landed.append(body)
+        real_sleep(seconds)
+
+    monkeypatch.setattr(blob_lock.mops.time, "sleep", mops_write_lands)
+    assert lease.acquire(uri, expire=timedelta(seconds=88)) is None
+    assert landed and json.loads(lockfile.read_text()) == landed[0]  # ours wrote nothing more
+    monkeypatch.setattr(blob_lock.mops.time, "sleep", real_sleep)
+    assert lease.acquire(uri, expire=timedelta(seconds=88)) is None  # mops's lease is held
+
+
+REMOTE_COPY = """
+import pickle, sys, time, json
+from pathlib import Path
+from thds.mops import pure  # noqa: F401 (BLOB_LOCK_MOPS=1 installs the adapter)
+from thds.mops.pure.core import lease
+
+copy = pickle.loads(bytes.fromhex(sys.argv[1]))
+release = lease.maintain_to_release(copy)  # what mops's lazy future does where it resolves
+lockfile, deadline = Path(sys.argv[2]), time.monotonic() + 60
+while json.loads(lockfile.read_text())["pid"] != str(__import__("os").getpid()):
+    assert time.monotonic() < deadline, "the copy never renewed the lock"
+    time.sleep(0.05)
+release()
+"""
+
+
+def test_a_pickled_lease_keeps_and_releases_the_lock_in_another_process(adapter, tmp_path):
+    """mops's lazy result futures carry the acquired lease into the process that resolves
+    them: there, maintaining it keeps the lock alive and releasing it releases the lock."""
+    import pickle
+    from datetime import timedelta
+
+    from blob_lock import LockState, inspect
+
+    uri = str(tmp_path / "lock")
+    held = lease.acquire(uri, expire=timedelta(seconds=3))
+    env = {**os.environ, "BLOB_LOCK_MOPS": "1"}
+    args = [pickle.dumps(held).hex(), str(tmp_path / "lock" / "lock.json")]
+    child = subprocess.run(
+        [sys.executable, "-c", REMOTE_COPY, *args], env=env, capture_output=True, text=True,
+        timeout=120,
+    )  # fmt: skip
+    assert child.returncode == 0, child.stderr[-3000:]
+    seen = inspect(uri)
+    assert seen.state is LockState.RELEASED and seen.owner == held.writer_id
+    held.release()  # the original's release after the copy's: nothing more to do, no error
+
+    again = lease.acquire(uri, expire=timedelta(seconds=3))
+    assert again is not None and again.token == held.token + 1
+    pickle.loads(pickle.dumps(again)).release()  # a copy never maintained releases too
+    assert inspect(uri).state is LockState.RELEASED
+    again.release()
+
+
+def test_adls_uris_lock_on_azure_with_the_environments_credentials(
+    adapter, azurite_url, monkeypatch
+):
+    """adls://ACCOUNT/CONTAINER/PATH locks az://CONTAINER/PATH on that account, with the
+    credentials in the environment (here Azurite's), orchestrator and remote alike."""
+    from datetime import timedelta
+
+    from conftest import AZURITE_ACCOUNT, _az_backend
+
+    monkeypatch.setenv("AZURE_STORAGE_USE_EMULATOR", "true")
+    backend = _az_backend(azurite_url)
+    container = backend.root.removeprefix("az://")
+    memo = f"adls://{AZURITE_ACCOUNT}/{container}/memo/abc"
+    held = lease.acquire(f"{memo}/lock", expire=timedelta(seconds=30))
+    assert held is not None
+    assert lease.acquire(f"{memo}/lock", expire=timedelta(seconds=30), block=timedelta(0)) is None
+    stop = lease.maintain_to_release(held)
+    assert lease.read_lease(memo)["writer_id"] == held.writer_id
+
+    remote = (
+        "import sys; from thds.mops import pure; from thds.mops.pure.core import lease\n"
+        "lease.add_lease_to_maintenance_daemon(\n"
+        "    lease.make_remote_lease_writer(sys.argv[1], expected_writer_id=sys.argv[2]))()\n"
+    )
+    env = {**os.environ, "BLOB_LOCK_MOPS": "1"}
+    child = subprocess.run(
+        [sys.executable, "-c", remote, f"{memo}/lock", held.writer_id], env=env,
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert child.returncode == 0, child.stderr[-3000:]
+    body = json.loads(backend.raw_get(f"{backend.root}/memo/abc/lock"))
+    assert (body["writer_id"], body["writer_name"], body["protocol"]) == (
+        held.writer_id, "remote", "cas",
+    )  # fmt: skip
+    stop()
+    body = json.loads(backend.raw_get(f"{backend.root}/memo/abc/lock"))
+    assert body["released_at"] and body["token"] == held.token

@@ -2,11 +2,16 @@
 (through the ``AWS_*`` environment, as users configure it). Each block marked
 ``<!-- readme-test -->`` runs in a namespace that supplies the user's own functions
 (``launch_remote``, ``wait_for_result``, ...); a block marked ``<!-- readme-test: remote -->``
-runs while an orchestrator holds its lock, with that orchestrator's ``owner``."""
+runs while an orchestrator holds its lock, with that orchestrator's ``owner``; the block
+marked ``<!-- readme-test: mops -->`` is a module a real mops pipeline imports."""
 
 from __future__ import annotations
 
+import json
+import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -14,7 +19,9 @@ from blob_lock import BlobLock, LockState, inspect
 
 README = Path(__file__).resolve().parent.parent / "README.md"
 BLOCK = re.compile(r"<!-- readme-test(?:: (\w+))? -->\n```python\n(.*?)```", re.S)
-BLOCKS = [(m.group(1) or "plain", m.group(2)) for m in BLOCK.finditer(README.read_text())]
+FOUND = [(m.group(1) or "plain", m.group(2)) for m in BLOCK.finditer(README.read_text())]
+BLOCKS = [(kind, code) for kind, code in FOUND if kind != "mops"]
+MOPS_BLOCKS = [code for kind, code in FOUND if kind == "mops"]
 MEMO = "s3://bucket/memo/abc"
 
 
@@ -79,3 +86,27 @@ def test_readme_example_runs(kind, code, s3_env):
     # Every example leaves its locks released (or never took one).
     for uri in (f"{MEMO}/lock", "s3://bucket/reports/lock"):
         assert inspect(uri).state in (LockState.RELEASED, LockState.UNLOCKED), uri
+
+
+def test_the_readme_mops_example_runs_a_pipeline_on_blob_lock(tmp_path):
+    """The "Using it with mops" module, run as the README says, from a fresh environment
+    without BLOB_LOCK_MOPS: the function runs in mops's remote, whose lease keep-alive went
+    through blob-lock too (switched on by the environment install() set), and once only."""
+    pytest.importorskip("thds.mops.pure")
+    assert len(MOPS_BLOCKS) == 1, "the README's mops example lost its readme-test marker"
+    (tmp_path / "pipeline.py").write_text(MOPS_BLOCKS[0])
+    env = {k: v for k, v in os.environ.items() if k != "BLOB_LOCK_MOPS"}
+    env["HOME"] = str(tmp_path / "home")  # the example's blob root is under ~
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env['PATH']}"  # mops's `python`
+    call = "import pipeline; print(pipeline.square(7))"
+    for _ in range(2):  # the second call finds the result and launches nothing
+        done = subprocess.run(
+            [sys.executable, "-c", call], cwd=tmp_path, env=env, capture_output=True,
+            text=True, timeout=180,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr[-5000:]
+        assert done.stdout.split() == ["49"], done.stdout
+    (lockfile,) = (tmp_path / "home" / ".mops-demo").rglob("lock/lock.json")
+    body = json.loads(lockfile.read_text())
+    assert (body["protocol"], body["token"], body["writer_name"]) == ("cas", 1, "remote"), body
+    assert body["released_at"], body

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
@@ -170,6 +171,7 @@ class _Lease:
         self._uri, self._options, self._lock = uri, options, lock
         self._kept: KeepAlive | None = None
         self._done = threading.Lock()
+        self._released = False
 
     def __reduce__(self) -> tuple[Any, ...]:
         args = (self._uri, self._options, self.writer_id, self.expire_s, self.token, None)
@@ -186,19 +188,22 @@ class _Lease:
             self._lock.hand_off(grace)
 
     def release(self) -> None:
-        """Releases; again (mops releases twice) it does nothing."""
+        """Releases; again (mops releases twice) it does nothing. A copy releases the
+        acquisition it stands for, if the lock is still that acquisition's."""
         with self._done:
-            kept, self._kept = self._kept, None
-            if kept is not None:
-                kept.stop()
-            lock, self._lock = self._lock, None
-            if lock is not None:
-                if lock.held or lock.lost:
-                    lock.release()
+            if self._released:
                 return
-        if kept is not None:  # a copy: release the acquisition it stands for, if still on
-            opts = self._options
-            break_lock(self._uri, owner=self.writer_id, token=self.token, storage_options=opts)
+            self._released = True
+            kept, self._kept = self._kept, None
+            lock, self._lock = self._lock, None
+        if kept is not None:
+            kept.stop()
+        if lock is not None:
+            if lock.held or lock.lost:
+                lock.release()
+            return
+        opts = self._options
+        break_lock(self._uri, owner=self.writer_id, token=self.token, storage_options=opts)
 
 
 class _Remote:
@@ -235,10 +240,26 @@ def acquire(
         got = lock.try_acquire()
     else:
         got = lock.acquire(timeout=block)
-    if not got:
+    if not got or not _verified(lock):
         return None
     token = lock.token or 0
     return _Lease(uri, options, lock.owner, float(lock.expire), token, lock)
+
+
+def _verified(lock: BlobLock) -> bool:
+    """Plain mops writes its lease without a condition, after a read that may come before
+    our write; it trusts its own write only after waiting twice its read-and-write time and
+    reading again. Adapter processes do the same, so that such a mops write landing just
+    after ours makes us lose, not both hold. False (nothing written) when it did."""
+    began = time.monotonic()
+    for look in range(2):
+        seen = lock.inspect()
+        if seen.owner != lock.owner or seen.token != lock.token:
+            lock.release()  # another owner's lockfile: stops the heartbeat, writes nothing
+            return False
+        if look == 0:
+            time.sleep(3 * (time.monotonic() - began))  # four reads' time since our write
+    return True
 
 
 def add_lease_to_maintenance_daemon(lease_acq: Any) -> Callable[[], None]:
