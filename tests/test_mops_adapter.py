@@ -317,3 +317,21 @@ def test_adls_uris_lock_on_azure_with_the_environments_credentials(
     stop()
     body = json.loads(backend.raw_get(f"{backend.root}/memo/abc/lock"))
     assert body["released_at"] and body["token"] == held.token
+
+
+def test_repeated_single_attempts_take_over_a_dead_holders_lock_after_expire(adapter, tmp_path):
+    """mops's lease waiter calls acquire(block=0) again and again: the attempts watch the
+    lock as a blocking wait does, so a dead holder's lock is taken after its expire (2 s)
+    rather than expire + clock_skew (62 s) by the wall clock."""
+    from datetime import timedelta
+
+    uri = str(tmp_path / "lock")
+    dies = f"import os, blob_lock; blob_lock.BlobLock({uri!r}, expire=2).acquire(); os._exit(0)"
+    subprocess.run([sys.executable, "-c", dies], check=True, timeout=60)
+    began, got = time.monotonic(), None
+    while got is None:
+        assert time.monotonic() - began < 40, "not taken over before the wall-clock fallback"
+        got = lease.acquire(uri, expire=timedelta(seconds=2), block=timedelta(0))
+        time.sleep(0.2)
+    assert got.token == 2
+    got.release()
