@@ -189,6 +189,8 @@ impl Lock {
         let mut logged_holder = String::new();
         let claim = Arc::new(Claim::new(&self.uri, &self.owner));
         let wake = self.engine.wake.clone();
+        // Where the store hears of other processes' writes, from the first time we wait.
+        let mut watching: Option<Option<Box<dyn std::any::Any + Send + Sync>>> = None;
         let timed_out = |claim: &Claim, holder: &str| {
             let timeout = Error::Timeout {
                 uri: self.uri.clone(),
@@ -257,6 +259,14 @@ impl Lock {
             if who != logged_holder {
                 log::debug!("{}: held by {who}, waiting", self.uri);
                 logged_holder = who.clone();
+            }
+            if seen_holder && watching.is_none() {
+                let watch = wake.as_ref().and_then(|w| self.engine.store.watch(w));
+                let started = watch.is_some();
+                watching = Some(watch);
+                if started && deadline.is_none_or(|d| clock.now() < d) {
+                    continue; // a write between our read and the watch would go unheard
+                }
             }
             let now = clock.now();
             if deadline.is_some_and(|d| now >= d) {

@@ -102,6 +102,13 @@ impl LockStore for Counted {
         self.inner.known_conditional_writes()
     }
 
+    fn watch(
+        &self,
+        wake: &std::sync::Arc<tokio::sync::Notify>,
+    ) -> Option<Box<dyn std::any::Any + Send + Sync>> {
+        self.inner.watch(wake)
+    }
+
     fn identity(&self) -> String {
         self.inner.identity()
     }

@@ -24,7 +24,10 @@ use crate::errors::{Error, Result};
 use async_trait::async_trait;
 use bytes::Bytes;
 use chrono::{DateTime, Utc};
+use std::any::Any;
 use std::fmt;
+use std::sync::Arc;
+use tokio::sync::Notify;
 
 /// An opaque version of the lockfile: changes at every write.
 #[derive(Debug, PartialEq, Eq)]
@@ -113,6 +116,14 @@ pub trait LockStore: Send + Sync + fmt::Debug + 'static {
     /// write it abandoned, or that write would land after it and hold the lock. (A file call
     /// on the blocking pool runs to its end; an HTTP request is dropped with its future.)
     async fn quiesced(&self) {}
+
+    /// Wakes `wake`'s waiters when another process writes the lockfile, where the store
+    /// hears of writes (local files); until the returned value is dropped. `None`: waiters
+    /// poll, as they do anyway as a fallback.
+    fn watch(&self, wake: &Arc<Notify>) -> Option<Box<dyn Any + Send + Sync>> {
+        let _ = wake;
+        None
+    }
 
     /// A name of this lockfile that every spelling of its URI shares in this process (the
     /// key of the process-wide records: release hints, wakers).

@@ -3,6 +3,7 @@
 //! removal of stray temporary files. [`super::FileStore`] decides which thread runs them.
 
 use super::super::{Snapshot, Version, Write};
+use super::folders;
 use super::guard::{flock_guard, in_process_mutex};
 use crate::errors::{Error, Result, StoreErrorKind};
 use crate::lockfile::MAX_LOCKFILE_BYTES;
@@ -31,7 +32,8 @@ pub(super) struct LockDir {
     /// Whether calls may run inline: [`UNKNOWN`] until the first call (on the pool) looks
     /// at the file system, then [`LOCAL`] or [`REMOTE`].
     pub(super) place: AtomicU8,
-    /// Set at this store's first write, which removes stray temporary files.
+    /// Set at this store's first write, which removes stray temporary files unless this
+    /// process did in the last [`STRAY_AGE`].
     strays_removed: AtomicBool,
     /// Calls running on the blocking pool: one goes on to its end even when its caller
     /// stopped waiting (a cancelled acquisition), and [`LockStore::quiesced`] waits for it.
@@ -53,12 +55,13 @@ pub(super) const REMOTE: u8 = 2;
 
 impl LockDir {
     pub(super) fn new(path: PathBuf, uri: String, guard_wait: Duration) -> Self {
+        let known = folders::place(path.parent().unwrap_or(Path::new("/")));
         LockDir {
             path,
             uri,
             guard_wait,
             no_exchange: AtomicBool::new(false),
-            place: AtomicU8::new(UNKNOWN),
+            place: AtomicU8::new(known.unwrap_or(UNKNOWN)),
             strays_removed: AtomicBool::new(false),
             running: AtomicUsize::new(0),
             idle: tokio::sync::Notify::new(),
@@ -149,7 +152,9 @@ impl LockDir {
 
     /// Writes `body` to a fresh temporary file beside the lockfile.
     fn stage(&self, body: &[u8]) -> Result<(PathBuf, Version)> {
-        if !self.strays_removed.swap(true, Ordering::Relaxed) {
+        if !self.strays_removed.swap(true, Ordering::Relaxed)
+            && folders::sweep_due(self.dir(), STRAY_AGE)
+        {
             self.remove_strays();
         }
         let dir = self.dir();

@@ -20,12 +20,17 @@
 
 //!
 //! Rooms: this file is the async face (which thread a call runs on); `dir` the
-//! synchronous writes on one lockfile's folder; `guard` the exclusion of updaters; `errors`
-//! what an I/O error means; [`sweeper`] the removal of replaced lockfiles.
+//! synchronous writes on one lockfile's folder; `folders` what the process learned of each
+//! folder; `notify` the wake-up of waiters when another process writes; `guard` the
+//! exclusion of updaters; `errors` what an I/O error means; [`sweeper`]
+//! the removal of replaced lockfiles.
 
 mod dir;
 mod errors;
+mod folders;
 mod guard;
+#[cfg(any(target_os = "linux", target_os = "android"))]
+mod notify;
 pub mod sweeper;
 #[cfg(test)]
 mod tests;
@@ -100,7 +105,9 @@ impl FileStore {
             }
             let _ended = Ended(&files);
             if files.place.load(Ordering::Relaxed) == UNKNOWN {
-                files.place.store(files.where_to_run(), Ordering::Relaxed);
+                let place = files.where_to_run();
+                files.place.store(place, Ordering::Relaxed);
+                folders::note_place(files.dir(), place);
             }
             call(&files)
         })
@@ -149,6 +156,19 @@ impl LockStore for FileStore {
 
     fn identity(&self) -> String {
         self.files.path.display().to_string()
+    }
+
+    /// On a local file system only: the kernel does not see an NFS server's other clients.
+    #[cfg(any(target_os = "linux", target_os = "android"))]
+    fn watch(
+        &self,
+        wake: &Arc<tokio::sync::Notify>,
+    ) -> Option<Box<dyn std::any::Any + Send + Sync>> {
+        if self.files.place.load(Ordering::Relaxed) != dir::LOCAL {
+            return None;
+        }
+        let watch = notify::watch(self.files.dir(), wake)?;
+        Some(Box::new(watch))
     }
 
     async fn quiesced(&self) {

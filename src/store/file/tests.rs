@@ -1,6 +1,6 @@
 //! The file store's own tests: torn reads, strays, waiting updaters, where calls run.
 
-use super::dir::{LockDir, LOCAL, REMOTE, STRAY_AGE};
+use super::dir::{LockDir, LOCAL, REMOTE, STRAY_AGE, UNKNOWN};
 use super::*;
 use nix::fcntl::{Flock, FlockArg};
 use std::fs::File;
@@ -134,6 +134,39 @@ async fn the_first_write_removes_old_stray_temporary_files_only() {
     );
 }
 
+/// Users make a fresh lock object for every `with`: one made on a folder this process has
+/// used knows where its calls may run before its first call, and does not list the folder
+/// again for strays within STRAY_AGE of the last listing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fresh_store_on_a_known_folder_does_not_look_at_it_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let first = store(dir.path());
+    assert_eq!(first.files.place.load(Ordering::Relaxed), UNKNOWN);
+    let Write::Done(_) = first.create(Bytes::from_static(b"{}")).await.unwrap() else {
+        panic!("a new lockfile is created")
+    };
+    let place = first.files.place.load(Ordering::Relaxed);
+    assert_ne!(place, UNKNOWN, "the first call looked");
+    let stray = dir
+        .path()
+        .join("lock")
+        .join(".lock.json.0123456789abcdef-1f-0.tmp");
+    File::create(&stray)
+        .unwrap()
+        .set_modified(std::time::SystemTime::now() - STRAY_AGE * 2)
+        .unwrap();
+    let fresh = store(dir.path());
+    assert_eq!(fresh.files.place.load(Ordering::Relaxed), place);
+    fresh.overwrite(Bytes::from_static(b"{}")).await.unwrap();
+    assert!(stray.exists(), "the folder was listed again for strays");
+    // Another folder is looked at as before.
+    let other = tempfile::tempdir().unwrap();
+    assert_eq!(
+        store(other.path()).files.place.load(Ordering::Relaxed),
+        UNKNOWN
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_overwrite_makes_a_missing_lockfile_and_its_folder() {
     let dir = tempfile::tempdir().unwrap();
@@ -215,4 +248,48 @@ fn calls_run_inline_only_on_file_systems_known_to_be_local() {
     assert_eq!(on("/dev/shm").where_to_run(), LOCAL, "tmpfs is local");
     // procfs stands for any file system not on the list (NFS, SMB, FUSE).
     assert_eq!(on("/proc/self").where_to_run(), REMOTE);
+}
+
+/// Another process's write (here another store object's, which no in-process waker
+/// hears) wakes the waiters of a lockfile on a local file system; nothing else would.
+#[cfg(any(target_os = "linux", target_os = "android"))]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_write_from_elsewhere_wakes_the_watchers_of_a_local_lockfile() {
+    use std::sync::Arc;
+    use tokio::sync::Notify;
+    let dir = tempfile::tempdir().unwrap();
+    let waiter = store(dir.path());
+    let Write::Done(_) = waiter.create(Bytes::from_static(b"{}")).await.unwrap() else {
+        panic!("a new lockfile is created")
+    };
+    if waiter.files.place.load(Ordering::Relaxed) != LOCAL {
+        return; // a temporary folder on NFS: waiters poll there
+    }
+    let wake = Arc::new(Notify::new());
+    let watch = waiter.watch(&wake).expect("a local folder is watched");
+    let again = waiter.watch(&wake).expect("two waiters share the watch");
+    for body in [&b"{\"n\":1}"[..], b"{\"n\":2}"] {
+        let woken = wake.notified();
+        tokio::pin!(woken);
+        woken.as_mut().enable();
+        store(dir.path())
+            .overwrite(Bytes::from_static(body))
+            .await
+            .unwrap();
+        tokio::time::timeout(Duration::from_secs(10), woken)
+            .await
+            .expect("the write woke the waiter");
+    }
+    drop(watch);
+    let woken = wake.notified();
+    tokio::pin!(woken);
+    woken.as_mut().enable();
+    store(dir.path())
+        .overwrite(Bytes::from_static(b"{}"))
+        .await
+        .unwrap();
+    tokio::time::timeout(Duration::from_secs(10), woken)
+        .await
+        .expect("the second waiter still hears");
+    drop(again);
 }

@@ -1,0 +1,144 @@
+//! Waiters on a lockfile on a local file system wake when another process writes it, from the
+//! kernel's change notification (inotify on Linux), instead of at their next poll: a release
+//! in another process is taken up within microseconds. Polling stays as the fallback (NFS,
+//! whose remote writers the kernel does not see; other platforms; inotify refused).
+//!
+//! One inotify instance and one thread per process; one watch per folder that has waiters,
+//! removed when its last waiter stops waiting.
+
+use nix::sys::inotify::{AddWatchFlags, InitFlags, Inotify, WatchDescriptor};
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use tokio::sync::Notify;
+
+use crate::per_process::PerProcess;
+
+/// The name whose changes wake waiters (the lockfile; its folder holds one).
+const WATCHED_NAME: &str = crate::lockfile::LOCKFILE_NAME;
+
+struct Folder {
+    wake: Arc<Notify>,
+    waiters: usize,
+    wd: WatchDescriptor,
+}
+
+struct Watcher {
+    inotify: Inotify,
+    folders: Mutex<HashMap<PathBuf, Folder>>,
+}
+
+/// This process's watcher; `None` where inotify cannot be had (too many instances, a
+/// sandbox), and waiters poll.
+static WATCHER: PerProcess<Option<Arc<Watcher>>> = PerProcess::new(start);
+
+fn start() -> Option<Arc<Watcher>> {
+    let inotify = Inotify::init(InitFlags::IN_CLOEXEC)
+        .map_err(|e| log::debug!("no file change notification (inotify: {e}); waiters poll"))
+        .ok()?;
+    let watcher = Arc::new(Watcher {
+        inotify,
+        folders: Mutex::new(HashMap::new()),
+    });
+    let reader = watcher.clone();
+    std::thread::Builder::new()
+        .name("blob-lock-notify".into())
+        .spawn(move || reader.run())
+        .map_err(|e| log::debug!("no file change notification thread ({e}); waiters poll"))
+        .ok()?;
+    Some(watcher)
+}
+
+impl Watcher {
+    fn run(&self) {
+        loop {
+            let events = match self.inotify.read_events() {
+                Ok(events) => events,
+                Err(nix::errno::Errno::EINTR) => continue,
+                Err(e) => {
+                    // Waiters still poll; nothing else depends on this thread.
+                    log::warn!("file change notification stopped ({e}); waiters poll");
+                    return;
+                }
+            };
+            let folders = self.folders.lock().unwrap_or_else(|e| e.into_inner());
+            for event in events {
+                if event.mask.contains(AddWatchFlags::IN_Q_OVERFLOW) {
+                    // Events were lost: wake everyone to look again.
+                    folders.values().for_each(|f| f.wake.notify_waiters());
+                    continue;
+                }
+                if event.name.as_deref() != Some(WATCHED_NAME.as_ref()) {
+                    continue;
+                }
+                // Two spellings of one folder (links, bind mounts) share its watch.
+                for f in folders.values().filter(|f| f.wd == event.wd) {
+                    f.wake.notify_waiters();
+                }
+            }
+        }
+    }
+}
+
+/// A waiter's interest in a folder; dropping it ends that interest.
+pub(super) struct Watch {
+    watcher: Arc<Watcher>,
+    dir: PathBuf,
+}
+
+impl Drop for Watch {
+    fn drop(&mut self) {
+        let mut folders = self
+            .watcher
+            .folders
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        let Some(folder) = folders.get_mut(&self.dir) else {
+            return;
+        };
+        folder.waiters -= 1;
+        if folder.waiters == 0 {
+            let wd = folder.wd;
+            folders.remove(&self.dir);
+            if !folders.values().any(|f| f.wd == wd) {
+                // Fails only when the folder is gone, which removed the watch already.
+                let _ = self.watcher.inotify.rm_watch(wd);
+            }
+        }
+    }
+}
+
+/// Wakes `wake`'s waiters whenever the lockfile in `dir` is written, removed or replaced,
+/// until the returned watch is dropped. `None` where that cannot be had: waiters poll.
+pub(super) fn watch(dir: &Path, wake: &Arc<Notify>) -> Option<Watch> {
+    let watcher = WATCHER.get().clone()?;
+    let mut folders = watcher.folders.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(folder) = folders.get_mut(dir) {
+        folder.waiters += 1;
+    } else {
+        let mask = AddWatchFlags::IN_CREATE
+            | AddWatchFlags::IN_MOVED_TO
+            | AddWatchFlags::IN_MOVED_FROM
+            | AddWatchFlags::IN_DELETE
+            | AddWatchFlags::IN_CLOSE_WRITE;
+        let wd = watcher
+            .inotify
+            .add_watch(dir, mask)
+            .map_err(|e| log::debug!("{}: no change notification ({e}); polling", dir.display()))
+            .ok()?;
+        let wake = wake.clone();
+        folders.insert(
+            dir.to_path_buf(),
+            Folder {
+                wake,
+                waiters: 1,
+                wd,
+            },
+        );
+    }
+    drop(folders);
+    Some(Watch {
+        watcher,
+        dir: dir.to_path_buf(),
+    })
+}
