@@ -106,3 +106,43 @@ async fn a_release_wakes_waiters_in_this_process_at_once() {
     );
     assert_eq!(lease.token(), 2);
 }
+
+/// What holding costs: a thousand locks at the default timing (expire 30 s, a heartbeat
+/// every 10 s), held for an hour of virtual time. Each renewal is one conditional write and
+/// nothing else (no read): 360 writes per lock-hour, the figure BENCHMARKS.md prices.
+#[tokio::test(start_paused = true)]
+async fn a_held_lock_costs_one_write_per_heartbeat() {
+    const LOCKS: usize = 1000;
+    let o = LockOptions::new(30.0).unwrap();
+    let mut held = Vec::new();
+    for i in 0..LOCKS {
+        let inner = store::open(&format!("memory://hour/{i}"), &HashMap::new(), &o.timing);
+        let store = Arc::new(Counted::new(inner.unwrap()));
+        let lock = Lock::with_store(&format!("hour-{i}"), store.clone(), &o);
+        held.push((lock.acquire(None).await.unwrap(), store));
+    }
+    let before: Vec<Requests> = held.iter().map(|(_, s)| s.requests()).collect();
+    tokio::time::sleep(std::time::Duration::from_secs(3600)).await;
+    let mut writes = 0;
+    for ((lease, store), before) in held.iter().zip(&before) {
+        assert!(!lease.is_lost());
+        let after = store.requests();
+        assert_eq!(
+            after.total() - before.total(),
+            after.updates - before.updates
+        );
+        let renewals = after.updates - before.updates;
+        assert!(
+            (359..=361).contains(&renewals),
+            "{renewals} renewals in an hour"
+        );
+        writes += renewals;
+    }
+    eprintln!(
+        "{LOCKS} locks held an hour at expire 30 s: {writes} conditional writes, {:.1} per lock-hour, no reads",
+        writes as f64 / LOCKS as f64
+    );
+    for (lease, _) in held {
+        lease.release().await.unwrap();
+    }
+}
