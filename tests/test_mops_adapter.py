@@ -111,8 +111,8 @@ def test_an_orchestrator_killed_while_its_remote_is_queued(tmp_path, case):
     remote instead; without the grace (or on plain mops) the second launch happens."""
     env = {
         "MOPS_TEST_EXPIRE": "2",  # the lease, shortened from mops's 88 s
-        "MOPS_TEST_QUEUE": "8",  # the remote starts this long after its launch
-        "BLOB_LOCK_MOPS_GRACE": "0" if case == "no_grace" else "30",
+        "MOPS_TEST_QUEUE": "15",  # the remote starts this long after its launch
+        "BLOB_LOCK_MOPS_GRACE": "0" if case == "no_grace" else "60",
     }
     adapter = case != "plain_mops"
     first = orchestrator(tmp_path, adapter, work=2.0, func="queued_square", **env)
@@ -219,21 +219,40 @@ def test_a_plain_mops_write_landing_just_after_ours_makes_us_lose(adapter, tmp_p
     from thds.mops.pure.core.lease.write import LeaseEmitter
 
     uri, lockfile = str(tmp_path / "lock"), tmp_path / "lock" / "lock.json"
-    real_sleep, landed = time.sleep, []
+    landed: list[dict] = []
+    real_pause = blob_lock.mops._pause
 
     def mops_write_lands(seconds: float) -> None:
-        if not landed:  # the first pause is the adapter's, right after its own write
+        if not landed:  # during the adapter's pause, right after its own write
             body = LeaseEmitter("mopswriter", timedelta(seconds=88))(None)
             (tmp_path / "mops.tmp").write_text(json.dumps(body))
             (tmp_path / "mops.tmp").replace(lockfile)
             landed.append(body)
-        real_sleep(seconds)
 
-    monkeypatch.setattr(blob_lock.mops.time, "sleep", mops_write_lands)
+    monkeypatch.setattr(blob_lock.mops, "_pause", mops_write_lands)
     assert lease.acquire(uri, expire=timedelta(seconds=88)) is None
     assert landed and json.loads(lockfile.read_text()) == landed[0]  # ours wrote nothing more
-    monkeypatch.setattr(blob_lock.mops.time, "sleep", real_sleep)
+    monkeypatch.setattr(blob_lock.mops, "_pause", real_pause)
     assert lease.acquire(uri, expire=timedelta(seconds=88)) is None  # mops's lease is held
+
+
+def test_the_pause_after_an_acquisition_is_as_long_as_mopss_own(adapter, tmp_path, monkeypatch):
+    """mops waits twice its read-and-write time (or its acquire_margin) before it trusts its
+    write; the adapter waits at least that long, and 10 ms at the least."""
+    from datetime import timedelta
+
+    import blob_lock.mops
+
+    pauses: list[float] = []
+    monkeypatch.setattr(blob_lock.mops, "_pause", pauses.append)
+    held = lease.acquire(str(tmp_path / "a"), expire=timedelta(seconds=30))
+    margin = lease.acquire(
+        str(tmp_path / "b"), expire=timedelta(seconds=30), acquire_margin=timedelta(seconds=2)
+    )
+    assert held is not None and margin is not None
+    assert pauses[0] >= 0.005 and pauses[1] >= 1.9, pauses
+    held.release()
+    margin.release()
 
 
 REMOTE_COPY = """

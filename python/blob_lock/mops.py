@@ -179,8 +179,10 @@ class _Lease:
 
     def maintain(self) -> None:
         """Renewal is blob-lock's heartbeat; a copy in another process keeps it alive."""
-        if self._lock is None and self._kept is None:
-            self._kept = keep_alive(self._uri, self.writer_id, storage_options=self._options)
+        with self._done:
+            if self._lock is None and self._kept is None and not self._released:
+                opts = self._options
+                self._kept = keep_alive(self._uri, self.writer_id, storage_options=opts)
 
     def hand_off(self) -> None:
         grace = _grace()
@@ -234,32 +236,58 @@ def acquire(
     (``block`` of 0: one attempt; a timedelta: wait that long; None: wait for ever)."""
     uri, options = lock_location(lease_dir_uri)
     lock = BlobLock(uri, expire=expire, storage_options=options)
-    if block is None:
-        got = lock.acquire()
-    elif block <= timedelta(0):
-        got = lock.try_acquire()
-    else:
-        got = lock.acquire(timeout=block)
-    if not got or not _verified(lock):
-        return None
-    token = lock.token or 0
-    return _Lease(uri, options, lock.owner, float(lock.expire), token, lock)
+    wait = None if block is None else block.total_seconds()
+    deadline = None if wait is None else time.monotonic() + wait
+    margin = acquire_margin.total_seconds()
+    while True:
+        began = time.monotonic()
+        if deadline is None:
+            got = lock.acquire()
+        elif deadline - began <= 0:
+            got = lock.try_acquire()
+        else:
+            got = lock.acquire(timeout=deadline - began)
+        if not got:
+            return None
+        attempt = time.monotonic() - began if wait == 0 else None
+        if _verified(lock, margin, attempt):
+            token = lock.token or 0
+            return _Lease(uri, options, lock.owner, float(lock.expire), token, lock)
+        if deadline is not None and time.monotonic() >= deadline:
+            return None  # lost the race to a mops write, and no time left to wait
 
 
-def _verified(lock: BlobLock) -> bool:
+# At least this long after an acquisition before it is trusted: a plain mops writer is
+# Python over fsspec, slower between its read and its write than our own attempt.
+_MIN_PAUSE = 0.01
+
+
+def _pause(seconds: float) -> None:
+    time.sleep(seconds)
+
+
+def _verified(lock: BlobLock, margin: float, attempt: float | None) -> bool:
     """Plain mops writes its lease without a condition, after a read that may come before
-    our write; it trusts its own write only after waiting twice its read-and-write time and
-    reading again. Adapter processes do the same, so that such a mops write landing just
-    after ours makes us lose, not both hold. False (nothing written) when it did."""
-    began = time.monotonic()
-    for look in range(2):
-        seen = lock.inspect()
-        if seen.owner != lock.owner or seen.token != lock.token:
-            lock.release()  # another owner's lockfile: stops the heartbeat, writes nothing
-            return False
-        if look == 0:
-            time.sleep(3 * (time.monotonic() - began))  # four reads' time since our write
-    return True
+    our write; it trusts its own write only after waiting twice its read-and-write time (or
+    its ``acquire_margin``) and reading again. Adapter processes do the same: twice the
+    acquisition attempt's time (one read's time four times over, when it waited), at least
+    ``acquire_margin`` and 10 ms, so that such a mops write landing just after ours makes
+    us lose, not both hold. False (the lock released, nothing written) when it did."""
+    try:
+        began = time.monotonic()
+        for look in range(2):
+            seen = lock.inspect()
+            if seen.owner != lock.owner or seen.token != lock.token:
+                lock.release()  # another owner's lockfile: stops the heartbeat, writes nothing
+                return False
+            if look == 0:
+                read = time.monotonic() - began
+                own = 2 * attempt if attempt is not None else 4 * read
+                _pause(max(0.0, max(own, margin, _MIN_PAUSE) - read))
+        return True
+    except BaseException:
+        lock.release()
+        raise
 
 
 def add_lease_to_maintenance_daemon(lease_acq: Any) -> Callable[[], None]:

@@ -4,9 +4,10 @@
 //! would otherwise pay, on its first call, a `statfs`, a listing of the folder and a hop to
 //! the blocking pool.
 
+use crate::per_process::PerProcess;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::{Mutex, MutexGuard, TryLockError};
+use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 /// Folders remembered at most; beyond, an arbitrary one makes room (a miss only costs the
@@ -15,18 +16,21 @@ const KEEP: usize = 4096;
 
 #[derive(Debug, Clone, Copy, Default)]
 struct Folder {
-    /// `dir::LOCAL` or `dir::REMOTE`; `dir::UNKNOWN` (0) until looked at.
+    /// `dir::LOCAL` or `dir::REMOTE`; `dir::UNKNOWN` (0) until looked at. Not looked at again:
+    /// a folder remounted from a local to a network file system (or back) while this process
+    /// runs is only slower (calls inline on NFS; a watch that polling backs up).
     place: u8,
     /// When its stray temporary files were last removed.
     swept: Option<Instant>,
 }
 
-static TABLE: Mutex<Option<HashMap<PathBuf, Folder>>> = Mutex::new(None);
+/// Per process: a child made by fork starts with a table of its own (a parent thread may
+/// have held this one's mutex at the fork).
+static TABLE: PerProcess<Mutex<HashMap<PathBuf, Folder>>> = PerProcess::new(Default::default);
 
 /// Where calls on lockfiles in `dir` may run, if this process looked before.
 pub(super) fn place(dir: &Path) -> Option<u8> {
-    let table = table()?;
-    let place = table.as_ref()?.get(dir)?.place;
+    let place = table().get(dir)?.place;
     (place != 0).then_some(place)
 }
 
@@ -51,11 +55,7 @@ pub(super) fn sweep_due(dir: &Path, every: Duration) -> bool {
 }
 
 fn update(dir: &Path, change: impl FnOnce(&mut Folder)) {
-    let Some(mut table) = table() else {
-        change(&mut Folder::default()); // still decides, on its own
-        return;
-    };
-    let table = table.get_or_insert_with(HashMap::new);
+    let mut table = table();
     if table.len() >= KEEP && !table.contains_key(dir) {
         let some = table.keys().next().cloned();
         some.map(|k| table.remove(&k));
@@ -63,13 +63,6 @@ fn update(dir: &Path, change: impl FnOnce(&mut Folder)) {
     change(table.entry(dir.to_path_buf()).or_default());
 }
 
-/// The table, unless another thread holds it: it only saves work, so nobody waits for it,
-/// and a child made by fork whose parent had a thread inside it (the copied mutex stays
-/// locked for ever) goes on without it.
-fn table() -> Option<MutexGuard<'static, Option<HashMap<PathBuf, Folder>>>> {
-    match TABLE.try_lock() {
-        Ok(t) => Some(t),
-        Err(TryLockError::Poisoned(e)) => Some(e.into_inner()),
-        Err(TryLockError::WouldBlock) => None,
-    }
+fn table() -> MutexGuard<'static, HashMap<PathBuf, Folder>> {
+    TABLE.get().lock().unwrap_or_else(|e| e.into_inner())
 }

@@ -293,3 +293,47 @@ async fn a_write_from_elsewhere_wakes_the_watchers_of_a_local_lockfile() {
         .expect("the second waiter still hears");
     drop(again);
 }
+
+/// Spellings of one folder (`a/./lock`, `a/lock`) make locks with wakers of their own: a
+/// write wakes every waiter's, whichever spelling it waits through.
+#[cfg(any(target_os = "linux", target_os = "android"))]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_write_wakes_the_waiters_of_every_spelling_of_the_folder() {
+    use std::sync::Arc;
+    use tokio::sync::Notify;
+    let dir = tempfile::tempdir().unwrap();
+    let plain = store(dir.path());
+    let Write::Done(_) = plain.create(Bytes::from_static(b"{}")).await.unwrap() else {
+        panic!("a new lockfile is created")
+    };
+    if plain.files.place.load(Ordering::Relaxed) != LOCAL {
+        return;
+    }
+    let dotted = store(&dir.path().join("."));
+    let (a, b) = (Arc::new(Notify::new()), Arc::new(Notify::new()));
+    let _wa = plain.watch(&a).expect("watched");
+    let wb = dotted.watch(&b).expect("watched");
+    let (woken_a, woken_b) = (a.notified(), b.notified());
+    tokio::pin!(woken_a, woken_b);
+    woken_a.as_mut().enable();
+    woken_b.as_mut().enable();
+    store(dir.path())
+        .overwrite(Bytes::from_static(b"{\"n\":1}"))
+        .await
+        .unwrap();
+    let both = async { tokio::join!(woken_a, woken_b) };
+    tokio::time::timeout(Duration::from_secs(10), both)
+        .await
+        .expect("both spellings' waiters were woken");
+    drop(wb);
+    let woken = a.notified();
+    tokio::pin!(woken);
+    woken.as_mut().enable();
+    store(dir.path())
+        .overwrite(Bytes::from_static(b"{}"))
+        .await
+        .unwrap();
+    tokio::time::timeout(Duration::from_secs(10), woken)
+        .await
+        .expect("the other spelling's waiter still hears");
+}
