@@ -250,47 +250,62 @@ fn calls_run_inline_only_on_file_systems_known_to_be_local() {
     assert_eq!(on("/proc/self").where_to_run(), REMOTE);
 }
 
-/// Another process's write (here another store object's, which no in-process waker
-/// hears) wakes the waiters of a lockfile on a local file system; nothing else would.
+/// A store on `dir`'s lockfile, created, if the folder is on a local file system (on NFS
+/// waiters poll, and there is nothing to watch).
 #[cfg(any(target_os = "linux", target_os = "android"))]
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_write_from_elsewhere_wakes_the_watchers_of_a_local_lockfile() {
-    use std::sync::Arc;
-    use tokio::sync::Notify;
-    let dir = tempfile::tempdir().unwrap();
-    let waiter = store(dir.path());
-    let Write::Done(_) = waiter.create(Bytes::from_static(b"{}")).await.unwrap() else {
+async fn local_lockfile(dir: &Path) -> Option<FileStore> {
+    let store = store(dir);
+    let Write::Done(_) = store.create(Bytes::from_static(b"{}")).await.unwrap() else {
         panic!("a new lockfile is created")
     };
-    if waiter.files.place.load(Ordering::Relaxed) != LOCAL {
-        return; // a temporary folder on NFS: waiters poll there
+    (store.files.place.load(Ordering::Relaxed) == LOCAL).then_some(store)
+}
+
+/// Whether a write by another store object on `dir` (which no in-process waker hears)
+/// wakes every one of `wakes` within a generous 10 s.
+#[cfg(any(target_os = "linux", target_os = "android"))]
+async fn a_write_wakes(dir: &Path, wakes: &[&std::sync::Arc<tokio::sync::Notify>]) -> bool {
+    let mut woken: Vec<_> = wakes.iter().map(|w| Box::pin(w.notified())).collect();
+    for w in &mut woken {
+        w.as_mut().enable();
     }
-    let wake = Arc::new(Notify::new());
-    let watch = waiter.watch(&wake).expect("a local folder is watched");
-    let again = waiter.watch(&wake).expect("two waiters share the watch");
-    for body in [&b"{\"n\":1}"[..], b"{\"n\":2}"] {
-        let woken = wake.notified();
-        tokio::pin!(woken);
-        woken.as_mut().enable();
-        store(dir.path())
-            .overwrite(Bytes::from_static(body))
-            .await
-            .unwrap();
-        tokio::time::timeout(Duration::from_secs(10), woken)
-            .await
-            .expect("the write woke the waiter");
-    }
-    drop(watch);
-    let woken = wake.notified();
-    tokio::pin!(woken);
-    woken.as_mut().enable();
-    store(dir.path())
+    store(dir)
         .overwrite(Bytes::from_static(b"{}"))
         .await
         .unwrap();
-    tokio::time::timeout(Duration::from_secs(10), woken)
+    let all = async {
+        for w in woken {
+            w.await;
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(10), all)
         .await
-        .expect("the second waiter still hears");
+        .is_ok()
+}
+
+/// Another process's write wakes the waiters of a lockfile on a local file system;
+/// nothing else would. Waiters on one folder share its watch.
+#[cfg(any(target_os = "linux", target_os = "android"))]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_write_from_elsewhere_wakes_the_watchers_of_a_local_lockfile() {
+    let dir = tempfile::tempdir().unwrap();
+    let Some(waiter) = local_lockfile(dir.path()).await else {
+        return;
+    };
+    let wake = std::sync::Arc::new(tokio::sync::Notify::new());
+    let watch = waiter.watch(&wake).expect("a local folder is watched");
+    let again = waiter.watch(&wake).expect("two waiters share the watch");
+    for _ in 0..2 {
+        assert!(
+            a_write_wakes(dir.path(), &[&wake]).await,
+            "the write woke the waiter"
+        );
+    }
+    drop(watch);
+    assert!(
+        a_write_wakes(dir.path(), &[&wake]).await,
+        "the second waiter still hears"
+    );
     drop(again);
 }
 
@@ -299,41 +314,22 @@ async fn a_write_from_elsewhere_wakes_the_watchers_of_a_local_lockfile() {
 #[cfg(any(target_os = "linux", target_os = "android"))]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_write_wakes_the_waiters_of_every_spelling_of_the_folder() {
-    use std::sync::Arc;
-    use tokio::sync::Notify;
     let dir = tempfile::tempdir().unwrap();
-    let plain = store(dir.path());
-    let Write::Done(_) = plain.create(Bytes::from_static(b"{}")).await.unwrap() else {
-        panic!("a new lockfile is created")
-    };
-    if plain.files.place.load(Ordering::Relaxed) != LOCAL {
+    let Some(plain) = local_lockfile(dir.path()).await else {
         return;
-    }
+    };
     let dotted = store(&dir.path().join("."));
-    let (a, b) = (Arc::new(Notify::new()), Arc::new(Notify::new()));
+    let a = std::sync::Arc::new(tokio::sync::Notify::new());
+    let b = std::sync::Arc::new(tokio::sync::Notify::new());
     let _wa = plain.watch(&a).expect("watched");
     let wb = dotted.watch(&b).expect("watched");
-    let (woken_a, woken_b) = (a.notified(), b.notified());
-    tokio::pin!(woken_a, woken_b);
-    woken_a.as_mut().enable();
-    woken_b.as_mut().enable();
-    store(dir.path())
-        .overwrite(Bytes::from_static(b"{\"n\":1}"))
-        .await
-        .unwrap();
-    let both = async { tokio::join!(woken_a, woken_b) };
-    tokio::time::timeout(Duration::from_secs(10), both)
-        .await
-        .expect("both spellings' waiters were woken");
+    assert!(
+        a_write_wakes(dir.path(), &[&a, &b]).await,
+        "both spellings' waiters were woken"
+    );
     drop(wb);
-    let woken = a.notified();
-    tokio::pin!(woken);
-    woken.as_mut().enable();
-    store(dir.path())
-        .overwrite(Bytes::from_static(b"{}"))
-        .await
-        .unwrap();
-    tokio::time::timeout(Duration::from_secs(10), woken)
-        .await
-        .expect("the other spelling's waiter still hears");
+    assert!(
+        a_write_wakes(dir.path(), &[&a]).await,
+        "the other spelling's waiter still hears"
+    );
 }
