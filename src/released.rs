@@ -1,7 +1,7 @@
 //! What our own last release of a lock left in the store: the released lockfile and its
 //! version. The next acquisition of that lock in this process, through any `Lock` object,
 //! first tries an update-if-match on that version: when nobody wrote since, that one request
-//! acquires (instead of create, read and update), so a lock taken again and again costs two
+//! acquires (instead of read and update), so a lock taken again and again costs two
 //! requests per acquire and release, whether the caller keeps its lock object or makes a
 //! fresh one each time. A stale record costs one refused request and is dropped.
 //!

@@ -27,18 +27,28 @@ impl Engine {
             }
             // Someone wrote since our release: the full attempt below finds out who.
         }
-        let body = self.body(owner, 1);
-        let start = self.clock.now();
-        acquisition.note(1, start);
-        if let Write::Done(version) = self.store.create(Bytes::from(body.encode())).await? {
-            return Ok(Attempt::Acquired(self.held(owner, body, version, start)));
-        }
-        let Some((lf, snap)) = self.read().await? else {
-            // Gone between our create and our read (deleted by hand): try again at once.
-            return Ok(Attempt::Busy {
-                holder: None,
-                expires_in: None,
-            });
+        // Read first: a lock released elsewhere then costs read, update (not a refused
+        // create on top), and a new one read, create; three requests with the release.
+        let (lf, snap) = match self.read().await? {
+            Some(found) => found,
+            None => {
+                let body = self.body(owner, 1);
+                let start = self.clock.now();
+                acquisition.note(1, start);
+                if let Write::Done(version) = self.store.create(Bytes::from(body.encode())).await? {
+                    return Ok(Attempt::Acquired(self.held(owner, body, version, start)));
+                }
+                match self.read().await? {
+                    Some(found) => found,
+                    // Created and gone again between our requests: try again at once.
+                    None => {
+                        return Ok(Attempt::Busy {
+                            holder: None,
+                            expires_in: None,
+                        })
+                    }
+                }
+            }
         };
         if let Some(start) = acquisition.settles(owner, &lf) {
             // A write of ours landed though it came back as an error or a conflict.
