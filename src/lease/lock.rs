@@ -82,15 +82,18 @@ impl Lock {
     /// Opens the lock at `uri`. Checks the URI and options; makes no request.
     pub fn new(uri: &str, options: &LockOptions) -> Result<Lock> {
         let store = store::open(uri, &options.storage_options, &options.timing)?;
-        let identity = store.identity();
+        // One copy of the identity for the records and the waker (thousands of locks).
+        let identity: Arc<str> = store.identity().into();
         let mut lock = Lock::with_store(uri, store, options);
         lock.engine.wake = Some(waker(&identity));
-        lock.engine.last_release = Record::Process(identity.as_str().into());
+        lock.engine.last_release = Record::Process(identity.clone());
         // The record's instants are the system clock's: not for a lock on a clock of its own.
         if options.clock.is_tokio() {
-            lock.engine.watched = Watched::Process(identity.into());
+            lock.engine.watched = Watched::Process(identity);
         }
-        lock.storage_options = Arc::new(options.storage_options.clone());
+        if !options.storage_options.is_empty() {
+            lock.storage_options = Arc::new(options.storage_options.clone());
+        }
         Ok(lock)
     }
 
@@ -117,7 +120,7 @@ impl Lock {
             owner: new_owner_id(),
             uri: uri.to_string(),
             on_lost: options.on_lost.clone(),
-            storage_options: Default::default(),
+            storage_options: no_options(),
             cleanups: Default::default(),
         }
     }
@@ -404,4 +407,11 @@ impl Lock {
         claim.enter(State::Held, format_args!("token {}", held.token));
         Lease::start(engine, held, None, self.on_lost.clone(), claim)
     }
+}
+
+/// The options of a lock given none, shared: an empty map in an `Arc` of its own would
+/// cost every such lock 64 bytes.
+fn no_options() -> Arc<HashMap<String, String>> {
+    static NONE: std::sync::OnceLock<Arc<HashMap<String, String>>> = std::sync::OnceLock::new();
+    NONE.get_or_init(Default::default).clone()
 }

@@ -25,18 +25,18 @@ use tokio::sync::Notify;
 /// The waker of the lock whose lockfile is `identity` ([`LockStore::identity`]), shared by
 /// every lock on it in this process. Held weakly here, so that locks on URIs no longer in
 /// use leave nothing.
-pub(crate) fn waker(identity: &str) -> Arc<Notify> {
-    type Wakers = Mutex<HashMap<String, std::sync::Weak<Notify>>>;
+pub(crate) fn waker(identity: &Arc<str>) -> Arc<Notify> {
+    type Wakers = Mutex<HashMap<Arc<str>, std::sync::Weak<Notify>>>;
     static WAKERS: PerProcess<Wakers> = PerProcess::new(Default::default);
     let mut wakers = WAKERS.get().lock().unwrap_or_else(|e| e.into_inner());
-    if let Some(w) = wakers.get(identity).and_then(std::sync::Weak::upgrade) {
+    if let Some(w) = wakers.get(&**identity).and_then(std::sync::Weak::upgrade) {
         return w;
     }
     if wakers.len() >= 1024 && wakers.len().is_power_of_two() {
         wakers.retain(|_, w| w.strong_count() > 0);
     }
     let w = Arc::new(Notify::new());
-    wakers.insert(identity.to_string(), Arc::downgrade(&w));
+    wakers.insert(identity.clone(), Arc::downgrade(&w));
     w
 }
 
