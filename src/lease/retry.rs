@@ -15,33 +15,38 @@ const FIRST: Duration = Duration::from_millis(50);
 /// factor, so that holders cut off together do not retry in step.
 #[derive(Debug, Clone)]
 pub(super) struct Backoff {
-    next: Duration,
-    cap: Duration,
+    /// In milliseconds: every idle heartbeat task keeps one (a cap of at most a quarter of
+    /// the longest expiry fits in 32 bits).
+    next_ms: u32,
+    cap_ms: u32,
 }
 
 impl Backoff {
     pub(super) fn new(timing: &Timing) -> Self {
+        let cap = (timing.heartbeat / 2)
+            .as_millis()
+            .clamp(1, u32::MAX as u128) as u32;
         Backoff {
-            next: FIRST,
-            cap: timing.heartbeat / 2,
+            next_ms: FIRST.as_millis() as u32,
+            cap_ms: cap,
         }
     }
 
     /// The next pause before jitter.
     pub(super) fn peek(&self) -> Duration {
-        self.next
+        Duration::from_millis(self.next_ms.into())
     }
 
     /// The next pause, jittered by `jitter`; the one after grows.
     pub(super) fn pause(&mut self, jitter: f64) -> Duration {
-        let pause = self.next.mul_f64(jitter);
-        self.next = (self.next * 2).min(self.cap);
+        let pause = self.peek().mul_f64(jitter);
+        self.next_ms = self.next_ms.saturating_mul(2).min(self.cap_ms);
         pause
     }
 
     /// After a success: the next failure starts again from the first pause.
     pub(super) fn reset(&mut self) {
-        self.next = FIRST;
+        self.next_ms = FIRST.as_millis() as u32;
     }
 }
 
