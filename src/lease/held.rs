@@ -332,9 +332,9 @@ impl Drop for Lease {
 }
 
 async fn heartbeat(state: Arc<LeaseState>) {
-    // Nothing of the timing is copied into the task (it would live in every idle task, and
-    // past 384 bytes tokio's 128-byte-aligned task cell grows to 512): it is read from the
-    // shared timing when needed.
+    // Nothing of the timing is copied into the task: it would live in every idle task, and
+    // a few bytes more take tokio's cache-line-aligned task cell up a size (BENCHMARKS.md,
+    // "Memory per held lock").
     let mut next = state.held.lock().await.lease_start + state.engine.timing.heartbeat;
     let mut backoff = Backoff::new(&state.engine.timing);
     loop {

@@ -409,8 +409,8 @@ impl Lock {
     }
 }
 
-/// The options of a lock given none, shared: an empty map in an `Arc` of its own would
-/// cost every such lock 64 bytes.
+/// The options of a lock given none, shared: an empty map in an `Arc` of its own would be
+/// an allocation for every such lock.
 fn no_options() -> Arc<HashMap<String, String>> {
     static NONE: std::sync::OnceLock<Arc<HashMap<String, String>>> = std::sync::OnceLock::new();
     NONE.get_or_init(Default::default).clone()

@@ -10,8 +10,8 @@ use tokio::time::Instant;
 /// The first pause after a failure.
 const FIRST: Duration = Duration::from_millis(50);
 
-/// Capped exponential backoff: 50 ms, doubling, at most half a heartbeat (a renewal retried
-/// later than that could miss the lease's deadline). Each pause is jittered by the clock's
+/// Capped exponential backoff: 50 ms, doubling, at most half a heartbeat rounded down to the
+/// millisecond (a renewal retried later than that could miss the lease's deadline). Each pause is jittered by the clock's
 /// factor, so that holders cut off together do not retry in step.
 #[derive(Debug, Clone)]
 pub(super) struct Backoff {
