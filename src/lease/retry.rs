@@ -11,8 +11,9 @@ use tokio::time::Instant;
 const FIRST: Duration = Duration::from_millis(50);
 
 /// Capped exponential backoff: 50 ms, doubling, at most half a heartbeat rounded down to the
-/// millisecond (a renewal retried later than that could miss the lease's deadline). Each pause is jittered by the clock's
-/// factor, so that holders cut off together do not retry in step.
+/// millisecond (a renewal retried later than that could miss the lease's deadline). Each
+/// pause is jittered by the clock's factor, so that holders cut off together do not retry
+/// in step.
 #[derive(Debug, Clone)]
 pub(super) struct Backoff {
     /// In milliseconds: every idle heartbeat task keeps one (a cap of at most a quarter of
@@ -108,5 +109,51 @@ pub(super) async fn release_retrying(
             Ok(ReleaseStatus::Released)
         }
         (result, _) => result.map(|(status, _)| status),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::LockOptions;
+
+    fn pauses(expire: f64, n: usize) -> Vec<Duration> {
+        let mut b = Backoff::new(&LockOptions::new(expire).unwrap().timing);
+        (0..n).map(|_| b.pause(1.0)).collect()
+    }
+
+    #[test]
+    fn backoff_doubles_from_50_ms_to_half_a_heartbeat_and_starts_again_after_a_reset() {
+        let ms = |v: &[u64]| {
+            v.iter()
+                .map(|m| Duration::from_millis(*m))
+                .collect::<Vec<_>>()
+        };
+        // expire 30 s: heartbeat 10 s, cap 5 s.
+        assert_eq!(
+            pauses(30.0, 9),
+            ms(&[50, 100, 200, 400, 800, 1600, 3200, 5000, 5000])
+        );
+        let timing = LockOptions::new(30.0).unwrap().timing;
+        let mut b = Backoff::new(&timing);
+        b.pause(1.0);
+        b.pause(1.0);
+        b.reset();
+        assert_eq!(b.peek(), Duration::from_millis(50));
+        assert_eq!(b.pause(0.5), Duration::from_millis(25), "jittered");
+    }
+
+    #[test]
+    fn backoff_never_exceeds_half_a_heartbeat_at_any_expiry() {
+        // expire 20 s: heartbeat 6.67 s, half of it not a whole number of milliseconds.
+        for expire in [0.5, 1.0, 20.0, 3600.0, 7.0 * 86_400.0] {
+            let timing = LockOptions::new(expire).unwrap().timing;
+            let last = *pauses(expire, 40).last().unwrap();
+            assert!(last <= timing.heartbeat / 2, "{expire}: {last:?}");
+            assert!(
+                timing.heartbeat / 2 - last < Duration::from_millis(1),
+                "{expire}: capped at half a heartbeat, not below: {last:?}"
+            );
+        }
     }
 }
