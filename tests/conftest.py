@@ -160,24 +160,39 @@ def s3rver(tmp_path_factory) -> S3Server:
         stop(proc)
 
 
-@pytest.fixture(scope="session")
-def plain_moto(tmp_path_factory) -> S3Server:
-    """moto's own server as PyPI ships it: conditional PutObject checked, then written in a
-    second step, so that racing writers can both win."""
+def start_moto(tmp_path_factory, name: str, command: list[str]):
+    """A moto server from `command` (plus host and port) on a free loopback port, with one
+    bucket; yields its S3Server and stops it after."""
     port = free_port()
-    log = open(tmp_path_factory.mktemp("plain-moto") / "moto.log", "w")
-    server = Path(sys.executable).parent / "moto_server"
+    log = open(tmp_path_factory.mktemp(name) / "moto.log", "w")
     proc = subprocess.Popen(
-        [str(server), "-H", "127.0.0.1", "-p", str(port)], stdout=log, stderr=subprocess.STDOUT
+        [*command, "-H", "127.0.0.1", "-p", str(port)], stdout=log, stderr=subprocess.STDOUT
     )
     try:
-        wait_for_port(port, proc, "moto_server")
+        wait_for_port(port, proc, name)
         endpoint = f"http://127.0.0.1:{port}"
-        bucket = "plain-moto-bucket"
+        bucket = f"{name}-bucket"
         boto3_s3(endpoint).create_bucket(Bucket=bucket)
         yield S3Server(endpoint, bucket, s3_options(endpoint))
     finally:
         stop(proc)
+
+
+@pytest.fixture(scope="session")
+def plain_moto(tmp_path_factory) -> S3Server:
+    """moto's own server as PyPI ships it: conditional PutObject checked, then written in a
+    second step, so that racing writers can both win."""
+    yield from start_moto(
+        tmp_path_factory, "plain-moto", [str(Path(sys.executable).parent / "moto_server")]
+    )
+
+
+@pytest.fixture(scope="session")
+def racy_moto(tmp_path_factory) -> S3Server:
+    """plain moto with a pause between its check and its write (tests/racy_moto_server.py):
+    racing conditional writes both land in every race."""
+    server = Path(__file__).parent / "racy_moto_server.py"
+    yield from start_moto(tmp_path_factory, "racy-moto", [sys.executable, str(server)])
 
 
 @contextlib.contextmanager
