@@ -2,7 +2,7 @@
 //!
 //! The lock core (every module but the Python bindings) knows nothing of Python: it can be
 //! tested, simulated and reused from Rust. ARCHITECTURE.md is the map of the code, and the
-//! README's "Guarantees" the contract.
+//! Guarantees page (docs/guarantees.md) the contract.
 //!
 //! The API, re-exported here: a [`Lock`] (a URI and an owner id: [`Lock::acquire`],
 //! [`Lock::try_acquire`], [`Lock::inspect`], [`Lock::wait_free`], [`Lock::break_lock`])

@@ -24,7 +24,7 @@
 //! the run's trace; `SIM_SEED=<seed>` replays exactly that run, trace included (with
 //! `SIM_MODE=...` as the trace's first line says, for runs of the fault matrix).
 //! `fault_matrix` runs each fault alone for `SIM_MATRIX_SEEDS` seeds per protocol and
-//! prints the table of the README's guarantees.
+//! prints the table of the guarantees (docs/guarantees.md).
 
 mod sim;
 
@@ -382,7 +382,7 @@ fn simulation_lww() {
 }
 
 /// Which protocol survives which fault: for each fault alone (and all together),
-/// `SIM_MATRIX_SEEDS` seeds per protocol, printed as the table in the README's guarantees.
+/// `SIM_MATRIX_SEEDS` seeds per protocol, printed as the table in docs/guarantees.md.
 /// cas must survive every row; lww's counts are what it really does. The default is small,
 /// for a plain debug `cargo test`; the test command runs it in release with more.
 #[test]

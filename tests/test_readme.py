@@ -1,9 +1,11 @@
-"""The README's Python examples run as written, against moto's S3 server as ``s3://bucket``
-(through the ``AWS_*`` environment, as users configure it). Each block marked
-``<!-- readme-test -->`` runs in a namespace that supplies the user's own functions
-(``launch_remote``, ``wait_for_result``, ...); a block marked ``<!-- readme-test: remote -->``
-runs while an orchestrator holds its lock, with that orchestrator's ``owner``; the block
-marked ``<!-- readme-test: mops -->`` is a module a real mops pipeline imports."""
+"""The Python examples of README.md and of the documentation (docs/**/*.md) run as written,
+against moto's S3 server as ``s3://bucket`` (through the ``AWS_*`` environment, as users
+configure it). Each block marked ``<!-- readme-test -->`` runs in a namespace that supplies
+the user's own functions (``launch_remote``, ``wait_for_result``, ...); a block marked
+``<!-- readme-test: remote -->`` runs while an orchestrator holds its lock, with that
+orchestrator's ``owner``; the block marked ``<!-- readme-test: mops -->`` is a module a real
+mops pipeline imports. An example shown in several places (the README's and the docs' home
+page's) runs once, under a test id that names every place it appears."""
 
 from __future__ import annotations
 
@@ -17,16 +19,35 @@ from pathlib import Path
 import pytest
 from blob_lock import BlobLock, LockState, inspect
 
-README = Path(__file__).resolve().parent.parent / "README.md"
+ROOT = Path(__file__).resolve().parent.parent
+SOURCES = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
 BLOCK = re.compile(r"<!-- readme-test(?:: (\w+))? -->\n```python\n(.*?)```", re.S)
-FOUND = [(m.group(1) or "plain", m.group(2)) for m in BLOCK.finditer(README.read_text())]
-BLOCKS = [(kind, code) for kind, code in FOUND if kind != "mops"]
+
+
+def marked_blocks() -> dict[tuple[str, str], list[str]]:
+    """Each marked block, as (kind, code), with where it appears ("docs/usage.md:42"): an
+    identical copy elsewhere adds a place, not a test."""
+    found: dict[tuple[str, str], list[str]] = {}
+    for path in SOURCES:
+        text = path.read_text()
+        for m in BLOCK.finditer(text):
+            line = text.count("\n", 0, m.start()) + 1
+            place = f"{path.relative_to(ROOT)}:{line}"
+            found.setdefault((m.group(1) or "plain", m.group(2)), []).append(place)
+    return found
+
+
+FOUND = marked_blocks()
+BLOCKS = [(kind, code, "+".join(where)) for (kind, code), where in FOUND.items() if kind != "mops"]
 MOPS_BLOCKS = [code for kind, code in FOUND if kind == "mops"]
 MEMO = "s3://bucket/memo/abc"
 
 
 def test_the_readme_has_examples_to_run():
-    assert len(BLOCKS) >= 5, "the README's examples lost their readme-test markers"
+    assert len(BLOCKS) >= 5, "the examples lost their readme-test markers"
+    assert any("README.md:" in where for _, _, where in BLOCKS), (
+        "README.md's own examples lost their readme-test markers"
+    )
 
 
 @pytest.fixture
@@ -54,8 +75,8 @@ def s3_env(moto_endpoint, monkeypatch):
         pass
 
 
-@pytest.mark.parametrize("kind,code", BLOCKS, ids=[f"block{i}" for i in range(len(BLOCKS))])
-def test_readme_example_runs(kind, code, s3_env):
+@pytest.mark.parametrize("kind,code,where", BLOCKS, ids=[where for _, _, where in BLOCKS])
+def test_readme_example_runs(kind, code, where, s3_env):
     launched: list[tuple[str, str]] = []
     results: dict[str, object] = {}
 
@@ -77,10 +98,10 @@ def test_readme_example_runs(kind, code, s3_env):
     if kind == "remote":
         with BlobLock(f"{MEMO}/lock") as orchestrator:
             namespace["owner"] = orchestrator.owner
-            exec(compile(code, f"README block ({kind})", "exec"), namespace)
+            exec(compile(code, f"{where} ({kind})", "exec"), namespace)
             assert not orchestrator.lost
     else:
-        exec(compile(code, f"README block ({kind})", "exec"), namespace)
+        exec(compile(code, f"{where} ({kind})", "exec"), namespace)
     if "launch_remote(" in code:
         assert len(launched) == 1, "the example launched its remote not exactly once"
     # Every example leaves its locks released (or never took one).
@@ -89,11 +110,11 @@ def test_readme_example_runs(kind, code, s3_env):
 
 
 def test_the_readme_mops_example_runs_a_pipeline_on_blob_lock(tmp_path):
-    """The "Using it with mops" module, run as the README says, from a fresh environment
+    """The "Using it with mops" module, run as docs/mops.md says, from a fresh environment
     without BLOB_LOCK_MOPS: the function runs in mops's remote, whose lease keep-alive went
     through blob-lock too (switched on by the environment install() set), and once only."""
     pytest.importorskip("thds.mops.pure")
-    assert len(MOPS_BLOCKS) == 1, "the README's mops example lost its readme-test marker"
+    assert len(MOPS_BLOCKS) == 1, "the mops example lost its readme-test marker"
     (tmp_path / "pipeline.py").write_text(MOPS_BLOCKS[0])
     env = {k: v for k, v in os.environ.items() if k != "BLOB_LOCK_MOPS"}
     env["HOME"] = str(tmp_path / "home")  # the example's blob root is under ~

@@ -64,6 +64,7 @@ class NativeLock:
         settle: float | None,
         clock_skew: float | None,
         on_lost: Callable[[LockLost], object] | None,
+        labels: list[tuple[str, str]] | None = None,
     ) -> NativeLock: ...
     def for_child(self) -> NativeLock:
         """This lock as a child made by fork sees it (the parent's state is leaked there)."""
@@ -109,6 +110,9 @@ class NativeLock:
     def expire(self) -> float: ...
     @property
     def heartbeat(self) -> float: ...
+    @property
+    def labels(self) -> dict[str, str]:
+        """The labels each acquisition writes (a new dict)."""
     @property
     def token(self) -> int | None: ...
     @property

@@ -88,7 +88,7 @@ class DoctorReport:
                 ", also under races" if self.race is not None else ""
             )
         lww = (
-            "; lww works here, best effort (see the README)"
+            "; lww works here, best effort (see docs/guarantees.md)"
             if self.lww_usable
             else "; lww is not safe either"
         )

@@ -6,7 +6,7 @@ from __future__ import annotations
 import enum
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
@@ -80,6 +80,9 @@ class Inspection:
     waiters do not take over, when longer than ``expire_s``. None once the remote has written."""
     grace_until: datetime | None = None
     """When that grace ends, by the writer's clock."""
+    labels: dict[str, str] = field(default_factory=dict, hash=False)
+    """What the holder said about why it holds the lock (``BlobLock(labels=...)``); kept
+    through renewals and the release."""
 
     @property
     def handed_off(self) -> bool:
@@ -106,7 +109,7 @@ class Inspection:
             return (
                 f"{self.uri}: released, broken by {self.broken_by}{when} "
                 f"(it was held by owner {self.owner}, token {self.token})"
-            )
+            ) + self._labels_text()
         who = f"owner {self.owner}"
         if self.hostname:
             who += f" on {self.hostname}"
@@ -123,7 +126,12 @@ class Inspection:
                 line += f", expires in {_duration(self.expires_in)} unless renewed"
             else:
                 line += f", expired {_duration(-self.expires_in)} ago"
-        return line
+        return line + self._labels_text()
+
+    def _labels_text(self) -> str:
+        if not self.labels:
+            return ""
+        return "; labels: " + ", ".join(f"{k}={v}" for k, v in self.labels.items())
 
     def to_json(self) -> dict[str, Any]:
         """A dict of plain JSON values (times as ISO 8601 strings)."""
@@ -174,6 +182,7 @@ def _inspection(uri: str, d: dict[str, Any], owner: str | None) -> Inspection:
         write_count=d.get("write_count"),
         grace_s=d.get("grace_s"),
         grace_until=_time(d.get("grace_until")),
+        labels=d.get("labels") or {},
     )
 
 

@@ -26,7 +26,7 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 _CONFIG_NAMES = (
     "expire", "heartbeat", "timeout", "protocol", "storage_options",
-    "settle", "clock_skew", "on_lost", "raise_on_lost",
+    "settle", "clock_skew", "on_lost", "raise_on_lost", "labels",
 )  # fmt: skip
 
 
@@ -67,6 +67,13 @@ class BlobLock:
     its exclusion was broken. If the block raised already, its exception goes on with the
     loss added as a note.
 
+    ``labels`` (a mapping of strings) say who holds the lock and why (``{"run": run_id,
+    "url": ...}``): every acquisition writes them into the lockfile, renewals and the
+    release keep them, and ``inspect``, ``blob-lock status``, ``ls`` and the waiting line
+    show them. At most 32, keys of 1 to 63 ASCII letters, digits, ``_-.`` (starting with a
+    letter or digit), values of at most 1,024 characters without control characters, 4 KiB
+    in all.
+
     One BlobLock may be shared by threads as a ``threading.Lock`` is: while one thread
     holds it, another's ``acquire`` waits (within its timeout) for the release; the thread
     that holds it may not acquire it again.
@@ -94,6 +101,7 @@ class BlobLock:
         clock_skew: Seconds | None = 60.0,
         on_lost: Callable[[LockLost], object] | None = None,
         raise_on_lost: bool = True,
+        labels: Mapping[str, str] | None = None,
     ) -> None:
         callback("on_lost", on_lost)
         uri = lock_uri(uri)
@@ -103,7 +111,7 @@ class BlobLock:
         # of held locks each keep one).
         self._config = (
             expire, heartbeat, timeout, protocol, storage_options,
-            settle, clock_skew, on_lost, raise_on_lost,
+            settle, clock_skew, on_lost, raise_on_lost, labels,
         )  # fmt: skip
         self._raise_on_lost = raise_on_lost
         self._timeout = seconds("timeout", timeout)
@@ -117,6 +125,7 @@ class BlobLock:
             settle=seconds("settle", settle),
             clock_skew=seconds("clock_skew", clock_skew),
             on_lost=on_lost,
+            labels=_args.labels(labels),
         )
         if self._timeout is not None:
             _blob_lock.check_timeout(self._timeout)
@@ -446,6 +455,11 @@ class BlobLock:
         """Seconds between renewals."""
         return self._native.heartbeat
 
+    @property
+    def labels(self) -> dict[str, str]:
+        """The labels each acquisition writes (a copy; empty when none were given)."""
+        return self._native.labels
+
     def __repr__(self) -> str:
         state = "lost" if self.lost else ("held" if self.held else "not held")
         token = f" token={self.token}" if self.token is not None else ""
@@ -467,6 +481,7 @@ def locked(
     clock_skew: Seconds | None = 60.0,
     on_lost: Callable[[LockLost], object] | None = None,
     raise_on_lost: bool = True,
+    labels: Mapping[str, str] | None = None,
 ) -> BlobLock:
     """A one-line context manager (sync or async): ``with locked(uri, timeout=60) as held:``.
     Takes the keyword arguments of ``BlobLock``."""
@@ -481,4 +496,5 @@ def locked(
         clock_skew=clock_skew,
         on_lost=on_lost,
         raise_on_lost=raise_on_lost,
+        labels=labels,
     )

@@ -108,6 +108,7 @@ impl Lock {
                 storage_options: (*self.storage_options).clone(),
                 clock: self.engine.clock.clone(),
                 on_lost: self.on_lost.clone(),
+                labels: self.engine.labels.clone(),
             },
         )
     }
@@ -153,6 +154,11 @@ impl Lock {
     /// `None` while the store has not been probed yet (its first write will).
     pub fn protocol(&self) -> Option<Protocol> {
         Protocol::known_for(self.engine.store.as_ref(), self.requested)
+    }
+
+    /// The labels its acquisitions write.
+    pub fn labels(&self) -> Option<&crate::lockfile::Labels> {
+        self.engine.labels.as_ref()
     }
 
     /// The timing in use.

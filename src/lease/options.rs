@@ -2,6 +2,7 @@
 
 use crate::clock::{self, Clock};
 use crate::errors::{Error, Result};
+use crate::lockfile::Labels;
 use crate::protocol::Engine;
 use crate::protocol::Protocol;
 use crate::store::LockStore;
@@ -23,6 +24,8 @@ pub struct LockOptions {
     pub clock: Arc<dyn Clock>,
     /// Called once when a lease of this lock is lost.
     pub on_lost: Option<LossHook>,
+    /// Labels written into the lockfile by every acquisition ([`crate::lockfile::labels`]).
+    pub labels: Option<Labels>,
 }
 
 /// A function called once when a held lease is lost, with the `Error::Lost` that says why.
@@ -45,6 +48,7 @@ impl LockOptions {
             storage_options: HashMap::new(),
             clock: clock::system(),
             on_lost: None,
+            labels: None,
         })
     }
 }
@@ -61,6 +65,7 @@ impl LockOptions {
             last_release: Default::default(),
             watched: Default::default(),
             wake: None,
+            labels: self.labels.clone(),
         }
     }
 }

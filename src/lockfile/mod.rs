@@ -1,6 +1,7 @@
 //! The lockfile: `<lock uri>/lock.json`, in the field names of the mops lease so that mops
 //! processes and this library coordinate on the same file, plus two fields of our own
-//! (`token`, `protocol`) that mops ignores.
+//! (`token`, `protocol`) and some extensions (`grace_s`, `labels`, `broken_by`) that mops
+//! ignores.
 //!
 //! Decoding is lenient about fields that are only there for people (a `pid` written as a
 //! number, a missing `hostname`) and strict about the two the protocol needs: `writer_id` and
@@ -9,6 +10,9 @@
 use chrono::{DateTime, SecondsFormat, Utc};
 use serde_json::{Map, Value};
 use std::time::Duration;
+
+pub mod labels;
+pub use labels::Labels;
 
 /// The name of the lockfile inside the lock URI.
 pub const LOCKFILE_NAME: &str = "lock.json";
@@ -52,6 +56,10 @@ pub struct LockFile {
     /// still does not take over, when longer than `expire_s`. Written by an orchestrator that
     /// handed the lock to a remote which has not written yet; absent otherwise.
     pub grace_s: Option<f64>,
+    /// What the holder says about why it holds the lock ([`labels`]); kept through renewals
+    /// and the release. A plain mops remote's renewal drops them; its orchestrator's next
+    /// renewal writes them again.
+    pub labels: Option<Labels>,
 }
 
 impl Clone for LockFile {
@@ -72,6 +80,7 @@ impl Clone for LockFile {
             protocol: None,
             broken_by: None,
             grace_s: None,
+            labels: None,
         };
         copy.clone_from(self);
         copy
@@ -99,6 +108,7 @@ impl Clone for LockFile {
             protocol,
             broken_by,
             grace_s,
+            labels,
         } = source;
         self.writer_id.clone_from(writer_id);
         self.written_at.clone_from(written_at);
@@ -115,6 +125,7 @@ impl Clone for LockFile {
         self.protocol.clone_from(protocol);
         self.broken_by.clone_from(broken_by);
         self.grace_s = *grace_s;
+        self.labels.clone_from(labels);
     }
 }
 
@@ -196,6 +207,7 @@ impl LockFile {
             protocol: Some(protocol.to_string()),
             broken_by: None,
             grace_s: None,
+            labels: None,
         }
     }
 
@@ -249,7 +261,7 @@ impl LockFile {
         Some(parse_time(&self.written_at)? + grace)
     }
 
-    /// A short description of the holder for messages: owner, host, pid.
+    /// A short description of the holder for messages: owner, host, pid, labels.
     pub fn describe(&self) -> String {
         let mut s = format!("owner {}", self.writer_id);
         if !self.hostname.is_empty() {
@@ -257,6 +269,9 @@ impl LockFile {
         }
         if !self.pid.is_empty() {
             s.push_str(&format!(" (pid {})", self.pid));
+        }
+        if self.labels.is_some() {
+            s.push_str(&format!(" [{}]", labels::describe(self.labels.as_ref())));
         }
         s
     }
@@ -292,6 +307,9 @@ impl LockFile {
         }
         if let Some(grace) = self.grace_s {
             m.insert("grace_s".into(), grace.into());
+        }
+        if let Some(labels) = &self.labels {
+            m.insert("labels".into(), labels::to_json(labels));
         }
         let mut json = serde_json::to_vec(&Value::Object(m))
             .expect("a map of strings and numbers always encodes");
@@ -371,6 +389,7 @@ impl LockFile {
                 .and_then(Value::as_str)
                 .map(str::to_string),
             grace_s,
+            labels: labels::from_json(m.get("labels")),
         })
     }
 

@@ -76,3 +76,52 @@ fn reads_mops_style_fields_leniently() {
     assert_eq!(lf.expire(), Duration::from_secs(30));
     assert!(lf.last_write_time().is_some());
 }
+
+#[test]
+fn labels_round_trip_and_are_kept_through_renewal_and_release() {
+    let mut lf = LockFile::acquired("abc", Duration::from_secs(30), 7, "cas", Utc::now());
+    lf.labels = labels::check([("run".to_string(), "r-1".to_string())]).unwrap();
+    let back = LockFile::decode(&lf.encode()).unwrap();
+    assert_eq!(back, lf);
+    let renewed = back.renewed(Some("remote"), Utc::now());
+    assert_eq!(renewed.labels, lf.labels);
+    assert_eq!(renewed.released(Utc::now()).labels, lf.labels);
+    assert_eq!(labels::describe(renewed.labels.as_ref()), "run=r-1");
+}
+
+#[test]
+fn labels_written_by_another_hand_are_read_leniently() {
+    let body = br#"{"writer_id": "a", "expire_s": 30, "labels": {"run": "x", "n": 3, "o": {}}}"#;
+    let lf = LockFile::decode(body).unwrap();
+    assert_eq!(labels::describe(lf.labels.as_ref()), "run=x");
+    let body = br#"{"writer_id": "a", "expire_s": 30, "labels": "run=x"}"#;
+    assert_eq!(LockFile::decode(body).unwrap().labels, None);
+}
+
+#[test]
+fn labels_out_of_bounds_are_refused_with_the_reason() {
+    let one = |k: &str, v: &str| labels::check([(k.to_string(), v.to_string())]);
+    assert_eq!(one("run", "x").unwrap().unwrap().len(), 1);
+    assert!(labels::check(Vec::new()).unwrap().is_none());
+    for (key, value, why) in [
+        ("", "x", "1 to 63"),
+        (&"k".repeat(64)[..], "x", "1 to 63"),
+        ("-run", "x", "starting with a letter or digit"),
+        ("run id", "x", "ASCII letters"),
+        ("rün", "x", "ASCII letters"),
+        ("run", "a\nb", "control character"),
+        ("run", &"v".repeat(1025)[..], "more than 1024"),
+    ] {
+        let err = one(key, value).unwrap_err();
+        assert!(err.contains(why), "{key:?}={value:?}: {err}");
+    }
+    let many = (0..33).map(|i| (format!("k{i}"), "v".to_string()));
+    assert!(labels::check(many).unwrap_err().contains("more than 32"));
+    let large = (0..8).map(|i| (format!("k{i}"), "v".repeat(1000)));
+    assert!(labels::check(large).unwrap_err().contains("more than 4096"));
+    // The largest labels allowed keep the lockfile well within what readers accept.
+    let largest = (0..4).map(|i| (format!("k{i}"), "v".repeat(1000)));
+    let mut lf = LockFile::acquired("abc", Duration::from_secs(30), 7, "cas", Utc::now());
+    lf.labels = labels::check(largest).unwrap();
+    assert!(LockFile::decode(&lf.encode()).is_ok());
+}

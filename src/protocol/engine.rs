@@ -125,6 +125,8 @@ pub struct Engine {
     /// take it over at once instead of at their next poll. `None` for stores brought by
     /// tests and simulations, whose "processes" share one real process.
     pub wake: Option<Arc<tokio::sync::Notify>>,
+    /// The labels every acquisition writes.
+    pub labels: Option<crate::lockfile::Labels>,
 }
 
 /// The `writer_name` of the remote's writes (mops's remote writer uses it too).
@@ -256,13 +258,15 @@ impl Engine {
     }
 
     pub(super) fn body(&self, owner: &str, token: u64) -> LockFile {
-        LockFile::acquired(
+        let mut body = LockFile::acquired(
             owner,
             self.timing.expire,
             token,
             self.protocol.as_str(),
             self.clock.wall(),
-        )
+        );
+        body.labels.clone_from(&self.labels);
+        body
     }
 
     pub(super) fn held(
@@ -296,6 +300,10 @@ impl Engine {
             held.grace_until = None;
         }
         lf.token = held.token;
+        if lf.labels.is_none() {
+            // A co-owner that rewrites the whole body (mops's remote) drops them.
+            lf.labels = held.body.labels.clone();
+        }
         if lf.protocol.is_none() {
             lf.protocol = held.body.protocol.clone();
         }

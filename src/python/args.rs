@@ -3,6 +3,7 @@
 use super::errors::{to_py, LockLost};
 use crate::errors::Error;
 use crate::lease::{LockOptions, LossHook};
+use crate::lockfile::Labels;
 use crate::protocol::Protocol;
 use crate::timing::Timing;
 use pyo3::exceptions::PyValueError;
@@ -35,6 +36,7 @@ pub(crate) fn options(
         storage_options: storage_options.unwrap_or_default(),
         clock: crate::clock::system(),
         on_lost: None,
+        labels: None,
     })
 }
 
@@ -59,6 +61,11 @@ pub(crate) fn loss_hook(callback: Option<Py<PyAny>>) -> Option<LossHook> {
             })
         });
     })))
+}
+
+/// Labels as given, checked: ValueError naming the label and the bound it breaks.
+pub(crate) fn labels(labels: Option<Vec<(String, String)>>) -> PyResult<Option<Labels>> {
+    crate::lockfile::labels::check(labels.unwrap_or_default()).map_err(PyValueError::new_err)
 }
 
 pub(crate) fn timeout(t: Option<f64>) -> PyResult<Option<Duration>> {

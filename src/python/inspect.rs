@@ -33,6 +33,11 @@ pub(crate) fn lockfile_dict<'py>(py: Python<'py>, lf: &LockFile) -> PyResult<Bou
     d.set_item("protocol", lf.protocol.as_deref())?;
     d.set_item("broken_by", lf.broken_by.as_deref())?;
     d.set_item("grace_s", lf.grace_s)?;
+    let labels = PyDict::new(py);
+    for (k, v) in lf.labels.iter().flat_map(|m| m.iter()) {
+        labels.set_item(k, v)?;
+    }
+    d.set_item("labels", labels)?;
     d.set_item(
         "grace_until",
         lf.grace_until().map(|t| t.timestamp_micros() as f64 / 1e6),

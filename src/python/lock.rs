@@ -1,7 +1,7 @@
 //! `NativeLock`, the native side of `blob_lock.BlobLock`: acquisitions blocking and
 //! asyncio, their interruption, release, and what the lock shows.
 
-use super::args::{loss_hook, options, timeout};
+use super::args::{labels, loss_hook, options, timeout};
 use super::asyncio::{awaitable, OnDrop};
 use super::driver::{wait, CancelHook};
 use super::errors::{to_py, LockError, LockTimeout};
@@ -187,7 +187,7 @@ impl NativeLock {
 #[pymethods]
 impl NativeLock {
     #[new]
-    #[pyo3(signature = (uri, *, expire, heartbeat, protocol, storage_options, settle, clock_skew, on_lost))]
+    #[pyo3(signature = (uri, *, expire, heartbeat, protocol, storage_options, settle, clock_skew, on_lost, labels=None))]
     #[allow(clippy::too_many_arguments)] // the keyword arguments of BlobLock
     fn new(
         uri: &str,
@@ -198,6 +198,7 @@ impl NativeLock {
         settle: Option<f64>,
         clock_skew: Option<f64>,
         on_lost: Option<Py<PyAny>>,
+        labels: Option<Vec<(String, String)>>,
     ) -> PyResult<Self> {
         let mut opts = options(
             expire,
@@ -208,6 +209,7 @@ impl NativeLock {
             clock_skew,
         )?;
         opts.on_lost = loss_hook(on_lost);
+        opts.labels = self::labels(labels)?;
         Ok(NativeLock::empty(Lock::new(uri, &opts).map_err(to_py)?))
     }
 
@@ -431,6 +433,15 @@ impl NativeLock {
     #[getter]
     fn heartbeat(&self) -> f64 {
         self.lock.timing().heartbeat.as_secs_f64()
+    }
+
+    #[getter]
+    fn labels<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let d = PyDict::new(py);
+        for (k, v) in self.lock.labels().iter().flat_map(|m| m.iter()) {
+            d.set_item(k, v)?;
+        }
+        Ok(d)
     }
 
     #[getter]

@@ -110,7 +110,7 @@ pub(crate) async fn conditional_writes(gate: &Gate, dir: &Path, required: bool) 
     }
     if gate.client.facts.first_warning() {
         log::warn!(
-            "{}: {}, so cas could let two owners in; protocol \"auto\" uses lww on this store, which is best effort (see the README). To silence this warning pass protocol=\"lww\"; if `blob-lock doctor --race` finds the store safe, set the storage option blob_lock_conditional_writes=trust",
+            "{}: {}, so cas could let two owners in; protocol \"auto\" uses lww on this store, which is best effort (see docs/guarantees.md). To silence this warning pass protocol=\"lww\"; if `blob-lock doctor --race` finds the store safe, set the storage option blob_lock_conditional_writes=trust",
             gate.client.name,
             v.why()
         );

@@ -41,7 +41,7 @@ pub enum Mode {
     /// Healthy but for reads that may return a version up to expire / 2 old (lww's second).
     StaleReads,
     /// Healthy (drift and crashes included) plus one fault at the rate `Faulty` has it:
-    /// the rows of the README's table of which protocol survives which fault.
+    /// the rows of docs/guarantees.md's table of which protocol survives which fault.
     Only(Fault),
 }
 

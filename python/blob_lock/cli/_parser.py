@@ -21,6 +21,22 @@ def storage_options(args: argparse.Namespace) -> dict[str, str] | None:
     return out
 
 
+def labels(args: argparse.Namespace) -> dict[str, str] | None:
+    """The ``--label KEY=VALUE`` options of ``run``, or None."""
+    pairs: list[str] | None = args.label
+    if not pairs:
+        return None
+    out: dict[str, str] = {}
+    for pair in pairs:
+        key, eq, value = pair.partition("=")
+        if not eq or not key:
+            raise ValueError(f"--label takes KEY=VALUE, got {pair!r}")
+        if key in out:
+            raise ValueError(f"--label {key} is given twice; give each label once")
+        out[key] = value
+    return out
+
+
 def parser() -> argparse.ArgumentParser:
     """The `blob-lock` command line, with every command and its options."""
     p = argparse.ArgumentParser(
@@ -70,6 +86,14 @@ def parser() -> argparse.ArgumentParser:
         help="wait for the lock (default); --no-wait makes one attempt and exits 75 if it is held",
     )
     run.add_argument("--protocol", choices=["auto", "cas", "lww"], default="auto")
+    run.add_argument(
+        "-l",
+        "--label",
+        action="append",
+        metavar="KEY=VALUE",
+        help="a label written into the lockfile and shown by status, ls, break and waiters "
+        "(repeatable): who holds the lock and why, e.g. --label run=$RUN_ID",
+    )
 
     status = command(
         "status",

@@ -10,7 +10,7 @@ import sys
 
 from blob_lock import BlobLock, LockTimeout
 from blob_lock.cli._exits import EXIT_CANNOT_RUN, EXIT_LOST, EXIT_TIMEOUT, EXIT_USAGE
-from blob_lock.cli._parser import storage_options
+from blob_lock.cli._parser import labels, storage_options
 from blob_lock.cli._progress import Progress
 from blob_lock.cli._signals import Signalled, handle_signals, restore
 
@@ -28,6 +28,7 @@ def run(args: argparse.Namespace, cmd: list[str]) -> int:
         protocol=args.protocol,
         storage_options=options,
         raise_on_lost=False,  # a loss is reported after the command (exit 4), not raised
+        labels=labels(args),
     )
     # Before the lock is held a signal ends the wait; once it is held, signals go to the
     # command, or wait for it to start if they come first (never lost, never unlocked).
