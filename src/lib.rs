@@ -23,6 +23,7 @@ pub mod clock;
 pub mod doctor;
 pub mod errors;
 pub mod inspect;
+pub mod inventory;
 pub mod lease;
 pub mod lockfile;
 mod per_process;

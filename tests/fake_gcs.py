@@ -1,7 +1,8 @@
 """A GCS XML-API server for tests, in memory: no emulator on PyPI or npm serves object_store's
 GCS client with generation preconditions (see shared TESTING.md), so this one does just
 that: PUT with ``x-goog-if-generation-match`` (0: create only; N: update only generation N),
-GET and HEAD with ETag, ``x-goog-generation`` and Last-Modified, and DELETE."""
+GET and HEAD with ETag, ``x-goog-generation`` and Last-Modified, DELETE, and listing (the
+XML API's ``list-type=2``, in pages of ``max-keys``, at most 1000, with continuation tokens)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,8 @@ import threading
 import time
 from email.utils import formatdate
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from urllib.parse import unquote, urlsplit
+from urllib.parse import parse_qs, unquote, urlsplit
+from xml.sax.saxutils import escape
 
 
 class _Store:
@@ -71,8 +73,34 @@ class _Handler(BaseHTTPRequestHandler):
             s.objects[(bucket, key)] = (data, s.generation, time.time())
             self._reply(200, b"", self._meta(data, s.generation, time.time()))
 
+    def _list(self, bucket: str, query: dict[str, list[str]]) -> None:
+        prefix = query.get("prefix", [""])[0]
+        after = query.get("continuation-token", query.get("start-after", [""]))[0]
+        most = min(int(query.get("max-keys", ["1000"])[0]), 1000)
+        with self.store.lock:
+            if bucket not in self.store.buckets:
+                return self._error(404, "NoSuchBucket")
+            keys = sorted(
+                (k, v)
+                for (b, k), v in self.store.objects.items()
+                if b == bucket and k.startswith(prefix) and k > after
+            )
+        page, more = keys[:most], len(keys) > most
+        items = "".join(
+            f"<Contents><Key>{escape(k)}</Key><Size>{len(data)}</Size>"
+            f"<LastModified>{time.strftime('%Y-%m-%dT%H:%M:%S.000Z', time.gmtime(mtime))}"
+            f"</LastModified></Contents>"
+            for k, (data, _gen, mtime) in page
+        )
+        token = f"<NextContinuationToken>{escape(page[-1][0])}</NextContinuationToken>"
+        body = f"<ListBucketResult>{items}{token if more else ''}</ListBucketResult>"
+        self._reply(200, body.encode(), {"Content-Type": "application/xml"})
+
     def do_GET(self) -> None:
         bucket, key = self._target()
+        query = parse_qs(urlsplit(self.path).query)
+        if not key and "list-type" in query:
+            return self._list(bucket, query)
         s = self.store
         with s.lock:
             if bucket not in s.buckets:

@@ -18,6 +18,7 @@ from blob_lock._inspect import (
     wait_free,
     wait_free_async,
 )
+from blob_lock._inventory import Pruned, PruneOutcome, list_locks, prune_locks
 from blob_lock._keep_alive import KeepAlive, keep_alive, keep_alive_async
 from blob_lock._lock import BlobLock, locked
 from blob_lock._release_status import ReleaseStatus
@@ -49,6 +50,8 @@ __all__ = [
     "LockTimeout",
     "MemoClaim",
     "Probe",
+    "PruneOutcome",
+    "Pruned",
     "RaceReport",
     "ReleaseStatus",
     "StoreError",
@@ -62,7 +65,9 @@ __all__ = [
     "inspect_async",
     "keep_alive",
     "keep_alive_async",
+    "list_locks",
     "locked",
+    "prune_locks",
     "wait_free",
     "wait_free_async",
     "write_once",

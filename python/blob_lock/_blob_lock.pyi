@@ -11,6 +11,7 @@ from typing import Any, Literal, final
 from blob_lock.exceptions import LockLost
 
 __all__ = [
+    "NativeInventory",
     "NativeKeepAlive",
     "NativeLock",
     "NativeLockfile",
@@ -121,6 +122,17 @@ class NativeLock:
     def lost(self) -> bool: ...
     @property
     def lost_reason(self) -> str | None: ...
+
+@final
+class NativeInventory:
+    """The locks under a prefix, a page at a time (`blob_lock.list_locks`, `prune_locks`)."""
+
+    def __new__(cls, prefix: str, *, storage_options: dict[str, str] | None) -> NativeInventory: ...
+    def next_page(
+        self, older_than: float | None = None, delete: bool = False
+    ) -> list[dict[str, Any]]:
+        """The next page of locks as inspection dicts with `uri` (and `problem`, and with
+        `older_than` the `prune` outcome and `prune_detail`); empty once all were listed."""
 
 @final
 class NativeLockfile:

@@ -39,6 +39,9 @@ class LockState(str, enum.Enum):
     """Nobody renewed it within ``expire_s`` of its last write: the next waiter takes it."""
     RELEASED = "released"
     """Its holder released it."""
+    INVALID = "invalid"
+    """Only in ``list_locks``: the object is not a lockfile blob-lock can read (``problem``
+    says why). ``inspect`` raises ``InvalidLockFile`` instead."""
 
     def __str__(self) -> str:
         return self.value
@@ -83,6 +86,8 @@ class Inspection:
     labels: dict[str, str] = field(default_factory=dict, hash=False)
     """What the holder said about why it holds the lock (``BlobLock(labels=...)``); kept
     through renewals and the release."""
+    problem: str | None = None
+    """Why the lockfile cannot be read, when ``state`` is ``invalid`` (``list_locks``)."""
 
     @property
     def handed_off(self) -> bool:
@@ -102,6 +107,8 @@ class Inspection:
 
     def describe(self) -> str:
         """One line for people: the state and, when someone holds it, who and for how long."""
+        if self.state is LockState.INVALID:
+            return f"{self.uri}: invalid lockfile: {self.problem}"
         if self.owner is None:
             return f"{self.uri}: {self.state.value}"
         if self.broken_by is not None and self.state is LockState.RELEASED:
@@ -183,6 +190,7 @@ def _inspection(uri: str, d: dict[str, Any], owner: str | None) -> Inspection:
         grace_s=d.get("grace_s"),
         grace_until=_time(d.get("grace_until")),
         labels=d.get("labels") or {},
+        problem=d.get("problem"),
     )
 
 

@@ -156,6 +156,11 @@ impl Lock {
         Protocol::known_for(self.engine.store.as_ref(), self.requested)
     }
 
+    /// The store of its lockfile.
+    pub(crate) fn store(&self) -> &Arc<dyn LockStore> {
+        &self.engine.store
+    }
+
     /// The labels its acquisitions write.
     pub fn labels(&self) -> Option<&crate::lockfile::Labels> {
         self.engine.labels.as_ref()

@@ -18,6 +18,7 @@ mod errors;
 mod exit;
 mod holding;
 mod inspect;
+mod inventory;
 mod keep_alive;
 mod lock;
 mod lockfile;
@@ -35,6 +36,7 @@ fn _blob_lock(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<lock::NativeLock>()?;
     m.add_class::<keep_alive::NativeKeepAlive>()?;
     m.add_class::<lockfile::NativeLockfile>()?;
+    m.add_class::<inventory::NativeInventory>()?;
     m.add_function(wrap_pyfunction!(keep_alive::keep_alive, m)?)?;
     m.add_function(wrap_pyfunction!(keep_alive::keep_alive_async, m)?)?;
     m.add_function(wrap_pyfunction!(inspect::doctor, m)?)?;

@@ -11,12 +11,14 @@ pub mod cloud;
 pub mod counted;
 pub mod file;
 pub mod gate;
+pub mod listing;
 pub mod object;
 mod open;
 pub mod probe;
 pub mod uri;
 
 pub use counted::{Counted, Requests};
+pub use listing::Listing;
 pub use open::{open, open_object, Private};
 pub use uri::{Cloud, Location};
 

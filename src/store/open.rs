@@ -181,7 +181,7 @@ impl Private {
     }
 }
 
-fn refuse_options(uri: &str, scheme: &str, options: &Options) -> Result<()> {
+pub(super) fn refuse_options(uri: &str, scheme: &str, options: &Options) -> Result<()> {
     if let Some((key, _)) = options.store.first() {
         return Err(Error::InvalidArgument(format!(
             "storage option {key:?} given for {uri}, but {scheme} stores take no object_store options"
@@ -193,7 +193,7 @@ fn refuse_options(uri: &str, scheme: &str, options: &Options) -> Result<()> {
 /// One in-memory store per name, shared by the whole process. A child made by fork starts
 /// with copies of its parent's stores as they were at the fork (if the parent's map was
 /// free then; otherwise with none).
-fn memory(name: &str) -> Arc<Client> {
+pub(super) fn memory(name: &str) -> Arc<Client> {
     type Stores = Mutex<HashMap<String, Arc<Client>>>;
     static STORES: PerProcess<Stores> = PerProcess::new(Default::default);
     let (mine, parents) = STORES.with_parent();

@@ -5,6 +5,8 @@
     blob-lock wait URI [--timeout S]
     blob-lock break URI [--yes]
     blob-lock doctor URI [--json] [--race [--racers N] [--rounds N]]
+    blob-lock ls PREFIX [--json] [--state held|expired|released|invalid]
+    blob-lock prune PREFIX --older-than DURATION [--yes]
 
 Exit codes, for every command: 0 success; 1 a store or lockfile error (an unreachable
 store among them); 2 bad arguments; 75 (EX_TEMPFAIL, as flock(1)) the lock was not free
@@ -31,6 +33,7 @@ import sys
 from collections.abc import Callable
 
 from blob_lock.cli._exits import EXIT_ERROR, EXIT_PIPE, EXIT_USAGE
+from blob_lock.cli._inventory import ls_command, prune_command
 from blob_lock.cli._look import break_command, doctor_command, status_command, wait_command
 from blob_lock.cli._parser import parser
 from blob_lock.cli._run import run
@@ -67,6 +70,8 @@ def main(argv: list[str] | None = None) -> int:
             "wait": lambda: wait_command(args),
             "break": lambda: break_command(args),
             "doctor": lambda: doctor_command(args),
+            "ls": lambda: ls_command(args),
+            "prune": lambda: prune_command(args),
         }
         code = commands[args.command]()
         sys.stdout.flush()  # here, where a closed pipe can still be told apart

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import re
 
 from blob_lock import __version__
 
@@ -37,6 +38,19 @@ def labels(args: argparse.Namespace) -> dict[str, str] | None:
     return out
 
 
+_UNITS = {"": 1.0, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
+
+
+def duration(text: str) -> float:
+    """``90``, ``90s``, ``30m``, ``12h``, ``7d`` or ``1.5h``, in seconds (argparse's type)."""
+    m = re.fullmatch(r"\s*(\d+(?:\.\d*)?|\.\d+)\s*([smhd]?)\s*", text)
+    if not m:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a duration: write a number with s, m, h or d (90s, 30m, 12h, 7d)"
+        )
+    return float(m.group(1)) * _UNITS[m.group(2)]
+
+
 def parser() -> argparse.ArgumentParser:
     """The `blob-lock` command line, with every command and its options."""
     p = argparse.ArgumentParser(
@@ -50,9 +64,16 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    def command(name: str, help: str, description: str) -> argparse.ArgumentParser:
+    def command(
+        name: str, help: str, description: str, prefix: bool = False
+    ) -> argparse.ArgumentParser:
         c = sub.add_parser(name, help=help, description=description)
-        c.add_argument("uri", metavar="URI", help="lock URI; the lockfile is URI/lock.json")
+        if prefix:
+            c.add_argument(
+                "uri", metavar="PREFIX", help="a URI or folder: every lockfile anywhere under it"
+            )
+        else:
+            c.add_argument("uri", metavar="URI", help="lock URI; the lockfile is URI/lock.json")
         c.add_argument(
             "-o",
             "--storage-option",
@@ -133,6 +154,42 @@ def parser() -> argparse.ArgumentParser:
         "3 when it is not, 1 if the store cannot be used at all.",
     )
     doc.add_argument("--json", action="store_true", help="print one JSON object")
+    ls = command(
+        "ls",
+        "list every lock under a prefix",
+        "List every lockfile under PREFIX, a line each as it is read (state, token, age, "
+        "expires in, holder, URI, labels); large prefixes are read a page at a time. Never "
+        "writes. AGE is how long it has been held, released or expired. Exit 0; 1 if the "
+        "store cannot be listed.",
+        prefix=True,
+    )
+    ls.add_argument("--json", action="store_true", help="print one JSON object per line")
+    ls.add_argument(
+        "--state",
+        choices=["held", "expired", "released", "invalid"],
+        help="only locks in this state (invalid: objects named lock.json that are no lockfile)",
+    )
+    prune = command(
+        "prune",
+        "delete lockfiles released or expired long ago",
+        "Delete the lockfiles under PREFIX that were released, or whose last write expired, "
+        "longer ago than --older-than (by both the writer's and the store's clock). Each is "
+        "deleted only if unchanged since it was listed: it is taken as a waiter takes over a "
+        "free lock, then deleted while held. Held and unreadable lockfiles are kept. Shows "
+        "what it would delete and asks first unless --yes. Deleting a lockfile drops its "
+        "fencing token: the next holder of that lock gets token 1, which a resource that "
+        "refuses lower tokens than it has seen would refuse. Exit 0; 3 when declined.",
+        prefix=True,
+    )
+    prune.add_argument(
+        "--older-than",
+        required=True,
+        type=duration,
+        metavar="DURATION",
+        help="released or expired at least this long ago: 90s, 30m, 12h, 7d (a bare number: "
+        "seconds)",
+    )
+    prune.add_argument("-y", "--yes", action="store_true", help="do not ask")
     doc.add_argument(
         "--race", action="store_true", help="also race independent clients (see above)"
     )

@@ -1,0 +1,136 @@
+"""Every lock under a prefix: ``list_locks`` reads each once, ``prune_locks`` removes the
+lockfiles released or expired long ago."""
+
+from __future__ import annotations
+
+import enum
+import os
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+
+from blob_lock import _args, _blob_lock
+from blob_lock._args import Seconds, seconds
+from blob_lock._inspect import Inspection, LockState, _inspection
+
+__all__ = ["PruneOutcome", "Pruned", "list_locks", "prune_locks"]
+
+_STATES = ("held", "expired", "released", "invalid", "ours")
+
+
+def _states(state: str | LockState | None) -> frozenset[str] | None:
+    if state is None:
+        return None
+    if not isinstance(state, str) or state not in _STATES:
+        raise ValueError(f"state must be one of {', '.join(_STATES)} or None, got {state!r}")
+    return frozenset([str(state)])
+
+
+def _inventory(prefix: object, storage_options: Mapping[str, str] | None):
+    if not isinstance(prefix, (str, os.PathLike)):
+        raise TypeError(
+            f"prefix must be a str (s3://bucket/memo, a folder, ...) or a pathlib.Path, "
+            f"got {type(prefix).__name__} {prefix!r}"
+        )
+    return _blob_lock.NativeInventory(
+        _args.lock_uri(prefix), storage_options=_args.storage_options(storage_options)
+    )
+
+
+def list_locks(
+    prefix: str | os.PathLike[str],
+    *,
+    state: str | LockState | None = None,
+    storage_options: Mapping[str, str] | None = None,
+) -> Iterator[Inspection]:
+    """Every lock whose lockfile lies anywhere under ``prefix``, each as one read of it
+    shows it (an ``Inspection``, whose ``uri`` is the lock's), page by page as the iterator
+    is consumed: a prefix with millions of objects costs the memory of one page. Never
+    writes. ``state`` keeps only ``held``, ``expired``, ``released``, ``ours`` or
+    ``invalid`` (an object named ``lock.json`` that is not a lockfile: its ``problem`` says
+    why). A prefix that is no URI, or a local folder that does not exist, is a
+    ``ValueError`` at once; ``StoreError`` when the store fails while listing.
+    """
+    wanted = _states(state)
+    inventory = _inventory(prefix, storage_options)
+
+    def pages() -> Iterator[Inspection]:
+        while page := inventory.next_page():
+            for d in page:
+                seen = _inspection(d["uri"], d, None)
+                if wanted is None or seen.state.value in wanted:
+                    yield seen
+
+    return pages()
+
+
+class PruneOutcome(str, enum.Enum):
+    """What ``prune_locks`` did with one lock. A str, so ``outcome == "deleted"`` works."""
+
+    DELETED = "deleted"
+    """Its lockfile was deleted: the next acquisition of the lock gets token 1."""
+    WOULD_DELETE = "would_delete"
+    """A dry run: it would have been deleted."""
+    TOO_RECENT = "too_recent"
+    """Released or expired, but not for ``older_than`` yet (by both the writer's and the
+    store's clock); kept."""
+    HELD = "held"
+    """Held; kept."""
+    CHANGED = "changed"
+    """Taken, renewed or released by someone since it was listed, or not yet expired
+    beyond ``expire + clock_skew`` by the wall clock; kept (``detail`` says which)."""
+    UNREADABLE = "unreadable"
+    """Not a lockfile blob-lock can read; never deleted by prune."""
+
+    def __str__(self) -> str:
+        return self.value
+
+
+@dataclass(frozen=True)
+class Pruned:
+    """One lock that ``prune_locks`` looked at: what it did, and the lock as listed."""
+
+    uri: str
+    outcome: PruneOutcome
+    found: Inspection
+    detail: str | None = None
+
+
+def prune_locks(
+    prefix: str | os.PathLike[str],
+    *,
+    older_than: Seconds,
+    dry_run: bool = False,
+    storage_options: Mapping[str, str] | None = None,
+) -> Iterator[Pruned]:
+    """Deletes the lockfiles under ``prefix`` released or expired at least ``older_than``
+    (seconds or a timedelta) ago, judged by both the writer's clock and the store's. Each is
+    deleted only if it is unchanged since it was listed: it is taken through the protocol,
+    as a waiter takes over a free lock, and deleted while held, so a lock someone took
+    meanwhile is never deleted from under them. Held and unreadable lockfiles are kept.
+    Yields what it did with each lock, page by page as the iterator is consumed (nothing
+    is deleted before that); ``dry_run`` writes nothing.
+
+    Deleting a lockfile drops its fencing token: the next acquisition of that lock gets
+    token 1. Do not prune locks whose tokens fence a resource that refuses tokens lower
+    than the highest it has seen; it would refuse their next holder.
+    """
+    if older_than is None:
+        raise TypeError("older_than must be seconds (a number) or a timedelta, got None")
+    if not isinstance(dry_run, bool):
+        raise TypeError(f"dry_run must be a bool, got {dry_run!r}")
+    age = seconds("older_than", older_than)
+    if age < 0:
+        raise ValueError(f"older_than must be zero or more seconds, got {age}")
+    inventory = _inventory(prefix, storage_options)
+
+    def pages() -> Iterator[Pruned]:
+        while page := inventory.next_page(age, not dry_run):
+            for d in page:
+                yield Pruned(
+                    uri=d["uri"],
+                    outcome=PruneOutcome(d["prune"]),
+                    found=_inspection(d["uri"], d, None),
+                    detail=d.get("prune_detail"),
+                )
+
+    return pages()

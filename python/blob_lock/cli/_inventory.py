@@ -1,0 +1,122 @@
+"""The commands over every lock under a prefix: ``ls`` lists them, ``prune`` removes the
+lockfiles released or expired long ago."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from datetime import datetime, timezone
+
+from blob_lock import Inspection, LockState, PruneOutcome, list_locks, prune_locks
+from blob_lock._inspect import _duration
+from blob_lock.cli._exits import EXIT_REFUSED
+from blob_lock.cli._parser import storage_options
+
+FENCING_NOTE = (
+    "A deleted lockfile takes its fencing token with it: the next holder of that lock gets "
+    "token 1. A resource that refuses tokens lower than the highest it has seen would refuse "
+    "that holder, so do not prune locks whose tokens fence such a resource."
+)
+
+
+def _idle(seen: Inspection, now: datetime) -> float | None:
+    """Seconds since a lock was released, or since its last write expired."""
+    if seen.state is LockState.RELEASED and seen.released_at is not None:
+        return (now - seen.released_at).total_seconds()
+    if seen.state is LockState.EXPIRED and seen.expires_in is not None:
+        return -seen.expires_in
+    return None
+
+
+def _row(seen: Inspection, now: datetime) -> list[str]:
+    if seen.state is LockState.INVALID:
+        return [seen.state.value, "-", "-", "-", f"({seen.problem})", seen.uri, ""]
+    held_for, idle = seen.held_for(now), _idle(seen, now)
+    age = held_for if held_for is not None else idle
+    holder = (seen.owner or "-")[:12]
+    if seen.hostname:
+        holder += f"@{seen.hostname}"
+    if seen.pid:
+        holder += f":{seen.pid}"
+    expires = (
+        _duration(seen.expires_in) if seen.expires_in is not None and seen.expires_in > 0 else "-"
+    )
+    labels = ",".join(f"{k}={v}" for k, v in seen.labels.items())
+    return [
+        seen.state.value,
+        str(seen.token) if seen.token is not None else "-",
+        _duration(age) if age is not None else "-",
+        expires,
+        holder,
+        seen.uri,
+        labels,
+    ]
+
+
+HEADER = ["STATE", "TOKEN", "AGE", "EXPIRES", "HOLDER", "URI", "LABELS"]
+WIDTHS = [9, 6, 8, 8, 36, 0, 0]
+
+
+def _print_row(cells: list[str]) -> None:
+    line = " ".join(c.ljust(w) if w else c for c, w in zip(cells, WIDTHS))
+    print(line.rstrip(), flush=True)
+
+
+def ls_command(args: argparse.Namespace) -> int:
+    """``blob-lock ls``: every lock under the prefix, a line each as it is read."""
+    locks = list_locks(args.uri, state=args.state, storage_options=storage_options(args))
+    if not args.json:
+        _print_row(HEADER)
+    for seen in locks:
+        if args.json:
+            print(json.dumps(seen.to_json()), flush=True)
+        else:
+            _print_row(_row(seen, datetime.now(timezone.utc)))
+    return 0
+
+
+def _ask(question: str) -> bool:
+    if not sys.stdin.isatty():
+        print(f"blob-lock: {question} -- not at a terminal: pass --yes", file=sys.stderr)
+        return False
+    try:
+        answer = input(f"{question} [y/N] ")
+    except EOFError:
+        return False
+    return answer.strip().lower() in ("y", "yes")
+
+
+def prune_command(args: argparse.Namespace) -> int:
+    """``blob-lock prune``: deletes lockfiles released or expired longer ago than
+    ``--older-than``; without ``--yes``, shows them and asks first."""
+    options = storage_options(args)
+    age = _duration(args.older_than)
+    if not args.yes:
+        found = 0
+        for p in prune_locks(args.uri, older_than=args.older_than, dry_run=True,
+                             storage_options=options):  # fmt: skip
+            if p.outcome is PruneOutcome.WOULD_DELETE:
+                found += 1
+                print(f"would delete {p.found.describe()}", flush=True)
+        if not found:
+            print(f"nothing released or expired more than {age} ago under {args.uri}")
+            return 0
+        print(FENCING_NOTE, file=sys.stderr)
+        if not _ask(f"delete these {found} lockfiles?"):
+            return EXIT_REFUSED
+    counts: dict[PruneOutcome, int] = {}
+    for p in prune_locks(args.uri, older_than=args.older_than, storage_options=options):
+        counts[p.outcome] = counts.get(p.outcome, 0) + 1
+        if p.outcome is PruneOutcome.DELETED:
+            print(f"deleted {p.found.describe()}", flush=True)
+        elif p.outcome in (PruneOutcome.CHANGED, PruneOutcome.UNREADABLE):
+            print(f"kept {p.uri}: {p.outcome.value}, {p.detail}", flush=True)
+    kept = {
+        o.value.replace("_", " "): n for o, n in counts.items() if o is not PruneOutcome.DELETED
+    }
+    summary = f"deleted {counts.get(PruneOutcome.DELETED, 0)} lockfiles"
+    if kept:
+        summary += "; kept " + ", ".join(f"{n} {what}" for what, n in sorted(kept.items()))
+    print(summary)
+    return 0

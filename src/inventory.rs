@@ -1,0 +1,214 @@
+//! Every lock under a prefix, as one read of each shows it ([`Inventory`]: `blob-lock ls`,
+//! `list_locks`), and the removal of lockfiles released or expired long ago ([`prune`]).
+//!
+//! A lockfile is only ever deleted by a process that holds its lock: [`prune`] takes the
+//! lock through the protocol, as any waiter would take over a released or expired lock,
+//! and deletes it within its lease, so a holder that took it meanwhile is never deleted
+//! from under. Deleting a lockfile drops its token: the next acquisition starts again at 1.
+
+use crate::errors::{Error, Result};
+use crate::inspect::{Inspection, LockState};
+use crate::lease::{Lock, LockOptions};
+use crate::store::Listing;
+use chrono::{DateTime, Utc};
+use futures_util::stream::{self, StreamExt};
+use std::time::{Duration, Instant};
+
+/// Lockfiles listed per request, and read back at once: a page.
+pub const PAGE: usize = 200;
+/// Lockfiles of a page read at the same time.
+const READS_IN_FLIGHT: usize = 16;
+
+/// One lock under the prefix.
+#[derive(Debug, Clone)]
+pub struct Entry {
+    /// The lock's URI.
+    pub uri: String,
+    /// What one read of its lockfile showed, or why the lockfile cannot be read as one.
+    pub seen: std::result::Result<Inspection, String>,
+}
+
+/// The locks under one prefix, read a page at a time.
+#[derive(Debug)]
+pub struct Inventory {
+    listing: Listing,
+    options: LockOptions,
+}
+
+impl Inventory {
+    /// The locks under `prefix`, read with `options` (their storage options and timing,
+    /// by which expiry is judged). Makes no request yet.
+    pub fn new(prefix: &str, options: &LockOptions) -> Result<Inventory> {
+        Ok(Inventory {
+            listing: Listing::new(
+                prefix,
+                &options.storage_options,
+                options.timing.request_timeout(),
+            )?,
+            options: options.clone(),
+        })
+    }
+
+    /// The prefix as given, without a trailing `/`.
+    pub fn prefix(&self) -> &str {
+        self.listing.prefix()
+    }
+
+    /// The next page of locks, each read once; empty when all have been listed. A
+    /// lockfile deleted between the listing and its read is left out.
+    pub async fn next_page(&mut self) -> Result<Vec<Entry>> {
+        loop {
+            let uris = self.listing.next_page(PAGE).await?;
+            if uris.is_empty() {
+                return Ok(Vec::new());
+            }
+            let options = &self.options;
+            let read = stream::iter(uris)
+                .map(|uri| async move { look(uri, options).await })
+                .buffered(READS_IN_FLIGHT)
+                .collect::<Vec<_>>()
+                .await;
+            let page: Vec<Entry> = read
+                .into_iter()
+                .filter_map(Result::transpose)
+                .collect::<Result<_>>()?;
+            if !page.is_empty() {
+                return Ok(page);
+            }
+        }
+    }
+}
+
+async fn look(uri: String, options: &LockOptions) -> Result<Option<Entry>> {
+    let lock = Lock::new(&uri, options)?;
+    match lock.inspect().await {
+        Ok(seen) if seen.state == LockState::Unlocked => Ok(None),
+        Ok(seen) => Ok(Some(Entry {
+            uri,
+            seen: Ok(seen),
+        })),
+        Err(Error::InvalidLockFile { reason, .. }) => Ok(Some(Entry {
+            uri,
+            seen: Err(reason),
+        })),
+        Err(e) => Err(e),
+    }
+}
+
+/// How long ago a lock stopped being held, by both clocks (the writer's, in the lockfile,
+/// and the store's last-modified time), taking the later: since its release, or since its
+/// last write expired. `None` while it is held, or when it cannot be told.
+pub fn idle_for(seen: &Inspection, now: DateTime<Utc>) -> Option<Duration> {
+    let lf = seen.lockfile.as_ref()?;
+    let since = match seen.state {
+        LockState::Released => {
+            let written = crate::lockfile::parse_time(&lf.released_at).or(lf.last_write_time());
+            later(written, seen.last_modified)?
+        }
+        LockState::Expired => {
+            let lifetime = chrono::Duration::from_std(lf.lifetime()).ok()?;
+            later(lf.last_write_time(), seen.last_modified)? + lifetime
+        }
+        LockState::Unlocked | LockState::Held => return None,
+    };
+    (now - since).to_std().ok()
+}
+
+fn later(a: Option<DateTime<Utc>>, b: Option<DateTime<Utc>>) -> Option<DateTime<Utc>> {
+    a.max(b)
+}
+
+/// What [`prune`] did with one lock.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Pruned {
+    /// Its lockfile was deleted.
+    Deleted,
+    /// It would be deleted (a dry run wrote nothing).
+    WouldDelete,
+    /// Released or expired, but not for `older_than` yet; kept.
+    TooRecent,
+    /// Held; kept.
+    Held,
+    /// It changed since it was listed (taken, renewed or released by someone), or could not
+    /// be taken now (an expired lock is taken only once its last write is older than
+    /// `expire + clock_skew` by the wall clock, or after watching it for `expire`); kept.
+    Changed(String),
+    /// Its lockfile cannot be read as one; never deleted by prune.
+    Unreadable(String),
+}
+
+impl Pruned {
+    /// The outcome's name, as Python and the CLI show it.
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            Pruned::Deleted => "deleted",
+            Pruned::WouldDelete => "would_delete",
+            Pruned::TooRecent => "too_recent",
+            Pruned::Held => "held",
+            Pruned::Changed(_) => "changed",
+            Pruned::Unreadable(_) => "unreadable",
+        }
+    }
+
+    /// Why, in words, when there is more to say than the name.
+    pub fn detail(&self) -> Option<&str> {
+        match self {
+            Pruned::Changed(why) | Pruned::Unreadable(why) => Some(why),
+            _ => None,
+        }
+    }
+}
+
+/// Deletes `entry`'s lockfile if it has been released or expired for at least
+/// `older_than`, and only if it is unchanged since it was listed: the lock is taken through
+/// the protocol (as a waiter takes over a free lock, refused if anyone wrote it since),
+/// its token checked to be the listed one's next, its heartbeat stopped, and the lockfile
+/// deleted within the lease. With `delete` false nothing is written.
+pub async fn prune(
+    entry: &Entry,
+    older_than: Duration,
+    options: &LockOptions,
+    delete: bool,
+) -> Result<Pruned> {
+    let seen = match &entry.seen {
+        Ok(seen) => seen,
+        Err(why) => return Ok(Pruned::Unreadable(why.clone())),
+    };
+    match idle_for(seen, options.clock.wall()) {
+        None if seen.state == LockState::Held => return Ok(Pruned::Held),
+        None => return Ok(Pruned::TooRecent),
+        Some(idle) if idle < older_than => return Ok(Pruned::TooRecent),
+        Some(_) => {}
+    }
+    if !delete {
+        return Ok(Pruned::WouldDelete);
+    }
+    let listed_token = seen.lockfile.as_ref().map_or(0, |lf| lf.token);
+    let lock = Lock::new(&entry.uri, options)?;
+    let began = Instant::now();
+    let Some(lease) = lock.try_acquire().await? else {
+        let now = lock.inspect().await.map(|i| i.state.as_str());
+        return Ok(Pruned::Changed(format!(
+            "not taken: it is {} now, or its last write is not yet older than expire + clock_skew by the wall clock",
+            now.unwrap_or("unreadable")
+        )));
+    };
+    if lease.token() != listed_token + 1 {
+        let _ = lease.release().await;
+        return Ok(Pruned::Changed(format!(
+            "acquired by someone else since it was listed (token {listed_token} then, {} now)",
+            lease.token() - 1
+        )));
+    }
+    lease.stop().await;
+    // Within the lease, with room for the delete request itself.
+    let t = lock.timing();
+    if lease.is_lost() || began.elapsed() + t.request_timeout() > t.expire - t.margin {
+        let _ = lease.release().await;
+        return Ok(Pruned::Changed(
+            "taking it took too long to delete it within the lease; it was released instead".into(),
+        ));
+    }
+    lock.store().delete().await?;
+    Ok(Pruned::Deleted)
+}

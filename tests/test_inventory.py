@@ -1,0 +1,184 @@
+"""Every lock under a prefix, as operators look for them: ``list_locks`` and ``blob-lock ls``
+on every store (nested locks, states, labels, unreadable objects, pages, a pipe into
+``head``), and ``prune_locks`` / ``blob-lock prune`` deleting only what is released long
+enough and unchanged, asking first, refusing bad input with nothing deleted."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+
+import pytest
+from blob_lock import (
+    BlobLock,
+    LockState,
+    PruneOutcome,
+    inspect,
+    list_locks,
+    prune_locks,
+)
+from conftest import BLOB_LOCK, cli
+
+
+def plant(backend, prefix: str) -> dict[str, BlobLock]:
+    """Under ``prefix``: a held lock, a released one with labels, a nested released one, and
+    an object named lock.json that is no lockfile."""
+    opts = backend.storage_options or None
+    held = BlobLock(f"{prefix}/held", storage_options=opts, labels={"run": "r1"})
+    held.acquire()
+    with BlobLock(f"{prefix}/done", storage_options=opts, labels={"run": "r0"}):
+        pass
+    with BlobLock(f"{prefix}/deep/er/done", storage_options=opts):
+        pass
+    backend.raw_put(f"{prefix}/junk", b"not a lockfile")
+    return {"held": held}
+
+
+def test_list_locks_finds_every_lock_under_a_prefix_with_its_state(shared_backend):
+    prefix = shared_backend.uri()
+    opts = shared_backend.storage_options or None
+    planted = plant(shared_backend, prefix)
+    try:
+        found = {s.uri: s for s in list_locks(prefix, storage_options=opts)}
+        assert {u.removeprefix(prefix): s.state for u, s in found.items()} == {
+            "/held": LockState.OURS,
+            "/done": LockState.RELEASED,
+            "/deep/er/done": LockState.RELEASED,
+            "/junk": LockState.INVALID,
+        }
+        assert found[f"{prefix}/held"].labels == {"run": "r1"}
+        assert found[f"{prefix}/done"].labels == {"run": "r0"}
+        assert "not JSON" in found[f"{prefix}/junk"].problem
+        assert [s.uri for s in list_locks(f"{prefix}/deep/", storage_options=opts)] == [
+            f"{prefix}/deep/er/done"
+        ]
+        released = list_locks(prefix, state="released", storage_options=opts)
+        assert sorted(s.uri for s in released) == [f"{prefix}/deep/er/done", f"{prefix}/done"]
+        # Another process sees the holder as held, with its labels.
+        listed = cli("ls", prefix, "--json", *shared_backend_options(shared_backend))
+        assert listed.returncode == 0, listed.stderr
+        rows = {json.loads(line)["uri"]: json.loads(line) for line in listed.stdout.splitlines()}
+        assert rows[f"{prefix}/held"]["state"] == "held"
+        assert rows[f"{prefix}/held"]["labels"] == {"run": "r1"}
+        table = cli("ls", prefix, "--state", "held", *shared_backend_options(shared_backend))
+        lines = table.stdout.splitlines()
+        assert lines[0].split() == ["STATE", "TOKEN", "AGE", "EXPIRES", "HOLDER", "URI", "LABELS"]
+        assert len(lines) == 2 and f"{prefix}/held" in lines[1] and "run=r1" in lines[1]
+    finally:
+        planted["held"].release()
+
+
+def shared_backend_options(backend) -> list[str]:
+    return [f"-o{k}={v}" for k, v in (backend.storage_options or {}).items()]
+
+
+def test_prune_deletes_only_what_was_released_long_enough_and_keeps_the_rest(shared_backend):
+    prefix = shared_backend.uri()
+    opts = shared_backend.storage_options or None
+    planted = plant(shared_backend, prefix)
+    try:
+        kept = list(prune_locks(prefix, older_than=3600, storage_options=opts))
+        assert {p.uri.removeprefix(prefix): p.outcome for p in kept} == {
+            "/held": PruneOutcome.HELD,
+            "/done": PruneOutcome.TOO_RECENT,
+            "/deep/er/done": PruneOutcome.TOO_RECENT,
+            "/junk": PruneOutcome.UNREADABLE,
+        }
+        dry = list(prune_locks(prefix, older_than=0, dry_run=True, storage_options=opts))
+        assert sorted(p.uri for p in dry if p.outcome is PruneOutcome.WOULD_DELETE) == [
+            f"{prefix}/deep/er/done",
+            f"{prefix}/done",
+        ]
+        assert inspect(f"{prefix}/done", storage_options=opts).state == "released"
+        done = {p.uri: p for p in prune_locks(prefix, older_than=0, storage_options=opts)}
+        assert done[f"{prefix}/done"].outcome is PruneOutcome.DELETED
+        assert done[f"{prefix}/done"].found.labels == {"run": "r0"}
+        assert done[f"{prefix}/held"].outcome is PruneOutcome.HELD
+        assert inspect(f"{prefix}/done", storage_options=opts).state == "unlocked"
+        assert inspect(f"{prefix}/held", storage_options=opts).state == "ours"
+        assert not planted["held"].lost
+        assert shared_backend.raw_get(f"{prefix}/junk") == b"not a lockfile"
+        # What pruning means for fencing: the token history starts again.
+        with BlobLock(f"{prefix}/done", storage_options=opts) as again:
+            assert again.token == 1
+    finally:
+        planted["held"].release()
+
+
+def test_prune_asks_first_and_deletes_nothing_without_a_yes(tmp_path):
+    with BlobLock(tmp_path / "a"):
+        pass
+    asked = cli("prune", str(tmp_path), "--older-than", "0")
+    assert asked.returncode == 3, asked.stderr
+    assert f"would delete {tmp_path / 'a'}" in asked.stdout
+    assert "pass --yes" in asked.stderr and "token 1" in asked.stderr
+    assert inspect(tmp_path / "a").state == "released"
+    done = cli("prune", str(tmp_path), "--older-than", "0s", "--yes")
+    assert done.returncode == 0, done.stderr
+    assert "deleted 1 lockfiles" in done.stdout
+    assert inspect(tmp_path / "a").state == "unlocked"
+
+
+def test_prune_waits_out_a_lock_that_was_just_released(tmp_path):
+    with BlobLock(tmp_path / "a"):
+        pass
+    kept = cli("prune", str(tmp_path), "--older-than", "1h", "--yes")
+    assert kept.returncode == 0 and "deleted 0 lockfiles; kept 1 too recent" in kept.stdout
+    time.sleep(1.1)
+    done = cli("prune", str(tmp_path), "--older-than", "1", "--yes")
+    assert "deleted 1 lockfiles" in done.stdout, done.stdout
+
+
+def test_a_listing_of_many_locks_on_s3_comes_in_pages_and_ends_quietly_in_head(moto_endpoint):
+    from conftest import _s3_backend
+
+    backend = _s3_backend(moto_endpoint)
+    prefix = backend.uri()
+    n = 230  # more than a page (200)
+    for i in range(n):
+        with backend.lock(f"{prefix}/l{i:03d}"):
+            pass
+    seen = list(list_locks(prefix, storage_options=backend.storage_options))
+    assert len(seen) == n and len({s.uri for s in seen}) == n
+    assert all(s.state is LockState.RELEASED for s in seen)
+    line = " ".join([BLOB_LOCK, "ls", prefix, *shared_backend_options(backend)])
+    piped = subprocess.run(
+        f"{line} | head -n 3", shell=True, capture_output=True, text=True, timeout=120
+    )
+    assert piped.stderr == "" and len(piped.stdout.splitlines()) == 3, piped
+
+
+@pytest.mark.parametrize(
+    "args,match",
+    [
+        (["prune", "{tmp}"], "required: --older-than"),
+        (["prune", "{tmp}", "--older-than", "soon"], "is not a duration"),
+        (["prune", "{tmp}", "--older-than", "-5"], "is not a duration"),
+        (["ls", "s3:/bucket/memo"], "two slashes"),
+        (["ls", "ftp://host/memo"], "unknown scheme"),
+        (["ls", "{tmp}/no-such-folder"], "no folder at"),
+        (["prune", "{tmp}/no-such-folder", "--older-than", "1h", "--yes"], "no folder at"),
+        (["ls", "{tmp}", "--state", "busy"], "invalid choice"),
+    ],
+    ids=str,
+)
+def test_bad_input_is_refused_with_exit_2_and_nothing_deleted(tmp_path, args, match):
+    with BlobLock(tmp_path / "a"):
+        pass
+    done = cli(*[a.replace("{tmp}", str(tmp_path)) for a in args])
+    assert done.returncode == 2 and match in done.stderr, done.stderr
+    assert inspect(tmp_path / "a").state == "released"
+
+
+def test_bad_input_from_python_is_a_clear_error(tmp_path):
+    with pytest.raises(TypeError, match="older_than must be seconds"):
+        prune_locks(tmp_path, older_than=None)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="zero or more seconds"):
+        prune_locks(tmp_path, older_than=-1)
+    with pytest.raises(TypeError, match="prefix must be a str"):
+        list_locks(42)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="state must be one of"):
+        list_locks(tmp_path, state="busy")
+    with pytest.raises(ValueError, match="no folder at"):
+        list_locks(tmp_path / "nothing")
