@@ -26,6 +26,7 @@ pub mod inspect;
 pub mod inventory;
 pub mod lease;
 pub mod lockfile;
+pub mod metrics;
 mod per_process;
 pub mod protocol;
 pub mod race;

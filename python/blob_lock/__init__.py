@@ -22,6 +22,7 @@ from blob_lock._inventory import Pruned, PruneOutcome, list_locks, prune_locks
 from blob_lock._keep_alive import KeepAlive, keep_alive, keep_alive_async
 from blob_lock._lock import BlobLock, locked
 from blob_lock._release_status import ReleaseStatus
+from blob_lock._stats import stats
 from blob_lock._write_once import write_once, write_once_async
 from blob_lock.exceptions import (
     InvalidLockFile,
@@ -68,6 +69,7 @@ __all__ = [
     "list_locks",
     "locked",
     "prune_locks",
+    "stats",
     "wait_free",
     "wait_free_async",
     "write_once",

@@ -22,6 +22,7 @@ __all__ = [
     "drain",
     "keep_alive",
     "keep_alive_async",
+    "stats",
     "sweep",
     "write_once",
     "write_once_async",
@@ -229,3 +230,6 @@ def write_once_async(
     uri: str, data: bytes, *, storage_options: dict[str, str] | None
 ) -> Future[bool]:
     """`write_once` as an awaitable."""
+
+def stats() -> dict[str, Any]:
+    """Every counter and histogram of this process so far (`blob_lock.stats`)."""

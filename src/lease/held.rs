@@ -4,6 +4,7 @@ use super::retry::{release_retrying, Backoff};
 use super::LossHook;
 use crate::claim::{Claim, State};
 use crate::errors::{Error, Result};
+use crate::metrics;
 use crate::protocol::{Engine, Held, ReleaseStatus};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -21,6 +22,8 @@ struct LeaseState {
     held: tokio::sync::Mutex<Held>,
     /// Past this instant we no longer claim the lock: `lease_start + expire - margin`.
     deadline: Mutex<Instant>,
+    /// When the lock was acquired (the start of the acquiring write): hold times count from it.
+    acquired_at: Instant,
     /// Why the lease was lost; sticky once set.
     lost: Mutex<Option<String>>,
     stopped: AtomicBool,
@@ -38,7 +41,7 @@ impl LeaseState {
         held.lease_start + t.expire - t.margin
     }
 
-    fn mark_lost(&self, reason: String) {
+    fn mark_lost(&self, cause: metrics::Loss, reason: String) {
         let first = {
             let mut lost = self.lost.lock().unwrap_or_else(|e| e.into_inner());
             let first = lost.is_none();
@@ -52,6 +55,7 @@ impl LeaseState {
         if !first {
             return;
         }
+        metrics::lost(cause, self.engine.clock.now() - self.acquired_at);
         // Log only after the mutex is dropped: in Python, logging takes the GIL, and a
         // thread that holds the GIL may be waiting for this mutex (`held.lost`): deadlock.
         log::warn!(
@@ -90,7 +94,7 @@ impl LeaseState {
             if self.claim.state() == State::Stopped {
                 return Some("renewal was stopped and the lease ran out".into());
             }
-            self.mark_lost(format!(
+            self.mark_lost(metrics::Loss::Deadline, format!(
                 "no successful renewal before the lease deadline ({}s after the last write, less the margin)",
                 self.engine.timing.expire.as_secs_f64()
             ));
@@ -135,6 +139,7 @@ impl Lease {
             token: held.token,
             writer_name,
             deadline: Mutex::new(held.lease_start + engine.timing.expire - engine.timing.margin),
+            acquired_at: held.lease_start,
             held: tokio::sync::Mutex::new(held),
             engine,
             lost: Mutex::new(None),
@@ -232,7 +237,7 @@ impl Lease {
             }
             Ok(()) => Err(lost(state.lost_reason().unwrap_or_default())),
             Err(Error::Lost { reason, .. }) => {
-                state.mark_lost(reason.clone());
+                state.mark_lost(Engine::loss_cause(&reason), reason.clone());
                 Err(lost(reason))
             }
             Err(e) => {
@@ -295,17 +300,25 @@ impl Lease {
             ReleaseStatus::Released => {
                 self.state.released.store(true, Ordering::SeqCst);
                 self.state.claim.enter(State::Released, "released");
+                metrics::released(engine.clock.now() - self.state.acquired_at);
                 if let Some(wake) = &self.state.engine.wake {
                     wake.notify_waiters();
                 }
             }
             // Not ours any more, found only now (taken over between heartbeats, released
             // or deleted by someone else): a loss like any other, told the same ways.
-            other => self.state.mark_lost(match other {
-                ReleaseStatus::HeldByOther(who, _) => format!("at release it was held by {who}"),
-                ReleaseStatus::NoLockfile => "at release the lockfile was gone".into(),
-                _ => "at release it was already released by someone else".into(),
-            }),
+            ReleaseStatus::HeldByOther(who, _) => self.state.mark_lost(
+                metrics::Loss::TakenOver,
+                format!("at release it was held by {who}"),
+            ),
+            ReleaseStatus::NoLockfile => self.state.mark_lost(
+                metrics::Loss::Deleted,
+                "at release the lockfile was gone".into(),
+            ),
+            _ => self.state.mark_lost(
+                metrics::Loss::Released,
+                "at release it was already released by someone else".into(),
+            ),
         }
         Ok(status)
     }
@@ -352,6 +365,7 @@ async fn heartbeat(state: Arc<LeaseState>) {
             return; // stopped, or lost meanwhile
         }
         let deadline = *state.deadline.lock().unwrap_or_else(|e| e.into_inner());
+        let began = state.engine.clock.now();
         let renewal = {
             // Boxed: inline, the renewal's state was most of an idle heartbeat task's memory
             // (BENCHMARKS.md); boxed it exists only while a renewal runs.
@@ -363,7 +377,7 @@ async fn heartbeat(state: Arc<LeaseState>) {
                 _ = state.engine.clock.sleep_until(deadline) => {
                     // From the deadline on a waiter may take over, so a renewal still in flight
                     // cannot save the lease: declare the loss now, not when the request ends.
-                    state.mark_lost("the renewal in flight did not finish before the lease deadline".into());
+                    state.mark_lost(metrics::Loss::Deadline, "the renewal in flight did not finish before the lease deadline".into());
                     // Not cancelled: a request on the wire may land anyway, and its outcome is
                     // settled like any other (a release waits for it).
                     let _ = renewal.await;
@@ -373,6 +387,8 @@ async fn heartbeat(state: Arc<LeaseState>) {
         };
         match renewal {
             Ok(()) => {
+                let now = state.engine.clock.now();
+                metrics::renewed(now - began, deadline.saturating_duration_since(now));
                 if !state.renewed(&held) {
                     return;
                 }
@@ -380,22 +396,29 @@ async fn heartbeat(state: Arc<LeaseState>) {
                 backoff.reset();
             }
             Err(Error::Lost { reason, .. }) => {
-                state.mark_lost(reason);
+                state.mark_lost(Engine::loss_cause(&reason), reason);
                 return;
             }
             Err(e) if !e.is_transient() && !matches!(e, Error::InvalidLockFile { .. }) => {
                 // Bad credentials, a deleted bucket: no retry can renew the lease. (An
                 // unreadable lockfile may be a foreign writer's torn write: retried.)
-                state.mark_lost(format!("renewal failed and cannot succeed: {e}"));
+                state.mark_lost(
+                    metrics::Loss::Failed,
+                    format!("renewal failed and cannot succeed: {e}"),
+                );
                 return;
             }
             Err(e) => {
                 let now = state.engine.clock.now();
                 if now >= deadline {
-                    state.mark_lost(format!("renewal failed until the lease deadline: {e}"));
+                    state.mark_lost(
+                        metrics::Loss::Deadline,
+                        format!("renewal failed until the lease deadline: {e}"),
+                    );
                     return;
                 }
                 log::warn!("{}: renewal failed, retrying: {e}", state.engine.uri());
+                metrics::renewal_retried();
                 state.claim.enter(State::RenewRetrying, &e);
                 next = (now + backoff.pause(state.engine.clock.jitter())).min(deadline);
             }

@@ -8,6 +8,7 @@ use crate::cleanup::{Debt, Owed};
 use crate::errors::{Error, Result};
 use crate::inspect::{self, Inspection};
 use crate::lockfile::LockFile;
+use crate::metrics;
 use crate::protocol::Protocol;
 use crate::protocol::{Acquisition, Attempt, Broken, Engine, Held, ReleaseStatus};
 use crate::released::Record;
@@ -194,6 +195,18 @@ impl Lock {
     /// the current tokio runtime: at once, or, on the shared runtime
     /// ([`crate::runtime::on_shared_runtime`]), from its first renewal.
     pub async fn acquire(&self, timeout: Option<Duration>) -> Result<Lease> {
+        let began = self.engine.clock.now();
+        let acquired = self.acquire_waiting(timeout).await;
+        let ended = match &acquired {
+            Ok(_) => metrics::Acquired::Acquired,
+            Err(Error::Timeout { .. }) => metrics::Acquired::TimedOut,
+            Err(_) => metrics::Acquired::Failed,
+        };
+        metrics::acquisition(ended, self.engine.clock.now() - began);
+        acquired
+    }
+
+    async fn acquire_waiting(&self, timeout: Option<Duration>) -> Result<Lease> {
         let clock = &self.engine.clock;
         let began = clock.now();
         let deadline = timeout.map(|t| began + t);
@@ -338,6 +351,18 @@ impl Lock {
     /// One attempt; never waits. `None` when someone else holds the lock (or this lock's
     /// own interrupted acquisition is still being released).
     pub async fn try_acquire(&self) -> Result<Option<Lease>> {
+        let began = self.engine.clock.now();
+        let acquired = self.try_acquire_once().await;
+        let ended = match &acquired {
+            Ok(Some(_)) => metrics::Acquired::Acquired,
+            Ok(None) => metrics::Acquired::Busy,
+            Err(_) => metrics::Acquired::Failed,
+        };
+        metrics::acquisition(ended, self.engine.clock.now() - began);
+        acquired
+    }
+
+    async fn try_acquire_once(&self) -> Result<Option<Lease>> {
         let claim = Arc::new(Claim::new(&self.uri, &self.owner));
         claim.enter(State::Acquiring, "one attempt");
         if self.cleanups.pending() {

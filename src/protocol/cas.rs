@@ -22,7 +22,7 @@ impl Engine {
             let start = self.clock.now();
             acquisition.note(token, start);
             let bytes = Bytes::from(body.encode());
-            if let Write::Done(version) = self.store.update(bytes, &version).await? {
+            if let Write::Done(version) = self.update_lockfile(bytes, &version).await? {
                 return Ok(Attempt::Acquired(self.held(owner, body, version, start)));
             }
             // Someone wrote since our release: the full attempt below finds out who.
@@ -35,7 +35,9 @@ impl Engine {
                 let body = self.body(owner, 1);
                 let start = self.clock.now();
                 acquisition.note(1, start);
-                if let Write::Done(version) = self.store.create(Bytes::from(body.encode())).await? {
+                if let Write::Done(version) =
+                    self.create_lockfile(Bytes::from(body.encode())).await?
+                {
                     return Ok(Attempt::Acquired(self.held(owner, body, version, start)));
                 }
                 match self.read().await? {
@@ -62,8 +64,7 @@ impl Engine {
         let start = self.clock.now();
         acquisition.note(token, start);
         match self
-            .store
-            .update(Bytes::from(body.encode()), &snap.version)
+            .update_lockfile(Bytes::from(body.encode()), &snap.version)
             .await?
         {
             Write::Done(version) => Ok(Attempt::Acquired(self.held(owner, body, version, start))),
@@ -117,8 +118,7 @@ impl Engine {
             let start = self.clock.now();
             let body = held.next_body(writer_name, start, self.clock.wall());
             match self
-                .store
-                .update(Bytes::from(body.encode()), &held.version)
+                .update_lockfile(Bytes::from(body.encode()), &held.version)
                 .await?
             {
                 Write::Done(version) => {

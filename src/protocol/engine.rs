@@ -6,10 +6,12 @@ use super::Protocol;
 use crate::clock::Clock;
 use crate::errors::{Error, Result};
 use crate::lockfile::LockFile;
+use crate::metrics::{self, Request};
 use crate::released::Record;
-use crate::store::{LockStore, Snapshot, Version};
+use crate::store::{LockStore, Snapshot, Version, Write};
 use crate::timing::Timing;
 use crate::watched::Watched;
+use bytes::Bytes;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::time::Instant;
@@ -129,6 +131,9 @@ pub struct Engine {
     pub labels: Option<crate::lockfile::Labels>,
 }
 
+const DELETED: &str = "the lockfile was deleted";
+const RELEASED: &str = "it was released at";
+
 /// The `writer_name` of the remote's writes (mops's remote writer uses it too).
 pub const REMOTE: &str = "remote";
 
@@ -161,7 +166,8 @@ impl Engine {
     pub async fn read(&self) -> Result<Option<(LockFile, Snapshot)>> {
         let mut since = None;
         loop {
-            let Some(snap) = self.store.read().await? else {
+            let read = metrics::request(Request::Read, self.store.read());
+            let Some(snap) = read.await? else {
                 return Ok(None);
             };
             let e = match LockFile::decode(&snap.bytes) {
@@ -257,6 +263,21 @@ impl Engine {
         })
     }
 
+    /// Writes `body` if there is no lockfile yet, counted ([`crate::metrics`]).
+    pub(super) async fn create_lockfile(&self, body: Bytes) -> Result<Write> {
+        metrics::request(Request::Create, self.store.create(body)).await
+    }
+
+    /// Writes `body` if the lockfile is still at `expected`, counted.
+    pub(super) async fn update_lockfile(&self, body: Bytes, expected: &Version) -> Result<Write> {
+        metrics::request(Request::Update, self.store.update(body, expected)).await
+    }
+
+    /// Writes `body` whatever the lockfile holds, counted.
+    pub(super) async fn overwrite_lockfile(&self, body: Bytes) -> Result<Version> {
+        metrics::request(Request::Overwrite, self.store.overwrite(body)).await
+    }
+
     pub(super) fn body(&self, owner: &str, token: u64) -> LockFile {
         let mut body = LockFile::acquired(
             owner,
@@ -311,11 +332,22 @@ impl Engine {
         held.body = lf;
     }
 
+    /// The cause of a loss whose reason `why_not_ours` gave.
+    pub fn loss_cause(reason: &str) -> metrics::Loss {
+        if reason.starts_with(DELETED) {
+            metrics::Loss::Deleted
+        } else if reason.starts_with(RELEASED) {
+            metrics::Loss::Released
+        } else {
+            metrics::Loss::TakenOver
+        }
+    }
+
     pub(super) fn why_not_ours(held: &Held, lf: Option<&LockFile>) -> String {
         match lf {
-            None => "the lockfile was deleted".into(),
+            None => DELETED.into(),
             Some(lf) if lf.writer_id == held.owner && lf.is_released() => {
-                format!("it was released at {}", lf.released_at)
+                format!("{RELEASED} {}", lf.released_at)
             }
             Some(lf) => format!(
                 "it was taken over by {} with token {} (ours was {})",

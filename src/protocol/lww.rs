@@ -38,7 +38,7 @@ impl Engine {
                 let body = self.body(owner, token);
                 let start = self.clock.now();
                 acquisition.note(token, start);
-                self.store.overwrite(Bytes::from(body.encode())).await?;
+                self.overwrite_lockfile(Bytes::from(body.encode())).await?;
                 write_time = self.clock.now() - start;
                 (token, start)
             }
@@ -67,7 +67,7 @@ impl Engine {
                 Self::adopt_body(held, lf, snap.version);
                 let start = self.clock.now();
                 let body = held.next_body(writer_name, start, self.clock.wall());
-                let version = self.store.overwrite(Bytes::from(body.encode())).await?;
+                let version = self.overwrite_lockfile(Bytes::from(body.encode())).await?;
                 held.version.clone_from(&version);
                 held.body.clone_from(&body);
                 held.lease_start = start;

@@ -94,13 +94,12 @@ impl Engine {
             let body = lf.released(self.clock.wall());
             match self.protocol {
                 Protocol::Lww => {
-                    self.store.overwrite(Bytes::from(body.encode())).await?;
+                    self.overwrite_lockfile(Bytes::from(body.encode())).await?;
                     return Ok((ReleaseStatus::Released, None));
                 }
                 Protocol::Cas => {
                     match self
-                        .store
-                        .update(Bytes::from(body.encode()), &version)
+                        .update_lockfile(Bytes::from(body.encode()), &version)
                         .await?
                     {
                         Write::Done(version) => {
@@ -147,10 +146,10 @@ impl Engine {
             let bytes = Bytes::from(body.encode());
             match self.protocol {
                 Protocol::Lww => {
-                    self.store.overwrite(bytes).await?;
+                    self.overwrite_lockfile(bytes).await?;
                     return Ok(Broken::Broken(lf));
                 }
-                Protocol::Cas => match self.store.update(bytes, &snap.version).await? {
+                Protocol::Cas => match self.update_lockfile(bytes, &snap.version).await? {
                     Write::Done(_) => return Ok(Broken::Broken(lf)),
                     // A renewal got in first (same acquisition: break the new version), or our own
                     // retried write landed (the next read shows it released).

@@ -23,6 +23,7 @@ mod keep_alive;
 mod lock;
 mod lockfile;
 mod logs;
+mod metrics;
 mod write_once;
 
 use pyo3::prelude::*;
@@ -46,5 +47,6 @@ fn _blob_lock(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(exit::sweep, m)?)?;
     m.add_function(wrap_pyfunction!(exit::drain, m)?)?;
     m.add_function(wrap_pyfunction!(args::check_timeout, m)?)?;
+    m.add_function(wrap_pyfunction!(metrics::stats, m)?)?;
     Ok(())
 }

@@ -1,0 +1,35 @@
+"""``stats()``: what the locks of this process did, as counters and histograms."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from blob_lock import _blob_lock
+
+__all__ = ["stats"]
+
+
+def stats() -> dict[str, Any]:
+    """Process-wide counters and histograms, since the process started (a child made by
+    fork starts with its parent's). Reading them makes no request and takes no lock.
+
+    - ``requests``: ``{kind: {outcome: count}}``, the store requests of the lock protocol;
+      kinds ``read``, ``create``, ``update``, ``overwrite``; outcomes ``ok``, ``conflict``
+      (a conditional write's condition failed), ``not_found`` (a read found no lockfile),
+      ``error``.
+    - ``acquisitions``: ``{ending: count}`` of ``acquire`` (and ``with``) and
+      ``try_acquire`` calls: ``acquired``, ``busy`` (one attempt found it held),
+      ``timed_out``, ``failed``.
+    - ``releases``: leases ended by their own release.
+    - ``renewals``: ``{"ok": count, "retried": count}`` (failed renewals tried again).
+    - ``losses``: ``{cause: count}`` of leases lost: ``taken_over``, ``released_by_other``,
+      ``deleted``, ``deadline`` (no renewal in time), ``renewal_failed`` (one that no retry
+      can mend).
+    - Histograms, each ``{"count", "sum" (seconds), "buckets": [(upper bound in seconds,
+      cumulative count), ..., (inf, count)]}``: ``acquire_wait_seconds`` (each
+      acquisition's wait, but single attempts that found it held), ``hold_seconds`` (from
+      acquisition to release or loss), ``renewal_latency_seconds`` (each successful
+      renewal), ``renewal_margin_seconds`` (time left before the lease deadline when each
+      renewal succeeded: a margin near zero means renewals barely make it).
+    """
+    return _blob_lock.stats()

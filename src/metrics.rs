@@ -1,0 +1,386 @@
+//! Process-wide counters and histograms of what the locks did (`blob_lock.stats()`, and the
+//! Prometheus and OpenTelemetry integrations built on it): acquisitions and their waits,
+//! hold times, renewals with their latency and the margin left before the deadline, store
+//! requests by kind and outcome, losses by cause.
+//!
+//! Every figure is a relaxed atomic in one static: recording is a few uncontended atomic
+//! additions, nothing is allocated, and a held lock carries nothing for it.
+
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::time::Duration;
+
+/// A store request made by the protocol.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Request {
+    /// A read of the lockfile.
+    Read,
+    /// A create-if-absent write.
+    Create,
+    /// An update-if-match write.
+    Update,
+    /// An unconditional write (lww, and breaks on lww stores).
+    Overwrite,
+}
+
+impl Request {
+    /// Every kind, in the order of [`Snapshot::requests`].
+    pub const ALL: [Request; 4] = [
+        Request::Read,
+        Request::Create,
+        Request::Update,
+        Request::Overwrite,
+    ];
+
+    /// The kind's name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Request::Read => "read",
+            Request::Create => "create",
+            Request::Update => "update",
+            Request::Overwrite => "overwrite",
+        }
+    }
+}
+
+/// How a store request ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    /// It did what was asked.
+    Ok,
+    /// A conditional write whose condition failed.
+    Conflict,
+    /// A read that found no lockfile.
+    NotFound,
+    /// An error (the store's or the network's).
+    Error,
+}
+
+impl Outcome {
+    /// Every outcome, in the order of [`Snapshot::requests`].
+    pub const ALL: [Outcome; 4] = [
+        Outcome::Ok,
+        Outcome::Conflict,
+        Outcome::NotFound,
+        Outcome::Error,
+    ];
+
+    /// The outcome's name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Outcome::Ok => "ok",
+            Outcome::Conflict => "conflict",
+            Outcome::NotFound => "not_found",
+            Outcome::Error => "error",
+        }
+    }
+}
+
+/// The outcome a request's result shows.
+pub trait Outcomes {
+    /// The outcome.
+    fn outcome(&self) -> Outcome;
+}
+
+impl Outcomes for crate::Result<crate::store::Write> {
+    fn outcome(&self) -> Outcome {
+        match self {
+            Ok(crate::store::Write::Done(_)) => Outcome::Ok,
+            Ok(crate::store::Write::Conflict) => Outcome::Conflict,
+            Err(_) => Outcome::Error,
+        }
+    }
+}
+
+impl Outcomes for crate::Result<Option<crate::store::Snapshot>> {
+    fn outcome(&self) -> Outcome {
+        match self {
+            Ok(Some(_)) => Outcome::Ok,
+            Ok(None) => Outcome::NotFound,
+            Err(_) => Outcome::Error,
+        }
+    }
+}
+
+impl Outcomes for crate::Result<crate::store::Version> {
+    fn outcome(&self) -> Outcome {
+        match self {
+            Ok(_) => Outcome::Ok,
+            Err(_) => Outcome::Error,
+        }
+    }
+}
+
+/// How an acquisition ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Acquired {
+    /// The lock is ours.
+    Acquired,
+    /// One attempt (`try_acquire`) found it held.
+    Busy,
+    /// The timeout passed first.
+    TimedOut,
+    /// An error ended it.
+    Failed,
+}
+
+impl Acquired {
+    /// Every ending, in the order of [`Snapshot::acquisitions`].
+    pub const ALL: [Acquired; 4] = [
+        Acquired::Acquired,
+        Acquired::Busy,
+        Acquired::TimedOut,
+        Acquired::Failed,
+    ];
+
+    /// The ending's name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Acquired::Acquired => "acquired",
+            Acquired::Busy => "busy",
+            Acquired::TimedOut => "timed_out",
+            Acquired::Failed => "failed",
+        }
+    }
+}
+
+/// Why a held lease was lost.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Loss {
+    /// Another owner took the lock over.
+    TakenOver,
+    /// Someone else released it (`break`).
+    Released,
+    /// The lockfile was deleted.
+    Deleted,
+    /// No renewal succeeded before the lease deadline.
+    Deadline,
+    /// A renewal failed in a way no retry can mend (credentials, a deleted bucket).
+    Failed,
+}
+
+impl Loss {
+    /// Every cause, in the order of [`Snapshot::losses`].
+    pub const ALL: [Loss; 5] = [
+        Loss::TakenOver,
+        Loss::Released,
+        Loss::Deleted,
+        Loss::Deadline,
+        Loss::Failed,
+    ];
+
+    /// The cause's name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Loss::TakenOver => "taken_over",
+            Loss::Released => "released_by_other",
+            Loss::Deleted => "deleted",
+            Loss::Deadline => "deadline",
+            Loss::Failed => "renewal_failed",
+        }
+    }
+}
+
+/// The upper bounds of the histograms' buckets, in seconds (the last bucket is unbounded):
+/// from a local file's millisecond to a day-long hold.
+pub const BUCKETS: [f64; 20] = [
+    0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0,
+    300.0, 1800.0, 3600.0, 21600.0, 86400.0,
+];
+
+struct Histogram {
+    /// Per bucket (not cumulative), and one more for what is above the last bound.
+    counts: [AtomicU64; BUCKETS.len() + 1],
+    sum_micros: AtomicU64,
+}
+
+impl Histogram {
+    const fn new() -> Self {
+        Histogram {
+            counts: [const { AtomicU64::new(0) }; BUCKETS.len() + 1],
+            sum_micros: AtomicU64::new(0),
+        }
+    }
+
+    fn record(&self, d: Duration) {
+        let s = d.as_secs_f64();
+        let i = BUCKETS
+            .iter()
+            .position(|b| s <= *b)
+            .unwrap_or(BUCKETS.len());
+        self.counts[i].fetch_add(1, Relaxed);
+        let micros = u64::try_from(d.as_micros()).unwrap_or(u64::MAX);
+        self.sum_micros.fetch_add(micros, Relaxed);
+    }
+
+    fn snapshot(&self) -> HistogramSnapshot {
+        let mut cumulative = 0;
+        let mut buckets = Vec::with_capacity(BUCKETS.len() + 1);
+        for (i, c) in self.counts.iter().enumerate() {
+            cumulative += c.load(Relaxed);
+            buckets.push((BUCKETS.get(i).copied().unwrap_or(f64::INFINITY), cumulative));
+        }
+        HistogramSnapshot {
+            count: cumulative,
+            sum: self.sum_micros.load(Relaxed) as f64 / 1e6,
+            buckets,
+        }
+    }
+}
+
+const fn counters<const N: usize>() -> [AtomicU64; N] {
+    [const { AtomicU64::new(0) }; N]
+}
+
+struct Metrics {
+    requests: [[AtomicU64; 4]; 4],
+    acquisitions: [AtomicU64; 4],
+    releases: AtomicU64,
+    renewals_ok: AtomicU64,
+    renewals_retried: AtomicU64,
+    losses: [AtomicU64; 5],
+    acquire_wait: Histogram,
+    hold: Histogram,
+    renewal_latency: Histogram,
+    renewal_margin: Histogram,
+}
+
+static METRICS: Metrics = Metrics {
+    requests: [const { counters::<4>() }; 4],
+    acquisitions: counters(),
+    releases: AtomicU64::new(0),
+    renewals_ok: AtomicU64::new(0),
+    renewals_retried: AtomicU64::new(0),
+    losses: counters(),
+    acquire_wait: Histogram::new(),
+    hold: Histogram::new(),
+    renewal_latency: Histogram::new(),
+    renewal_margin: Histogram::new(),
+};
+
+/// Makes `request` and counts it by kind and outcome.
+pub async fn request<T>(kind: Request, request: impl std::future::Future<Output = T>) -> T
+where
+    T: Outcomes,
+{
+    let result = request.await;
+    METRICS.requests[kind as usize][result.outcome() as usize].fetch_add(1, Relaxed);
+    result
+}
+
+/// An acquisition ended, after waiting `waited`.
+pub fn acquisition(ended: Acquired, waited: Duration) {
+    METRICS.acquisitions[ended as usize].fetch_add(1, Relaxed);
+    if ended != Acquired::Busy {
+        METRICS.acquire_wait.record(waited);
+    }
+}
+
+/// A lease ended by its own release after `held` (from its acquisition).
+pub fn released(held: Duration) {
+    METRICS.releases.fetch_add(1, Relaxed);
+    METRICS.hold.record(held);
+}
+
+/// A lease was lost, `held` after its acquisition.
+pub fn lost(cause: Loss, held: Duration) {
+    METRICS.losses[cause as usize].fetch_add(1, Relaxed);
+    METRICS.hold.record(held);
+}
+
+/// A renewal succeeded in `latency`, with `margin` left before the lease deadline.
+pub fn renewed(latency: Duration, margin: Duration) {
+    METRICS.renewals_ok.fetch_add(1, Relaxed);
+    METRICS.renewal_latency.record(latency);
+    METRICS.renewal_margin.record(margin);
+}
+
+/// A renewal failed and will be tried again.
+pub fn renewal_retried() {
+    METRICS.renewals_retried.fetch_add(1, Relaxed);
+}
+
+/// One histogram as read.
+#[derive(Debug, Clone, PartialEq)]
+pub struct HistogramSnapshot {
+    /// Observations.
+    pub count: u64,
+    /// Their sum, in seconds.
+    pub sum: f64,
+    /// `(upper bound in seconds, observations at or below it)`, cumulative, as Prometheus
+    /// has them; the last bound is infinity.
+    pub buckets: Vec<(f64, u64)>,
+}
+
+/// Every figure, as read at one moment (each figure atomically, not all together).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Snapshot {
+    /// `(kind, outcome, count)` for every kind and outcome.
+    pub requests: Vec<(Request, Outcome, u64)>,
+    /// `(ending, count)` of acquisitions (`acquire` and `try_acquire` calls).
+    pub acquisitions: Vec<(Acquired, u64)>,
+    /// Leases ended by their own release.
+    pub releases: u64,
+    /// Renewals that succeeded.
+    pub renewals: u64,
+    /// Renewals that failed and were tried again.
+    pub renewals_retried: u64,
+    /// `(cause, count)` of leases lost.
+    pub losses: Vec<(Loss, u64)>,
+    /// Seconds each acquisition waited (but one attempt that found the lock held).
+    pub acquire_wait: HistogramSnapshot,
+    /// Seconds from acquisition to release or loss.
+    pub hold: HistogramSnapshot,
+    /// Seconds each successful renewal took.
+    pub renewal_latency: HistogramSnapshot,
+    /// Seconds left before the lease deadline when each renewal succeeded.
+    pub renewal_margin: HistogramSnapshot,
+}
+
+/// Every figure of this process so far. A child made by fork starts with its parent's.
+pub fn snapshot() -> Snapshot {
+    let m = &METRICS;
+    let mut requests = Vec::new();
+    for kind in Request::ALL {
+        for outcome in Outcome::ALL {
+            let n = m.requests[kind as usize][outcome as usize].load(Relaxed);
+            requests.push((kind, outcome, n));
+        }
+    }
+    Snapshot {
+        requests,
+        acquisitions: Acquired::ALL
+            .iter()
+            .map(|a| (*a, m.acquisitions[*a as usize].load(Relaxed)))
+            .collect(),
+        releases: m.releases.load(Relaxed),
+        renewals: m.renewals_ok.load(Relaxed),
+        renewals_retried: m.renewals_retried.load(Relaxed),
+        losses: Loss::ALL
+            .iter()
+            .map(|l| (*l, m.losses[*l as usize].load(Relaxed)))
+            .collect(),
+        acquire_wait: m.acquire_wait.snapshot(),
+        hold: m.hold.snapshot(),
+        renewal_latency: m.renewal_latency.snapshot(),
+        renewal_margin: m.renewal_margin.snapshot(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_histogram_counts_into_cumulative_buckets_and_sums() {
+        let h = Histogram::new();
+        for ms in [0, 3, 3, 700, 100_000_000] {
+            h.record(Duration::from_millis(ms));
+        }
+        let s = h.snapshot();
+        assert_eq!(s.count, 5);
+        assert!((s.sum - 100_000.706).abs() < 1e-6, "{}", s.sum);
+        let at = |bound: f64| s.buckets.iter().find(|(b, _)| *b == bound).unwrap().1;
+        assert_eq!((at(0.001), at(0.005), at(1.0), at(86400.0)), (1, 3, 4, 4));
+        assert_eq!(s.buckets.last(), Some(&(f64::INFINITY, 5)));
+    }
+}

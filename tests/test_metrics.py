@@ -1,0 +1,117 @@
+"""blob_lock.stats() and its integrations as an operator scrapes them: counters and
+histograms move with what the locks do (on local files and S3 over HTTP), a lock broken by
+another process counts as a loss, Prometheus serves them over HTTP, OpenTelemetry's SDK
+collects them."""
+
+from __future__ import annotations
+
+import time
+import urllib.request
+
+from blob_lock import BlobLock, stats
+from conftest import cli, free_port
+
+
+def delta(before: dict, after: dict, *path: str):
+    a, b = after, before
+    for key in path:
+        a, b = a[key], b[key]
+    return a - b
+
+
+def test_stats_count_acquisitions_requests_renewals_releases_and_losses(tmp_path):
+    before = stats()
+    uri = str(tmp_path / "lock")
+    with BlobLock(uri, expire=0.6):
+        time.sleep(0.5)  # two heartbeats (every 0.2 s)
+        assert not BlobLock(uri).try_acquire()
+        assert not BlobLock(uri).acquire(timeout=0.1)
+    held = BlobLock(uri, expire=3, raise_on_lost=False)
+    held.acquire()
+    assert cli("break", uri, "--yes").returncode == 0  # another process breaks it
+    deadline = time.monotonic() + 30
+    while not held.lost:
+        assert time.monotonic() < deadline, "the break was never noticed"
+        time.sleep(0.05)
+    held.release()
+    after = stats()
+    assert delta(before, after, "acquisitions", "acquired") == 2
+    assert delta(before, after, "acquisitions", "busy") == 1
+    assert delta(before, after, "acquisitions", "timed_out") == 1
+    assert delta(before, after, "releases") == 1
+    assert delta(before, after, "losses", "released_by_other") == 1
+    renewals = delta(before, after, "renewals", "ok")
+    assert renewals >= 2
+    assert delta(before, after, "renewal_latency_seconds", "count") == renewals
+    assert delta(before, after, "hold_seconds", "count") == 2
+    assert delta(before, after, "hold_seconds", "sum") > 0.5
+    assert delta(before, after, "requests", "create", "ok") == 1
+    assert delta(before, after, "requests", "update", "ok") >= renewals + 1
+    # Buckets are cumulative and end with every observation.
+    buckets = after["acquire_wait_seconds"]["buckets"]
+    assert [n for _, n in buckets] == sorted(n for _, n in buckets)
+    assert buckets[-1] == (float("inf"), after["acquire_wait_seconds"]["count"])
+
+
+def test_requests_on_s3_count_conflicts(moto_endpoint):
+    from conftest import _s3_backend
+
+    backend = _s3_backend(moto_endpoint)
+    uri = backend.uri()
+    before = stats()
+    with backend.lock(uri):
+        assert not backend.lock(uri).try_acquire()
+    after = stats()
+    assert delta(before, after, "requests", "create", "ok") == 1
+    assert delta(before, after, "requests", "read", "ok") >= 1
+    assert delta(before, after, "acquisitions", "busy") == 1
+
+
+def test_prometheus_serves_the_metrics_over_http(tmp_path):
+    from blob_lock import prometheus
+    from prometheus_client import CollectorRegistry, start_http_server
+
+    registry = CollectorRegistry()
+    prometheus.register(registry)
+    port = free_port()
+    server, thread = start_http_server(port, addr="127.0.0.1", registry=registry)
+    try:
+        with BlobLock(tmp_path / "lock"):
+            pass
+        body = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read()
+        text = body.decode()
+        acquired = stats()["acquisitions"]["acquired"]
+        assert f'blob_lock_acquisitions_total{{outcome="acquired"}} {float(acquired)}' in text
+        assert 'blob_lock_requests_total{kind="create",outcome="ok"}' in text
+        assert 'blob_lock_hold_seconds_bucket{le="+Inf"}' in text
+        assert "blob_lock_renewal_margin_seconds_count" in text
+    finally:
+        server.shutdown()
+        thread.join(10)
+
+
+def test_opentelemetry_collects_the_metrics(tmp_path):
+    from blob_lock import opentelemetry
+    from opentelemetry.sdk.metrics import MeterProvider
+    from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+
+    reader = InMemoryMetricReader()
+    provider = MeterProvider(metric_readers=[reader])
+    opentelemetry.instrument(provider)
+    with BlobLock(tmp_path / "lock"):
+        pass
+    data = reader.get_metrics_data()
+    points = {
+        m.name: list(m.data.data_points)
+        for rm in data.resource_metrics
+        for sm in rm.scope_metrics
+        for m in sm.metrics
+    }
+    acquired = [
+        p.value for p in points["blob_lock.acquisitions"] if p.attributes["outcome"] == "acquired"
+    ]
+    assert acquired == [stats()["acquisitions"]["acquired"]]
+    assert points["blob_lock.hold_seconds.count"][0].value == stats()["hold_seconds"]["count"]
+    les = {p.attributes["le"] for p in points["blob_lock.acquire_wait_seconds.bucket"]}
+    assert "+Inf" in les and "0.001" in les
+    provider.shutdown()
