@@ -154,9 +154,16 @@ pub fn parse_time(s: &str) -> Option<DateTime<Utc>> {
         .map(|n| n.and_utc())
 }
 
+/// The OS thread id, as Python's threading.get_native_id() reports it on Linux; elsewhere 0
+/// (the field is for people, and std has no portable thread id).
+#[cfg(any(target_os = "linux", target_os = "android"))]
 fn this_thread_id() -> i64 {
-    // The OS thread id, as Python's threading.get_native_id() reports it.
     i64::from(nix::unistd::gettid().as_raw())
+}
+
+#[cfg(not(any(target_os = "linux", target_os = "android")))]
+fn this_thread_id() -> i64 {
+    0
 }
 
 /// This machine's name, looked up once per process (a system call each write otherwise;
@@ -172,13 +179,22 @@ fn this_hostname() -> &'static str {
 
 /// This process as a person reads it: `user@host (pid N)`.
 pub fn this_process() -> String {
+    format!("{}@{} (pid {})", this_user(), this_hostname(), std::process::id())
+}
+
+#[cfg(unix)]
+fn this_user() -> String {
     let uid = nix::unistd::getuid();
-    let user = std::env::var("LOGNAME")
+    std::env::var("LOGNAME")
         .or_else(|_| std::env::var("USER"))
         .ok()
         .or_else(|| Some(nix::unistd::User::from_uid(uid).ok()??.name))
-        .unwrap_or_else(|| format!("uid {uid}"));
-    format!("{user}@{} (pid {})", this_hostname(), std::process::id())
+        .unwrap_or_else(|| format!("uid {uid}"))
+}
+
+#[cfg(not(unix))]
+fn this_user() -> String {
+    std::env::var("USERNAME").unwrap_or_else(|_| "unknown user".into())
 }
 
 impl LockFile {

@@ -8,5 +8,6 @@ EXIT_REFUSED = 3
 EXIT_LOST = 4
 EXIT_TIMEOUT = 75
 # A reader of our output went away (`| head`): as a program killed by SIGPIPE exits.
-EXIT_PIPE = 128 + signal.SIGPIPE
+# Windows has no SIGPIPE: the number it has on Linux and macOS.
+EXIT_PIPE = 128 + getattr(signal, "SIGPIPE", 13)
 EXIT_CANNOT_RUN = 127

@@ -6,7 +6,10 @@ import signal
 from collections.abc import Callable, Mapping
 from typing import Any
 
-PASSED_ON = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+# Windows has no SIGHUP.
+PASSED_ON = tuple(
+    getattr(signal, name) for name in ("SIGTERM", "SIGINT", "SIGHUP") if hasattr(signal, name)
+)
 
 
 class Signalled(BaseException):

@@ -9,11 +9,8 @@ use crate::errors::{Error, Result, StoreErrorKind};
 use crate::lockfile::MAX_LOCKFILE_BYTES;
 use bytes::Bytes;
 use chrono::{DateTime, Utc};
-use nix::errno::Errno;
-use nix::fcntl::Flock;
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Read, Write as _};
-use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, AtomicUsize, Ordering};
 use std::sync::{OnceLock, TryLockError};
@@ -236,6 +233,7 @@ impl LockDir {
     /// the rename.
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     fn swap_in(&self, tmp: &Path) -> io::Result<bool> {
+        use nix::errno::Errno;
         use nix::fcntl::{renameat2, RenameFlags, AT_FDCWD};
         if self.no_exchange.load(Ordering::Relaxed) {
             return Ok(false);
@@ -299,7 +297,7 @@ impl LockDir {
     }
 
     /// The guard file's lock (see [`flock_guard`]), its errors told as this lockfile's.
-    fn flock_guard(&self, patience: Duration) -> Result<Option<Flock<File>>> {
+    fn flock_guard(&self, patience: Duration) -> Result<Option<File>> {
         flock_guard(self.dir(), patience).map_err(|(e, during)| self.error(e, during))
     }
 
@@ -337,13 +335,33 @@ fn version_of(meta: &fs::Metadata, content: &[u8]) -> Version {
         h = h.wrapping_mul(0x100000001b3);
     }
     Version {
-        e_tag: Some(format!(
-            "{:x}-{:x}.{:x}-{:x}-{h:016x}",
-            meta.ino(),
-            meta.mtime(),
-            meta.mtime_nsec(),
-            meta.size()
-        )),
+        e_tag: Some(format!("{}-{h:016x}", file_identity(meta))),
         version: None,
     }
+}
+
+/// What tells two writes of the same bytes apart: every write makes a new file, so its
+/// inode (a new one each time), its modification time and its size.
+#[cfg(unix)]
+fn file_identity(meta: &fs::Metadata) -> String {
+    use std::os::unix::fs::MetadataExt;
+    format!(
+        "{:x}-{:x}.{:x}-{:x}",
+        meta.ino(),
+        meta.mtime(),
+        meta.mtime_nsec(),
+        meta.size()
+    )
+}
+
+/// Without inode numbers in std (Windows): the modification time to the nanosecond where
+/// the file system keeps it, and the size.
+#[cfg(not(unix))]
+fn file_identity(meta: &fs::Metadata) -> String {
+    let modified = meta
+        .modified()
+        .ok()
+        .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+        .map_or(0, |d| d.as_nanos());
+    format!("{modified:x}-{:x}", meta.len())
 }

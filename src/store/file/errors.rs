@@ -2,28 +2,14 @@
 
 use super::dir::LockDir;
 use crate::errors::{Error, StoreErrorKind};
-use nix::errno::Errno;
 use std::io;
 
 impl LockDir {
     pub(super) fn error(&self, e: io::Error, during: &str) -> Error {
         // What waiting cannot fix fails at once; a full disk, a lack of file descriptors
         // or an NFS server away may pass.
-        let errno = e.raw_os_error().map(Errno::from_raw);
-        let permanent = matches!(
-            errno,
-            Some(
-                Errno::ENAMETOOLONG
-                    | Errno::ELOOP
-                    | Errno::EACCES
-                    | Errno::EPERM
-                    | Errno::EROFS
-                    | Errno::ENOTDIR
-                    | Errno::EISDIR
-                    | Errno::EINVAL
-                    | Errno::EXDEV
-            )
-        ) || matches!(
+        let permanent = errno_is_permanent(&e)
+            || matches!(
             e.kind(),
             io::ErrorKind::PermissionDenied
                 | io::ErrorKind::ReadOnlyFilesystem
@@ -48,23 +34,18 @@ impl LockDir {
     /// /proc), which waiting will not fix; a full disk, a lack of descriptors or a network
     /// file system's hiccup may pass.
     pub(super) fn folder_error(&self, e: io::Error) -> Error {
-        let errno = e.raw_os_error().map(Errno::from_raw);
-        let passing = matches!(
-            errno,
-            Some(
-                Errno::ENOSPC
-                    | Errno::EDQUOT
-                    | Errno::EMFILE
-                    | Errno::ENFILE
-                    | Errno::EIO
-                    | Errno::ENOMEM
-                    | Errno::EINTR
-                    | Errno::EAGAIN
-                    | Errno::ETIMEDOUT
-                    | Errno::ESTALE
-                    | Errno::EBUSY
-            )
-        );
+        let passing = errno_may_pass(&e)
+            || matches!(
+                e.kind(),
+                io::ErrorKind::StorageFull
+                    | io::ErrorKind::QuotaExceeded
+                    | io::ErrorKind::OutOfMemory
+                    | io::ErrorKind::Interrupted
+                    | io::ErrorKind::WouldBlock
+                    | io::ErrorKind::TimedOut
+                    | io::ErrorKind::StaleNetworkFileHandle
+                    | io::ErrorKind::ResourceBusy
+            );
         match self.error(e, "creating the folder of") {
             Error::Store { uri, message, .. } if !passing => Error::Store {
                 uri,
@@ -74,4 +55,45 @@ impl LockDir {
             other => other,
         }
     }
+}
+
+/// Unix errors that waiting cannot fix, beyond what the error's kind says.
+#[cfg(unix)]
+fn errno_is_permanent(e: &io::Error) -> bool {
+    use nix::errno::Errno;
+    matches!(
+        e.raw_os_error().map(Errno::from_raw),
+        Some(
+            Errno::ENAMETOOLONG
+                | Errno::ELOOP
+                | Errno::EACCES
+                | Errno::EPERM
+                | Errno::EROFS
+                | Errno::ENOTDIR
+                | Errno::EISDIR
+                | Errno::EINVAL
+                | Errno::EXDEV
+        )
+    )
+}
+
+/// Unix errors in making a folder that may pass, beyond what the error's kind says.
+#[cfg(unix)]
+fn errno_may_pass(e: &io::Error) -> bool {
+    use nix::errno::Errno;
+    matches!(
+        e.raw_os_error().map(Errno::from_raw),
+        Some(Errno::EMFILE | Errno::ENFILE | Errno::EIO | Errno::EAGAIN)
+    )
+}
+
+/// Elsewhere (Windows) the error's kind alone decides.
+#[cfg(not(unix))]
+fn errno_is_permanent(_e: &io::Error) -> bool {
+    false
+}
+
+#[cfg(not(unix))]
+fn errno_may_pass(_e: &io::Error) -> bool {
+    false
 }

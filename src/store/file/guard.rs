@@ -1,21 +1,21 @@
 //! Who may update a lockfile at a time: threads of this process through a mutex per path,
-//! other processes and hosts through `flock` on `.lock.json.guard` beside the lockfile.
+//! other processes and hosts through an exclusive lock on `.lock.json.guard` beside the
+//! lockfile: std's file lock, which is `flock` on Unix and `LockFileEx` on Windows.
 
-use nix::errno::Errno;
-use nix::fcntl::{Flock, FlockArg};
 use std::collections::HashMap;
-use std::fs::{File, OpenOptions};
+use std::fs::{File, OpenOptions, TryLockError};
 use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
-/// The exclusive lock on the guard file in `dir`, or `None` if another holder kept it for
-/// `patience`. An error says what failed: opening the guard file, or locking it.
+/// The exclusive lock on the guard file in `dir` (held until the file is dropped), or
+/// `None` if another holder kept it for `patience`. An error says what failed: opening the
+/// guard file, or locking it.
 pub(super) fn flock_guard(
     dir: &Path,
     patience: Duration,
-) -> Result<Option<Flock<File>>, (io::Error, &'static str)> {
+) -> Result<Option<File>, (io::Error, &'static str)> {
     let file = OpenOptions::new()
         .read(true)
         .write(true)
@@ -23,20 +23,18 @@ pub(super) fn flock_guard(
         .truncate(false)
         .open(dir.join(".lock.json.guard"))
         .map_err(|e| (e, "opening the guard file beside"))?;
-    // Polled, not blocking: flock has no timeout of its own.
+    // Polled, not blocking: a file lock has no timeout of its own.
     let give_up = Instant::now() + patience;
-    let mut file = file;
     let mut pause = Duration::from_millis(1);
     loop {
-        match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
-            Ok(guard) => return Ok(Some(guard)),
-            Err((back, Errno::EWOULDBLOCK)) if Instant::now() < give_up => {
-                file = back;
+        match file.try_lock() {
+            Ok(()) => return Ok(Some(file)),
+            Err(TryLockError::WouldBlock) if Instant::now() < give_up => {
                 std::thread::sleep(pause);
                 pause = (pause * 2).min(Duration::from_millis(20));
             }
-            Err((_, Errno::EWOULDBLOCK)) => return Ok(None),
-            Err((_, errno)) => return Err((errno.into(), "locking the guard file beside")),
+            Err(TryLockError::WouldBlock) => return Ok(None),
+            Err(TryLockError::Error(e)) => return Err((e, "locking the guard file beside")),
         }
     }
 }

@@ -2,7 +2,6 @@
 
 use super::dir::{LockDir, LOCAL, REMOTE, STRAY_AGE, UNKNOWN};
 use super::*;
-use nix::fcntl::{Flock, FlockArg};
 use std::fs::File;
 use std::path::Path;
 use std::time::Instant;
@@ -183,10 +182,10 @@ const HOLD: Duration = Duration::from_millis(300);
 /// returns) for [`HOLD`].
 fn another_updater(dir: &Path) -> std::thread::JoinHandle<()> {
     let guard = File::create(dir.join("lock").join(".lock.json.guard")).unwrap();
-    let held = Flock::lock(guard, FlockArg::LockExclusive).unwrap();
+    guard.lock().unwrap();
     std::thread::spawn(move || {
         std::thread::sleep(HOLD);
-        drop(held);
+        drop(guard);
     })
 }
 
