@@ -12,7 +12,7 @@ use crate::lease::{Lock, LockOptions};
 use crate::store::Listing;
 use chrono::{DateTime, Utc};
 use futures_util::stream::{self, StreamExt};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// Lockfiles listed per request, and read back at once: a page.
 pub const PAGE: usize = 200;
@@ -80,7 +80,17 @@ impl Inventory {
 }
 
 async fn look(uri: String, options: &LockOptions) -> Result<Option<Entry>> {
-    let lock = Lock::new(&uri, options)?;
+    let lock = match Lock::new(&uri, options) {
+        Ok(lock) => lock,
+        // An object under the prefix whose name no lock URI can have (`#`, `..`).
+        Err(Error::InvalidArgument(why)) => {
+            return Ok(Some(Entry {
+                uri,
+                seen: Err(why),
+            }))
+        }
+        Err(e) => return Err(e),
+    };
     match lock.inspect().await {
         Ok(seen) if seen.state == LockState::Unlocked => Ok(None),
         Ok(seen) => Ok(Some(Entry {
@@ -135,6 +145,8 @@ pub enum Pruned {
     Changed(String),
     /// Its lockfile cannot be read as one; never deleted by prune.
     Unreadable(String),
+    /// A store error ended the attempt; whatever prune took was released again.
+    Failed(String),
 }
 
 impl Pruned {
@@ -147,13 +159,14 @@ impl Pruned {
             Pruned::Held => "held",
             Pruned::Changed(_) => "changed",
             Pruned::Unreadable(_) => "unreadable",
+            Pruned::Failed(_) => "failed",
         }
     }
 
     /// Why, in words, when there is more to say than the name.
     pub fn detail(&self) -> Option<&str> {
         match self {
-            Pruned::Changed(why) | Pruned::Unreadable(why) => Some(why),
+            Pruned::Changed(why) | Pruned::Unreadable(why) | Pruned::Failed(why) => Some(why),
             _ => None,
         }
     }
@@ -161,54 +174,82 @@ impl Pruned {
 
 /// Deletes `entry`'s lockfile if it has been released or expired for at least
 /// `older_than`, and only if it is unchanged since it was listed: the lock is taken through
-/// the protocol (as a waiter takes over a free lock, refused if anyone wrote it since),
-/// its token checked to be the listed one's next, its heartbeat stopped, and the lockfile
-/// deleted within the lease. With `delete` false nothing is written.
+/// the protocol (as a waiter takes over a free lock, refused if anyone wrote it since), its
+/// token checked to be the listed one's next, its heartbeat stopped, and the lockfile
+/// deleted within the lease: on local files only if it is still our write (under the
+/// update guard), on object stores (which have no conditional delete) only if the request
+/// can be sent a request timeout before the lease ends. With `delete` false nothing is
+/// written. Never fails: a store error is [`Pruned::Failed`], with what was taken released.
 pub async fn prune(
     entry: &Entry,
     older_than: Duration,
     options: &LockOptions,
     delete: bool,
-) -> Result<Pruned> {
+) -> Pruned {
     let seen = match &entry.seen {
         Ok(seen) => seen,
-        Err(why) => return Ok(Pruned::Unreadable(why.clone())),
+        Err(why) => return Pruned::Unreadable(why.clone()),
     };
     match idle_for(seen, options.clock.wall()) {
-        None if seen.state == LockState::Held => return Ok(Pruned::Held),
-        None => return Ok(Pruned::TooRecent),
-        Some(idle) if idle < older_than => return Ok(Pruned::TooRecent),
+        None if seen.state == LockState::Held => return Pruned::Held,
+        None => return Pruned::TooRecent,
+        Some(idle) if idle < older_than => return Pruned::TooRecent,
         Some(_) => {}
     }
     if !delete {
-        return Ok(Pruned::WouldDelete);
+        return Pruned::WouldDelete;
     }
     let listed_token = seen.lockfile.as_ref().map_or(0, |lf| lf.token);
-    let lock = Lock::new(&entry.uri, options)?;
-    let began = Instant::now();
-    let Some(lease) = lock.try_acquire().await? else {
-        let now = lock.inspect().await.map(|i| i.state.as_str());
-        return Ok(Pruned::Changed(format!(
-            "not taken: it is {} now, or its last write is not yet older than expire + clock_skew by the wall clock",
-            now.unwrap_or("unreadable")
-        )));
+    let lock = match Lock::new(&entry.uri, options) {
+        Ok(lock) => lock,
+        Err(e) => return Pruned::Unreadable(e.to_string()),
+    };
+    let lease = match lock.try_acquire().await {
+        Ok(Some(lease)) => lease,
+        Ok(None) => {
+            let now = lock.inspect().await.map(|i| i.state.as_str());
+            return Pruned::Changed(format!(
+                "not taken: it is {} now, or its last write is not yet older than expire + clock_skew by the wall clock",
+                now.unwrap_or("unreadable")
+            ));
+        }
+        Err(e) => return Pruned::Failed(e.to_string()),
+    };
+    let lease = &lease;
+    let give_back = move |outcome: Pruned| async move {
+        let _ = lease.release().await;
+        outcome
     };
     if lease.token() != listed_token + 1 {
-        let _ = lease.release().await;
-        return Ok(Pruned::Changed(format!(
+        return give_back(Pruned::Changed(format!(
             "acquired by someone else since it was listed (token {listed_token} then, {} now)",
             lease.token() - 1
-        )));
+        )))
+        .await;
     }
     lease.stop().await;
-    // Within the lease, with room for the delete request itself.
-    let t = lock.timing();
-    if lease.is_lost() || began.elapsed() + t.request_timeout() > t.expire - t.margin {
-        let _ = lease.release().await;
-        return Ok(Pruned::Changed(
-            "taking it took too long to delete it within the lease; it was released instead".into(),
-        ));
+    let (ours, deadline) = lease.last_write().await;
+    // The delete must be on its way a request timeout before the lease ends, however long
+    // it waits for a slot in this process's queue first.
+    let clock = &options.clock;
+    let send_by = deadline.checked_sub(lock.timing().request_timeout());
+    let left = send_by.map(|by| by.saturating_duration_since(clock.now()));
+    let Some(left) = left.filter(|left| !left.is_zero() && !lease.is_lost()) else {
+        return give_back(too_late()).await;
+    };
+    match tokio::time::timeout(left, lock.store().delete_if(&ours)).await {
+        Ok(Ok(true)) => Pruned::Deleted,
+        Ok(Ok(false)) => give_back(Pruned::Changed(
+            "the lockfile changed between taking it and deleting it".into(),
+        ))
+        .await,
+        Ok(Err(e)) => give_back(Pruned::Failed(e.to_string())).await,
+        Err(_) => give_back(too_late()).await,
     }
-    lock.store().delete().await?;
-    Ok(Pruned::Deleted)
+}
+
+fn too_late() -> Pruned {
+    Pruned::Changed(
+        "taking it took too long to delete it within the lease; it was released instead".into(),
+    )
 }

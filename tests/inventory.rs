@@ -100,8 +100,8 @@ async fn every_state_listed_and_pruned(root: &str, aged: bool) {
     let hour = Duration::from_secs(3600);
     let mut outcomes = BTreeMap::new();
     for (uri, e) in &listed {
-        let dry = prune(e, hour, &o, false).await.unwrap();
-        let done = prune(e, hour, &o, true).await.unwrap();
+        let dry = prune(e, hour, &o, false).await;
+        let done = prune(e, hour, &o, true).await;
         outcomes.insert(uri.strip_prefix(root).unwrap().to_string(), (dry, done));
     }
     if aged {
@@ -120,7 +120,7 @@ async fn every_state_listed_and_pruned(root: &str, aged: bool) {
     // A released lock is pruned with a short enough age, and is then gone.
     let e = &after[&format!("{root}/a/b/released")];
     assert_eq!(
-        prune(e, Duration::ZERO, &o, true).await.unwrap(),
+        prune(e, Duration::ZERO, &o, true).await,
         Pruned::Deleted
     );
     assert_eq!(
@@ -143,8 +143,7 @@ async fn every_state_is_listed_and_only_old_free_locks_are_pruned_in_memory() {
 async fn every_state_is_listed_and_only_old_free_locks_are_pruned_in_files() {
     let dir = tempfile::tempdir().unwrap();
     every_state_listed_and_pruned(dir.path().to_str().unwrap(), true).await;
-    // A pruned lock's folder goes with it when nothing else is in it.
-    assert!(!dir.path().join("old").exists());
+    assert!(!dir.path().join("old").join("lock.json").exists());
 }
 
 #[tokio::test]
@@ -157,7 +156,7 @@ async fn a_lock_taken_and_released_since_it_was_listed_is_not_pruned() {
     let entry = &listed[uri];
     // Someone takes and releases it after the listing: a new token.
     lock.acquire(None).await.unwrap().release().await.unwrap();
-    let pruned = prune(entry, Duration::ZERO, &o, true).await.unwrap();
+    let pruned = prune(entry, Duration::ZERO, &o, true).await;
     assert!(
         matches!(&pruned, Pruned::Changed(why) if why.contains("token 1 then, 2 now")),
         "{pruned:?}"
@@ -179,10 +178,25 @@ async fn a_lock_held_since_it_was_listed_is_not_pruned() {
     lock.acquire(None).await.unwrap().release().await.unwrap();
     let listed = all("memory://inventory-held").await;
     let lease = lock.acquire(None).await.unwrap();
-    let pruned = prune(&listed[uri], Duration::ZERO, &o, true).await.unwrap();
+    let pruned = prune(&listed[uri], Duration::ZERO, &o, true).await;
     assert!(matches!(pruned, Pruned::Changed(_)), "{pruned:?}");
     assert!(!lease.is_lost());
     assert_eq!(lock.inspect().await.unwrap().state, LockState::Held);
+}
+
+#[tokio::test]
+async fn a_name_no_lock_uri_can_have_is_listed_as_invalid_and_the_rest_still_listed() {
+    let dir = tempfile::tempdir().unwrap();
+    for name in ["a#b", "fine"] {
+        std::fs::create_dir(dir.path().join(name)).unwrap();
+        std::fs::write(dir.path().join(name).join("lock.json"), b"{}").unwrap();
+    }
+    // A file:// URI cannot hold '#' (a plain path could).
+    let listed = all(&format!("file://{}", dir.path().display())).await;
+    let states: Vec<_> = listed.values().map(state).collect();
+    assert_eq!(states, ["invalid", "invalid"], "{listed:?}");
+    let odd = listed.keys().find(|u| u.ends_with("a#b")).unwrap();
+    assert!(listed[odd].seen.as_ref().unwrap_err().contains('#'));
 }
 
 #[tokio::test]

@@ -35,7 +35,7 @@ def main() -> None:
         ran = cli("run", uri, "--label", "run=second", "--", sys.executable, "-c", "pass")
         assert ran.returncode == 0, ran.stderr
         assert inspect(uri).token == 2
-        assert [s.uri for s in list_locks(tmp)] == [uri]
+        assert [Path(s.uri) for s in list_locks(tmp)] == [Path(uri)]
         pruned = list(prune_locks(tmp, older_than=0))
         assert [p.outcome for p in pruned] == ["deleted"], pruned
         assert stats()["acquisitions"]["acquired"] >= 1

@@ -130,7 +130,10 @@ class NativeInventory:
 
     def __new__(cls, prefix: str, *, storage_options: dict[str, str] | None) -> NativeInventory: ...
     def next_page(
-        self, older_than: float | None = None, delete: bool = False
+        self,
+        older_than: float | None = None,
+        delete: bool = False,
+        only: set[str] | None = None,
     ) -> list[dict[str, Any]]:
         """The next page of locks as inspection dicts with `uri` (and `problem`, and with
         `older_than` the `prune` outcome and `prune_detail`); empty once all were listed."""

@@ -80,6 +80,9 @@ class PruneOutcome(str, enum.Enum):
     beyond ``expire + clock_skew`` by the wall clock; kept (``detail`` says which)."""
     UNREADABLE = "unreadable"
     """Not a lockfile blob-lock can read; never deleted by prune."""
+    FAILED = "failed"
+    """A store error ended the attempt (``detail`` says which); whatever prune took was
+    released again, and the lockfile is kept."""
 
     def __str__(self) -> str:
         return self.value
@@ -118,13 +121,25 @@ def prune_locks(
         raise TypeError("older_than must be seconds (a number) or a timedelta, got None")
     if not isinstance(dry_run, bool):
         raise TypeError(f"dry_run must be a bool, got {dry_run!r}")
+    return _prune(prefix, older_than, dry_run, storage_options, None)
+
+
+def _prune(
+    prefix: str | os.PathLike[str],
+    older_than: Seconds,
+    dry_run: bool,
+    storage_options: Mapping[str, str] | None,
+    only: set[str] | None,
+) -> Iterator[Pruned]:
+    """``prune_locks``, deleting only the URIs in ``only`` when given (the ones a person
+    confirmed); the others are judged as in a dry run."""
     age = seconds("older_than", older_than)
     if age < 0:
         raise ValueError(f"older_than must be zero or more seconds, got {age}")
     inventory = _inventory(prefix, storage_options)
 
     def pages() -> Iterator[Pruned]:
-        while page := inventory.next_page(age, not dry_run):
+        while page := inventory.next_page(age, not dry_run, only):
             for d in page:
                 yield Pruned(
                     uri=d["uri"],

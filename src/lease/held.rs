@@ -185,6 +185,18 @@ impl Lease {
         self.state.lost_reason()
     }
 
+    /// The version of our last write, and the instant past which the lease no longer
+    /// claims the lock (its deadline).
+    pub(crate) async fn last_write(&self) -> (crate::store::Version, Instant) {
+        let version = self.state.held.lock().await.version.clone();
+        let deadline = *self
+            .state
+            .deadline
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        (version, deadline)
+    }
+
     /// Stops the heartbeat and waits for a renewal in flight; the lease is then ours until
     /// it expires, unless released.
     pub async fn stop(&self) {
@@ -300,7 +312,10 @@ impl Lease {
             ReleaseStatus::Released => {
                 self.state.released.store(true, Ordering::SeqCst);
                 self.state.claim.enter(State::Released, "released");
-                metrics::released(engine.clock.now() - self.state.acquired_at);
+                if self.state.lost.lock().unwrap_or_else(|e| e.into_inner()).is_none() {
+                    // A lease lost earlier had its hold counted then.
+                    metrics::released(engine.clock.now() - self.state.acquired_at);
+                }
                 if let Some(wake) = &self.state.engine.wake {
                     wake.notify_waiters();
                 }
@@ -388,10 +403,10 @@ async fn heartbeat(state: Arc<LeaseState>) {
         match renewal {
             Ok(()) => {
                 let now = state.engine.clock.now();
-                metrics::renewed(now - began, deadline.saturating_duration_since(now));
                 if !state.renewed(&held) {
                     return;
                 }
+                metrics::renewed(now - began, deadline.saturating_duration_since(now));
                 next = held.lease_start + state.engine.timing.heartbeat;
                 backoff.reset();
             }

@@ -11,7 +11,7 @@ use crate::lease::LockOptions;
 use futures_util::stream::{self, StreamExt};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 /// As `NativeLockfile`: expiry judged as a `BlobLock` with the default options would.
@@ -48,13 +48,15 @@ impl NativeInventory {
     /// The next page of locks as dicts (`uri`, the inspection's fields, and `problem` for a
     /// lockfile that cannot be read); an empty list once every lock was listed. With
     /// `older_than` (seconds), each is also pruned (`delete`) or judged for it, and its dict
-    /// has `prune` (the outcome) and `prune_detail`.
-    #[pyo3(signature = (older_than=None, delete=false))]
+    /// has `prune` (the outcome) and `prune_detail`. With `only`, only those URIs are
+    /// deleted; the others are judged as in a dry run.
+    #[pyo3(signature = (older_than=None, delete=false, only=None))]
     fn next_page<'py>(
         &self,
         py: Python<'py>,
         older_than: Option<f64>,
         delete: bool,
+        only: Option<HashSet<String>>,
     ) -> PyResult<Bound<'py, PyList>> {
         let older_than = older_than
             .map(|s| crate::timing::seconds_or_zero("older_than", s))
@@ -68,17 +70,17 @@ impl NativeInventory {
                 let Some(older_than) = older_than else {
                     return Ok(page.into_iter().map(|e| (e, None)).collect::<Vec<_>>());
                 };
-                let options = &options;
-                stream::iter(page)
+                let (options, only) = (&options, &only);
+                let pruned = stream::iter(page)
                     .map(|entry| async move {
-                        let pruned = prune(&entry, older_than, options, delete).await?;
-                        Ok((entry, Some(pruned)))
+                        let delete = delete && only.as_ref().is_none_or(|o| o.contains(&entry.uri));
+                        let pruned = prune(&entry, older_than, options, delete).await;
+                        (entry, Some(pruned))
                     })
                     .buffered(PRUNES_IN_FLIGHT)
-                    .collect::<Vec<crate::Result<_>>>()
-                    .await
-                    .into_iter()
-                    .collect()
+                    .collect::<Vec<_>>()
+                    .await;
+                Ok(pruned)
             },
             None,
         )?;

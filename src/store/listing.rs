@@ -20,6 +20,8 @@ pub struct Listing {
     /// The prefix as given, without a trailing `/`: found locks are named below it.
     prefix: String,
     source: Source,
+    /// Why an earlier page failed: a listing cut short is never taken for a whole one.
+    failed: Option<String>,
 }
 
 enum Source {
@@ -59,7 +61,10 @@ impl Listing {
             other => other,
         })?;
         let options = Options::split(options)?;
-        let shown = prefix.trim_end_matches('/').to_string();
+        let mut shown = prefix.trim_end_matches('/').to_string();
+        if shown.ends_with(':') {
+            shown.push_str("//"); // `file:///`: the root, named `file://` + `/name`
+        }
         let source = match location {
             Location::File(root) => {
                 refuse_options(prefix, "file://", &options)?;
@@ -91,6 +96,7 @@ impl Listing {
         Ok(Listing {
             prefix: shown,
             source,
+            failed: None,
         })
     }
 
@@ -102,6 +108,21 @@ impl Listing {
     /// Up to about `max` more lock URIs (a folder read whole may add a few more); empty
     /// once every one has been listed.
     pub async fn next_page(&mut self, max: usize) -> Result<Vec<String>> {
+        if let Some(why) = &self.failed {
+            return Err(Error::Store {
+                uri: self.prefix.clone(),
+                message: format!("the listing failed earlier ({why}); start it again"),
+                kind: crate::errors::StoreErrorKind::Permanent,
+            });
+        }
+        let page = self.read_page(max).await;
+        if let Err(e) = &page {
+            self.failed = Some(e.to_string());
+        }
+        page
+    }
+
+    async fn read_page(&mut self, max: usize) -> Result<Vec<String>> {
         match &mut self.source {
             Source::Objects { gate, key, stream } => {
                 let mut page = Vec::new();
@@ -206,6 +227,11 @@ fn walk(
             Ok(entries) => entries,
             // Removed since its parent was read (a lock folder pruned, a probe's scratch).
             Err(e) if e.kind() == std::io::ErrorKind::NotFound && dir != root => continue,
+            // Someone else's folder below the prefix (`lost+found`): no lock of ours there.
+            Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied && dir != root => {
+                log::warn!("{}: not listed: {e}", dir.display());
+                continue;
+            }
             Err(e) => return Err((dir, e)),
         };
         let mut subdirs = Vec::new();

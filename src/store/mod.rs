@@ -98,6 +98,15 @@ pub trait LockStore: Send + Sync + fmt::Debug + 'static {
         )))
     }
 
+    /// Deletes the lockfile if it is still at `expected`: true if it did. Only `prune` calls
+    /// it, while it holds the lock. Where the store has no conditional delete (object_store
+    /// has none), it deletes unconditionally: the caller's lease is then what excludes
+    /// other writers.
+    async fn delete_if(&self, expected: &Version) -> Result<bool> {
+        let _ = expected;
+        self.delete().await.map(|()| true)
+    }
+
     /// Whether this store honours conditional writes (create-if-absent, update-if-match),
     /// which the `cas` protocol needs. Stores that have them by construction (memory, files,
     /// those brought by tests) answer at once; stores over HTTP are probed once per process

@@ -8,9 +8,10 @@ import json
 import sys
 from datetime import datetime, timezone
 
-from blob_lock import Inspection, LockState, PruneOutcome, list_locks, prune_locks
+from blob_lock import Inspection, LockState, PruneOutcome, list_locks
 from blob_lock._inspect import _duration
-from blob_lock.cli._exits import EXIT_REFUSED
+from blob_lock._inventory import _prune
+from blob_lock.cli._exits import EXIT_ERROR, EXIT_REFUSED
 from blob_lock.cli._parser import storage_options
 
 FENCING_NOTE = (
@@ -77,13 +78,13 @@ def ls_command(args: argparse.Namespace) -> int:
 
 
 def _ask(question: str) -> bool:
+    """Asks on standard error (standard output may be a pipe), answered on standard input."""
     if not sys.stdin.isatty():
         print(f"blob-lock: {question} -- not at a terminal: pass --yes", file=sys.stderr)
         return False
-    try:
-        answer = input(f"{question} [y/N] ")
-    except EOFError:
-        return False
+    sys.stderr.write(f"{question} [y/N] ")
+    sys.stderr.flush()
+    answer = sys.stdin.readline()
     return answer.strip().lower() in ("y", "yes")
 
 
@@ -92,25 +93,29 @@ def prune_command(args: argparse.Namespace) -> int:
     ``--older-than``; without ``--yes``, shows them and asks first."""
     options = storage_options(args)
     age = _duration(args.older_than)
+    # What was shown and confirmed is all that may be deleted: a lock that ages past
+    # --older-than while the question is read waits for the next prune.
+    confirmed: set[str] | None = None
     if not args.yes:
-        found = 0
-        for p in prune_locks(args.uri, older_than=args.older_than, dry_run=True,
-                             storage_options=options):  # fmt: skip
+        confirmed = set()
+        for p in _prune(args.uri, args.older_than, True, options, None):
             if p.outcome is PruneOutcome.WOULD_DELETE:
-                found += 1
+                confirmed.add(p.uri)
                 print(f"would delete {p.found.describe()}", flush=True)
-        if not found:
+        if not confirmed:
             print(f"nothing released or expired more than {age} ago under {args.uri}")
             return 0
         print(FENCING_NOTE, file=sys.stderr)
-        if not _ask(f"delete these {found} lockfiles?"):
+        if not _ask(f"delete these {len(confirmed)} lockfiles?"):
             return EXIT_REFUSED
     counts: dict[PruneOutcome, int] = {}
-    for p in prune_locks(args.uri, older_than=args.older_than, storage_options=options):
+    for p in _prune(args.uri, args.older_than, False, options, confirmed):
+        if confirmed is not None and p.uri not in confirmed:
+            continue
         counts[p.outcome] = counts.get(p.outcome, 0) + 1
         if p.outcome is PruneOutcome.DELETED:
             print(f"deleted {p.found.describe()}", flush=True)
-        elif p.outcome in (PruneOutcome.CHANGED, PruneOutcome.UNREADABLE):
+        elif p.outcome in (PruneOutcome.CHANGED, PruneOutcome.UNREADABLE, PruneOutcome.FAILED):
             print(f"kept {p.uri}: {p.outcome.value}, {p.detail}", flush=True)
     kept = {
         o.value.replace("_", " "): n for o, n in counts.items() if o is not PruneOutcome.DELETED
@@ -119,4 +124,4 @@ def prune_command(args: argparse.Namespace) -> int:
     if kept:
         summary += "; kept " + ", ".join(f"{n} {what}" for what, n in sorted(kept.items()))
     print(summary)
-    return 0
+    return EXIT_ERROR if counts.get(PruneOutcome.FAILED) else 0

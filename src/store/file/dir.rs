@@ -71,9 +71,11 @@ impl LockDir {
     #[cfg(any(target_os = "linux", target_os = "android"))]
     pub(super) fn where_to_run(&self) -> u8 {
         use nix::sys::statfs::{self as sfs, statfs};
+        // XFS's number is written out: nix leaves its constant out on musl.
+        let xfs = sfs::FsType(0x5846_5342 as _);
         let local = [
             sfs::EXT4_SUPER_MAGIC, // also ext2 and ext3: one magic number
-            sfs::XFS_SUPER_MAGIC,
+            xfs,
             sfs::BTRFS_SUPER_MAGIC,
             sfs::TMPFS_MAGIC,
             sfs::OVERLAYFS_SUPER_MAGIC,
@@ -261,13 +263,33 @@ impl LockDir {
     }
 
     pub(super) fn update_sync(&self, body: &[u8], expected: &Version) -> Result<Write> {
-        // Excludes other updaters of this lockfile: threads of this process through a mutex
-        // (flock alone does not promise that over NFS), other processes and hosts through
-        // flock on `.lock.json.guard`. Locals drop in reverse order: flock first.
+        self.guarded(|| self.compare_and_replace(body, expected))
+    }
+
+    /// Removes the lockfile if it is still at `expected`, under the same guards as an
+    /// update, so that an updater holding the guard can only carry a version from before
+    /// (its write then conflicts). The guard file stays: unlinking it would let a later
+    /// updater lock a new one while an earlier one holds the old.
+    pub(super) fn delete_if_sync(&self, expected: &Version) -> Result<bool> {
+        self.guarded(|| match self.read_sync()? {
+            Some(current) if &current.version == expected => match fs::remove_file(&self.path) {
+                Ok(()) => Ok(true),
+                Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(false),
+                Err(e) => Err(self.error(e, "deleting")),
+            },
+            _ => Ok(false),
+        })
+    }
+
+    /// Runs `step` while excluding other updaters of this lockfile: threads of this process
+    /// through a mutex (flock alone does not promise that over NFS), other processes and
+    /// hosts through the lock on `.lock.json.guard`. Locals drop in reverse order: the
+    /// guard first.
+    fn guarded<T>(&self, step: impl FnOnce() -> Result<T>) -> Result<T> {
         let local = in_process_mutex(&self.path);
         let _local = local.lock().unwrap_or_else(|e| e.into_inner());
         match self.flock_guard(self.guard_wait)? {
-            Some(_flock) => self.compare_and_replace(body, expected),
+            Some(_flock) => step(),
             None => Err(Error::Store {
                 uri: self.uri.clone(),
                 message: format!(

@@ -181,6 +181,11 @@ impl LockStore for FileStore {
         }
     }
 
+    async fn delete_if(&self, expected: &Version) -> Result<bool> {
+        let expected = expected.clone();
+        self.blocking(move |f| f.delete_if_sync(&expected)).await
+    }
+
     async fn delete(&self) -> Result<()> {
         self.blocking(|f| {
             // Our replaced lockfiles still queued for removal would keep the folder.

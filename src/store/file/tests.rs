@@ -332,3 +332,25 @@ async fn a_write_wakes_the_waiters_of_every_spelling_of_the_folder() {
         "the other spelling's waiter still hears"
     );
 }
+
+#[tokio::test]
+async fn delete_if_deletes_only_the_version_expected_and_keeps_the_guard() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = store(dir.path());
+    let Write::Done(first) = store.create(Bytes::from_static(b"{}")).await.unwrap() else {
+        panic!("a new lockfile is created")
+    };
+    let Write::Done(second) = store
+        .update(Bytes::from_static(b"{\"a\":1}"), &first)
+        .await
+        .unwrap()
+    else {
+        panic!("updated")
+    };
+    assert!(!store.delete_if(&first).await.unwrap(), "an older version");
+    assert!(store.read().await.unwrap().is_some());
+    assert!(store.delete_if(&second).await.unwrap());
+    assert!(store.read().await.unwrap().is_none());
+    assert!(dir.path().join("lock").join(".lock.json.guard").exists());
+    assert!(!store.delete_if(&second).await.unwrap(), "nothing left to delete");
+}
