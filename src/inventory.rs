@@ -239,10 +239,12 @@ pub async fn prune(
     };
     match tokio::time::timeout(left, lock.store().delete_if(&ours)).await {
         Ok(Ok(true)) => Pruned::Deleted,
-        Ok(Ok(false)) => give_back(Pruned::Changed(
-            "the lockfile changed between taking it and deleting it".into(),
-        ))
-        .await,
+        Ok(Ok(false)) => {
+            give_back(Pruned::Changed(
+                "the lockfile changed between taking it and deleting it".into(),
+            ))
+            .await
+        }
         Ok(Err(e)) => give_back(Pruned::Failed(e.to_string())).await,
         Err(_) => give_back(too_late()).await,
     }

@@ -119,10 +119,7 @@ async fn every_state_listed_and_pruned(root: &str, aged: bool) {
     assert_eq!(after.len(), if aged { 4 } else { 5 });
     // A released lock is pruned with a short enough age, and is then gone.
     let e = &after[&format!("{root}/a/b/released")];
-    assert_eq!(
-        prune(e, Duration::ZERO, &o, true).await,
-        Pruned::Deleted
-    );
+    assert_eq!(prune(e, Duration::ZERO, &o, true).await, Pruned::Deleted);
     assert_eq!(
         released.inspect().await.unwrap().state,
         LockState::Unlocked,

@@ -44,7 +44,10 @@ async fn what_locks_do_is_counted() {
     broken.break_lock(None).await.unwrap();
     let noticed = tokio::time::Instant::now() + Duration::from_secs(30);
     while !lease.is_lost() {
-        assert!(tokio::time::Instant::now() < noticed, "its renewals never noticed");
+        assert!(
+            tokio::time::Instant::now() < noticed,
+            "its renewals never noticed"
+        );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 

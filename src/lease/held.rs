@@ -312,7 +312,13 @@ impl Lease {
             ReleaseStatus::Released => {
                 self.state.released.store(true, Ordering::SeqCst);
                 self.state.claim.enter(State::Released, "released");
-                if self.state.lost.lock().unwrap_or_else(|e| e.into_inner()).is_none() {
+                if self
+                    .state
+                    .lost
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .is_none()
+                {
                     // A lease lost earlier had its hold counted then.
                     metrics::released(engine.clock.now() - self.state.acquired_at);
                 }

@@ -179,7 +179,12 @@ fn this_hostname() -> &'static str {
 
 /// This process as a person reads it: `user@host (pid N)`.
 pub fn this_process() -> String {
-    format!("{}@{} (pid {})", this_user(), this_hostname(), std::process::id())
+    format!(
+        "{}@{} (pid {})",
+        this_user(),
+        this_hostname(),
+        std::process::id()
+    )
 }
 
 #[cfg(unix)]

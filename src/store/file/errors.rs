@@ -10,14 +10,14 @@ impl LockDir {
         // or an NFS server away may pass.
         let permanent = errno_is_permanent(&e)
             || matches!(
-            e.kind(),
-            io::ErrorKind::PermissionDenied
-                | io::ErrorKind::ReadOnlyFilesystem
-                | io::ErrorKind::NotADirectory
-                | io::ErrorKind::IsADirectory
-                | io::ErrorKind::InvalidInput
-                | io::ErrorKind::Unsupported
-        );
+                e.kind(),
+                io::ErrorKind::PermissionDenied
+                    | io::ErrorKind::ReadOnlyFilesystem
+                    | io::ErrorKind::NotADirectory
+                    | io::ErrorKind::IsADirectory
+                    | io::ErrorKind::InvalidInput
+                    | io::ErrorKind::Unsupported
+            );
         let kind = if permanent {
             StoreErrorKind::Permanent
         } else {

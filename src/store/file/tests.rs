@@ -352,5 +352,8 @@ async fn delete_if_deletes_only_the_version_expected_and_keeps_the_guard() {
     assert!(store.delete_if(&second).await.unwrap());
     assert!(store.read().await.unwrap().is_none());
     assert!(dir.path().join("lock").join(".lock.json.guard").exists());
-    assert!(!store.delete_if(&second).await.unwrap(), "nothing left to delete");
+    assert!(
+        !store.delete_if(&second).await.unwrap(),
+        "nothing left to delete"
+    );
 }
