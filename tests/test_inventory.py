@@ -182,3 +182,37 @@ def test_bad_input_from_python_is_a_clear_error(tmp_path):
         list_locks(tmp_path, state="busy")
     with pytest.raises(ValueError, match="no folder at"):
         list_locks(tmp_path / "nothing")
+
+
+def test_prune_at_a_terminal_deletes_what_it_showed_and_nothing_that_came_after(tmp_path):
+    import os
+    import pty
+
+    with BlobLock(tmp_path / "shown"):
+        pass
+    controller, terminal = pty.openpty()
+    proc = subprocess.Popen(
+        [BLOB_LOCK, "prune", str(tmp_path), "--older-than", "0"],
+        stdin=terminal,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    os.close(terminal)
+    try:
+        # The question is on standard error; standard output has what it would delete.
+        asked = ""
+        while "[y/N]" not in asked:
+            asked += proc.stderr.read(1)
+        assert "token 1" in asked  # what pruning means for fencing, said before asking
+        with BlobLock(tmp_path / "later"):  # released while the question waits
+            pass
+        os.write(controller, b"y\n")
+        out, _ = proc.communicate(timeout=120)
+    finally:
+        os.close(controller)
+    assert proc.returncode == 0, out
+    assert f"would delete {tmp_path / 'shown'}" in out and "later" not in out
+    assert "deleted 1 lockfiles" in out, out
+    assert inspect(tmp_path / "shown").state == "unlocked"
+    assert inspect(tmp_path / "later").state == "released", "never shown, never deleted"
