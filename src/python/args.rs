@@ -40,6 +40,14 @@ pub(crate) fn options(
     })
 }
 
+/// The options of a look at locks from outside (inspect, wait_free, break_lock, ls,
+/// prune): `BlobLock`'s defaults, by which expiry is judged, on the given store.
+pub(crate) fn outside_options(
+    storage_options: Option<HashMap<String, String>>,
+) -> PyResult<LockOptions> {
+    options(30.0, None, "auto", storage_options, None, Some(60.0))
+}
+
 /// Calls `callback(LockLost(...))` once when a lease is lost. On a thread of its own: the
 /// hook fires on a runtime thread, whose heartbeats a slow callback must not hold up, and
 /// taking the GIL there could wait on a thread that waits on the runtime. An exception in

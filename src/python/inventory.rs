@@ -2,7 +2,7 @@
 //! `blob_lock.prune_locks` and the `ls` and `prune` commands; each lock as the dict an
 //! inspection gives, with its URI, and what pruning did with it.
 
-use super::args::options;
+use super::args::outside_options;
 use super::driver::wait;
 use super::errors::to_py;
 use super::inspect::inspection_dict;
@@ -14,8 +14,6 @@ use pyo3::types::{PyDict, PyList};
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
-/// As `NativeLockfile`: expiry judged as a `BlobLock` with the default options would.
-const DEFAULT_CLOCK_SKEW: f64 = 60.0;
 /// Locks of a page pruned at the same time.
 const PRUNES_IN_FLIGHT: usize = 8;
 
@@ -30,14 +28,7 @@ impl NativeInventory {
     #[new]
     #[pyo3(signature = (prefix, *, storage_options))]
     fn new(prefix: &str, storage_options: Option<HashMap<String, String>>) -> PyResult<Self> {
-        let opts = options(
-            30.0,
-            None,
-            "auto",
-            storage_options,
-            None,
-            Some(DEFAULT_CLOCK_SKEW),
-        )?;
+        let opts = outside_options(storage_options)?;
         let inventory = Inventory::new(prefix, &opts).map_err(to_py)?;
         Ok(NativeInventory {
             inventory: Arc::new(tokio::sync::Mutex::new(inventory)),

@@ -2,7 +2,7 @@
 //! `wait_free`, `break_lock` and the CLI). It has no owner of its own and no options but the
 //! store's: expiry is judged as a `BlobLock` with the default options would judge it.
 
-use super::args::{options, timeout};
+use super::args::{outside_options, timeout};
 use super::asyncio::awaitable;
 use super::driver::wait;
 use super::errors::to_py;
@@ -14,9 +14,6 @@ use pyo3::types::PyDict;
 use std::collections::HashMap;
 use std::sync::Arc;
 
-/// The clock-skew allowance of `BlobLock`'s defaults, by which `wait_free` judges expiry.
-const DEFAULT_CLOCK_SKEW: f64 = 60.0;
-
 #[pyclass(frozen, module = "blob_lock._blob_lock")]
 pub(crate) struct NativeLockfile {
     lock: Arc<Lock>,
@@ -27,14 +24,7 @@ impl NativeLockfile {
     #[new]
     #[pyo3(signature = (uri, *, storage_options))]
     fn new(uri: &str, storage_options: Option<HashMap<String, String>>) -> PyResult<Self> {
-        let opts = options(
-            30.0,
-            None,
-            "auto",
-            storage_options,
-            None,
-            Some(DEFAULT_CLOCK_SKEW),
-        )?;
+        let opts = outside_options(storage_options)?;
         Ok(NativeLockfile {
             lock: Arc::new(Lock::new(uri, &opts).map_err(to_py)?),
         })
