@@ -18,7 +18,7 @@ from blob_lock import (
     list_locks,
     prune_locks,
 )
-from conftest import BLOB_LOCK, cli
+from conftest import BLOB_LOCK, cli, free_port
 
 
 def plant(backend, prefix: str) -> dict[str, BlobLock]:
@@ -216,3 +216,14 @@ def test_prune_at_a_terminal_deletes_what_it_showed_and_nothing_that_came_after(
     assert "deleted 1 lockfiles" in out, out
     assert inspect(tmp_path / "shown").state == "unlocked"
     assert inspect(tmp_path / "later").state == "released", "never shown, never deleted"
+
+
+def test_ls_on_a_typo_in_the_endpoint_fails_at_once_naming_it():
+    port = free_port()  # nothing listens there
+    done = cli(
+        "ls", "s3://bucket/memo", f"-oaws_endpoint=http://127.0.0.1:{port}",
+        "-oaws_allow_http=true", "-oaws_access_key_id=x", "-oaws_secret_access_key=x",
+        "-oaws_region=us-east-1",
+    )  # fmt: skip
+    assert done.returncode == 1, done.stderr
+    assert f"127.0.0.1:{port}" in done.stderr and "check the endpoint" in done.stderr
