@@ -71,7 +71,7 @@ pub async fn doctor(uri: &str, options: &LockOptions) -> Result<Report> {
         uri.trim_end_matches('/'),
         &new_owner_id()[..12]
     );
-    let store = store::open(&scratch, &options.storage_options, &options.timing)?;
+    let store = store::open(&scratch, &options.store, &options.timing)?;
     doctor_on(uri, &scratch, store).await
 }
 

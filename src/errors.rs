@@ -90,6 +90,16 @@ pub enum Error {
         check: String,
     },
 
+    /// No credentials could be had for the store, or fetching them failed: no request was
+    /// sent. `message` says where they were looked for and what to do.
+    #[error("no credentials for {uri}: {message}")]
+    Credentials {
+        /// The lockfile URI.
+        uri: String,
+        /// Where they were looked for, what failed, and the fix.
+        message: String,
+    },
+
     /// The store refused or failed a request. `message` carries the store's own words.
     #[error("store error at {uri}: {message}")]
     Store {

@@ -40,11 +40,7 @@ impl Inventory {
     /// by which expiry is judged). Makes no request yet.
     pub fn new(prefix: &str, options: &LockOptions) -> Result<Inventory> {
         Ok(Inventory {
-            listing: Listing::new(
-                prefix,
-                &options.storage_options,
-                options.timing.request_timeout(),
-            )?,
+            listing: Listing::new(prefix, &options.store, options.timing.request_timeout())?,
             options: options.clone(),
         })
     }

@@ -64,7 +64,7 @@ pub async fn race(
     crate::store::Location::parse(uri)?;
     let scratch = format!(".blob-lock-race-{}", &new_owner_id()[..12]);
     let clients = (0..racers)
-        .map(|_| Private::new(uri, &options.storage_options, &options.timing))
+        .map(|_| Private::new(uri, &options.store, &options.timing))
         .collect::<Result<Vec<_>>>()?;
     let began = Instant::now();
     let mut report = RaceReport {

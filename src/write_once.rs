@@ -4,10 +4,10 @@
 //! and lands nothing, so a published result is never overwritten.
 
 use crate::errors::{Error, Result};
+use crate::store::Access;
 use crate::store::{self, Write};
 use crate::timing::Timing;
 use bytes::Bytes;
-use std::collections::HashMap;
 use std::time::Duration;
 
 /// Writes `data` to the object `uri` only if no object is there: `true` when this call
@@ -19,12 +19,7 @@ use std::time::Duration;
 /// error, which the store client retries: compare the content if that matters. On a file
 /// system the result is flushed to disk before it is published, so a power loss cannot
 /// leave a published result empty.
-pub async fn write_once(
-    uri: &str,
-    data: Bytes,
-    options: &HashMap<String, String>,
-    timing: &Timing,
-) -> Result<bool> {
+pub async fn write_once(uri: &str, data: Bytes, options: &Access, timing: &Timing) -> Result<bool> {
     // A result may be large: each request may take a request timeout plus a second per MiB
     // (one PUT; S3 takes at most 5 GiB in one).
     let per_mib = Duration::from_secs_f64(data.len() as f64 / (1 << 20) as f64);

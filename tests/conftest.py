@@ -20,8 +20,14 @@ from pathlib import Path
 from typing import Callable
 
 import pytest
+from metadata_trap import MetadataTrap
 
 ROOT = Path(__file__).resolve().parent.parent
+
+# Before any client is made: every cloud's metadata service is this loopback trap, for this
+# process and every process it starts (tests/metadata_trap.py).
+METADATA = MetadataTrap()
+os.environ.update(METADATA.environment())
 AZURITE_ACCOUNT = "devstoreaccount1"
 AZURITE_KEY = (
     "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw=="

@@ -3,7 +3,6 @@
 
 use blob_lock::store::{self, LockStore};
 use blob_lock::{keep_alive_on, Error, Lock, LockOptions, Protocol, ReleaseStatus};
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -15,7 +14,12 @@ fn opts(protocol: Protocol, expire: f64) -> LockOptions {
 }
 
 fn memory(name: &str, o: &LockOptions) -> Arc<dyn LockStore> {
-    store::open(&format!("memory://{name}/lock"), &HashMap::new(), &o.timing).unwrap()
+    store::open(
+        &format!("memory://{name}/lock"),
+        &store::Access::default(),
+        &o.timing,
+    )
+    .unwrap()
 }
 
 async fn exclusion(store: Arc<dyn LockStore>, protocol: Protocol) {
@@ -58,7 +62,12 @@ async fn cas_excludes_on_memory() {
 async fn cas_excludes_on_files() {
     let dir = tempfile::tempdir().unwrap();
     let o = opts(Protocol::Cas, 2.0);
-    let s = store::open(dir.path().to_str().unwrap(), &HashMap::new(), &o.timing).unwrap();
+    let s = store::open(
+        dir.path().to_str().unwrap(),
+        &store::Access::default(),
+        &o.timing,
+    )
+    .unwrap();
     exclusion(s, Protocol::Cas).await;
 }
 
@@ -164,7 +173,12 @@ async fn corrupt_lockfiles_are_reported_not_overwritten() {
     let lockfile = dir.path().join("lock.json");
     for body in [&b"{not json"[..], b"{}", b"[]", &vec![b'x'; 100_000]] {
         std::fs::write(&lockfile, body).unwrap();
-        let s = store::open(dir.path().to_str().unwrap(), &HashMap::new(), &o.timing).unwrap();
+        let s = store::open(
+            dir.path().to_str().unwrap(),
+            &store::Access::default(),
+            &o.timing,
+        )
+        .unwrap();
         let lock = Lock::with_store("t", s, &o);
         let err = lock.try_acquire().await.unwrap_err();
         assert!(matches!(err, Error::InvalidLockFile { .. }), "{err}");
@@ -348,7 +362,7 @@ async fn an_owed_cleanup_runs_before_the_next_acquisition_never_after() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn write_once_lands_once_and_refuses_what_is_not_an_object() {
     let timing = LockOptions::new(30.0).unwrap().timing;
-    let none = HashMap::new();
+    let none = store::Access::default();
     let dir = tempfile::tempdir().unwrap();
     let file = format!("{}/memo/result", dir.path().display());
     for uri in [file.as_str(), "memory://write-once/memo/result"] {

@@ -21,6 +21,8 @@ class _Store:
         self.buckets: set[str] = set()
         self.objects: dict[tuple[str, str], tuple[bytes, int, float]] = {}
         self.generation = 0
+        self.authorizations: list[str | None] = []  # each request's Authorization header
+        self.tokens = 0  # access tokens handed out by POST /token
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -32,6 +34,8 @@ class _Handler(BaseHTTPRequestHandler):
         pass
 
     def _target(self) -> tuple[str, str]:
+        with self.store.lock:
+            self.store.authorizations.append(self.headers.get("Authorization"))
         path = unquote(urlsplit(self.path).path).lstrip("/")
         bucket, _, key = path.partition("/")
         return bucket, key
@@ -112,6 +116,20 @@ class _Handler(BaseHTTPRequestHandler):
         self._reply(200, data, self._meta(data, gen, mtime))
 
     do_HEAD = do_GET
+
+    def do_POST(self) -> None:
+        """An OAuth token endpoint at /token (a fake of Google's, for authorized-user and
+        service-account credentials): a new bearer token at each call, valid for an hour."""
+        import json
+
+        self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        if urlsplit(self.path).path != "/token":
+            return self._error(404, "NoSuchKey")
+        with self.store.lock:
+            self.store.tokens += 1
+            token = f"ya29.fake-{self.store.tokens}"
+        body = {"access_token": token, "expires_in": 3600, "token_type": "Bearer"}
+        self._reply(200, json.dumps(body).encode(), {"Content-Type": "application/json"})
 
     def do_DELETE(self) -> None:
         bucket, key = self._target()

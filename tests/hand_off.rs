@@ -6,7 +6,6 @@
 use blob_lock::lockfile::LockFile;
 use blob_lock::store::{self, LockStore};
 use blob_lock::{keep_alive_on, Error, Lock, LockOptions, Protocol, ReleaseStatus};
-use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::time::Instant;
@@ -18,7 +17,7 @@ fn setup(name: &str, protocol: Protocol) -> (LockOptions, Arc<dyn LockStore>) {
     let mut o = LockOptions::new(EXPIRE).unwrap();
     o.protocol = Some(protocol);
     let uri = format!("memory://hand-off-{name}-{}/lock", protocol.as_str());
-    let s = store::open(&uri, &HashMap::new(), &o.timing).unwrap();
+    let s = store::open(&uri, &store::Access::default(), &o.timing).unwrap();
     (o, s)
 }
 

@@ -6,7 +6,6 @@ use blob_lock::doctor::{doctor, doctor_on};
 use blob_lock::store::{self, LockStore, Snapshot, Version, Write};
 use blob_lock::{Broken, Error, Lock, LockOptions, LockState, Protocol};
 use bytes::Bytes;
-use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -29,14 +28,14 @@ async fn inspect_shows_each_state_and_never_writes() {
     let left = seen.expires_in.unwrap();
     assert!(left > 25.0 && left <= 30.0, "expires in {left}");
     // Inspecting does not renew: the version stays what the holder wrote.
-    let before = store::open("memory://inspect/a", &HashMap::new(), &o.timing)
+    let before = store::open("memory://inspect/a", &store::Access::default(), &o.timing)
         .unwrap()
         .read()
         .await
         .unwrap()
         .unwrap();
     lock.inspect().await.unwrap();
-    let after = store::open("memory://inspect/a", &HashMap::new(), &o.timing)
+    let after = store::open("memory://inspect/a", &store::Access::default(), &o.timing)
         .unwrap()
         .read()
         .await
@@ -175,7 +174,7 @@ impl LockStore for IgnoresConditions {
 #[tokio::test]
 async fn doctor_finds_a_store_that_ignores_conditions() {
     let o = opts(30.0);
-    let inner = store::open("memory://doctor/bad", &HashMap::new(), &o.timing).unwrap();
+    let inner = store::open("memory://doctor/bad", &store::Access::default(), &o.timing).unwrap();
     let report = doctor_on(
         "memory://doctor/bad",
         "memory://doctor/bad",

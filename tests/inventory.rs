@@ -8,7 +8,7 @@ use blob_lock::store;
 use blob_lock::{Lock, LockOptions, LockState};
 use bytes::Bytes;
 use chrono::Utc;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 fn opts() -> LockOptions {
@@ -38,12 +38,12 @@ fn state(e: &Entry) -> &'static str {
 async fn abandoned(uri: &str, ago: Duration, token: u64) {
     let wall = Utc::now() - chrono::Duration::from_std(ago).unwrap();
     let body = LockFile::acquired("dead", Duration::from_secs(30), token, "cas", wall);
-    let st = store::open(uri, &HashMap::new(), &opts().timing).unwrap();
+    let st = store::open(uri, &store::Access::default(), &opts().timing).unwrap();
     st.overwrite(Bytes::from(body.encode())).await.unwrap();
 }
 
 async fn raw(uri: &str, bytes: &'static [u8]) {
-    let st = store::open(uri, &HashMap::new(), &opts().timing).unwrap();
+    let st = store::open(uri, &store::Access::default(), &opts().timing).unwrap();
     st.overwrite(Bytes::from_static(bytes)).await.unwrap();
 }
 

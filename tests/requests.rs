@@ -3,13 +3,17 @@
 
 use blob_lock::store::{self, Counted, Requests};
 use blob_lock::{Lock, LockOptions, Protocol, ReleaseStatus};
-use std::collections::HashMap;
 use std::sync::Arc;
 
 fn counted(name: &str, protocol: Protocol) -> (Arc<Counted>, LockOptions) {
     let mut o = LockOptions::new(30.0).unwrap();
     o.protocol = Some(protocol);
-    let inner = store::open(&format!("memory://{name}/lock"), &HashMap::new(), &o.timing).unwrap();
+    let inner = store::open(
+        &format!("memory://{name}/lock"),
+        &store::Access::default(),
+        &o.timing,
+    )
+    .unwrap();
     (Arc::new(Counted::new(inner)), o)
 }
 
@@ -120,7 +124,11 @@ async fn a_held_lock_costs_one_write_per_heartbeat() {
     let o = LockOptions::new(30.0).unwrap();
     let mut held = Vec::new();
     for i in 0..LOCKS {
-        let inner = store::open(&format!("memory://hour/{i}"), &HashMap::new(), &o.timing);
+        let inner = store::open(
+            &format!("memory://hour/{i}"),
+            &store::Access::default(),
+            &o.timing,
+        );
         let store = Arc::new(Counted::new(inner.unwrap()));
         let lock = Lock::with_store(&format!("hour-{i}"), store.clone(), &o);
         held.push((lock.acquire(None).await.unwrap(), store));

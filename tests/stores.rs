@@ -9,7 +9,6 @@ mod sim;
 use blob_lock::store::{self, Counted, LockStore, Requests};
 use rand::rngs::StdRng;
 use rand::SeedableRng;
-use std::collections::HashMap;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -18,7 +17,7 @@ const VIEWS: usize = 8;
 fn open(uri: &str) -> Arc<dyn LockStore> {
     store::open(
         uri,
-        &HashMap::new(),
+        &store::Access::default(),
         &blob_lock::LockOptions::new(30.0).unwrap().timing,
     )
     .unwrap()

@@ -6,6 +6,7 @@ with BlobLock("s3://bucket/memo/abc/lock") as held:
 
 from blob_lock._blob_lock import __version__
 from blob_lock._claim_memo import MemoClaim, claim_memo, claim_memo_async
+from blob_lock._credentials import CredentialProvider, set_credentials
 from blob_lock._doctor import DoctorReport, Probe, RaceReport, doctor
 from blob_lock._inspect import (
     BreakOutcome,
@@ -25,6 +26,7 @@ from blob_lock._release_status import ReleaseStatus
 from blob_lock._stats import stats
 from blob_lock._write_once import write_once, write_once_async
 from blob_lock.exceptions import (
+    CredentialsError,
     InvalidLockFile,
     LockError,
     LockLost,
@@ -39,6 +41,8 @@ __all__ = [
     "BlobLock",
     "BreakOutcome",
     "Broken",
+    "CredentialProvider",
+    "CredentialsError",
     "DoctorReport",
     "Inspection",
     "InvalidLockFile",
@@ -69,6 +73,7 @@ __all__ = [
     "list_locks",
     "locked",
     "prune_locks",
+    "set_credentials",
     "stats",
     "wait_free",
     "wait_free_async",

@@ -11,6 +11,7 @@ from typing import Any, Literal, final
 from blob_lock.exceptions import LockLost
 
 __all__ = [
+    "NativeCredentials",
     "NativeInventory",
     "NativeKeepAlive",
     "NativeLock",
@@ -18,6 +19,7 @@ __all__ = [
     "__version__",
     "check_timeout",
     "close_async",
+    "close_python_calls",
     "doctor",
     "drain",
     "keep_alive",
@@ -63,6 +65,7 @@ class NativeLock:
         heartbeat: float | None,
         protocol: str,
         storage_options: dict[str, str] | None,
+        credentials: NativeCredentials | None = None,
         settle: float | None,
         clock_skew: float | None,
         on_lost: Callable[[LockLost], object] | None,
@@ -125,10 +128,31 @@ class NativeLock:
     def lost_reason(self) -> str | None: ...
 
 @final
+class NativeCredentials:
+    """Credentials for one cloud (`"s3"`, `"azure"`, `"gcs"`) fetched by `fetch()`, which
+    returns for s3 `(key_id, secret, token | None, expires | None)`, for azure `(kind,
+    value, expires | None)` with kind `"token"`, `"access_key"` or `"sas"`, for gcs
+    `(token, expires | None)`; expires in seconds since the epoch. Fetched again `refresh`
+    seconds before they expire (at most half their lifetime)."""
+
+    def __new__(
+        cls, cloud: str, fetch: Callable[[], tuple[Any, ...]], *, source: str, refresh: float
+    ) -> NativeCredentials: ...
+    @property
+    def source(self) -> str:
+        """Where the credentials come from; never a secret."""
+
+@final
 class NativeInventory:
     """The locks under a prefix, a page at a time (`blob_lock.list_locks`, `prune_locks`)."""
 
-    def __new__(cls, prefix: str, *, storage_options: dict[str, str] | None) -> NativeInventory: ...
+    def __new__(
+        cls,
+        prefix: str,
+        *,
+        storage_options: dict[str, str] | None,
+        credentials: NativeCredentials | None = None,
+    ) -> NativeInventory: ...
     def next_page(
         self,
         older_than: float | None = None,
@@ -143,7 +167,13 @@ class NativeLockfile:
     """A lock seen from outside, by someone who does not hold it (`blob_lock.inspect`,
     `wait_free`, `break_lock`); expiry judged as a BlobLock with default options would."""
 
-    def __new__(cls, uri: str, *, storage_options: dict[str, str] | None) -> NativeLockfile: ...
+    def __new__(
+        cls,
+        uri: str,
+        *,
+        storage_options: dict[str, str] | None,
+        credentials: NativeCredentials | None = None,
+    ) -> NativeLockfile: ...
     @property
     def uri(self) -> str: ...
     def inspect(self) -> dict[str, Any]:
@@ -187,6 +217,7 @@ def keep_alive(
     owner: str,
     *,
     storage_options: dict[str, str] | None,
+    credentials: NativeCredentials | None = None,
     protocol: str,
     on_lost: Callable[[LockLost], object] | None,
 ) -> NativeKeepAlive:
@@ -197,6 +228,7 @@ def keep_alive_async(
     owner: str,
     *,
     storage_options: dict[str, str] | None,
+    credentials: NativeCredentials | None = None,
     protocol: str,
     on_lost: Callable[[LockLost], object] | None,
 ) -> Future[NativeKeepAlive]:
@@ -206,6 +238,7 @@ def doctor(
     uri: str,
     *,
     storage_options: dict[str, str] | None,
+    credentials: NativeCredentials | None = None,
     expire: float,
     race: tuple[int, int] | None = None,
 ) -> dict[str, Any]:
@@ -222,15 +255,29 @@ def drain(timeout: float) -> None:
 def close_async() -> None:
     """From now on no blob-lock awaitable completes (called at interpreter exit)."""
 
+def close_python_calls() -> None:
+    """From now on no runtime thread calls into Python: credential fetches are refused and
+    log records dropped (blob-lock's exit hook calls it last)."""
+
 def sweep() -> None:
     """Removes now the replaced lockfiles still queued for removal (called at interpreter
     exit, after the releases)."""
 
-def write_once(uri: str, data: bytes, *, storage_options: dict[str, str] | None) -> bool:
+def write_once(
+    uri: str,
+    data: bytes,
+    *,
+    storage_options: dict[str, str] | None,
+    credentials: NativeCredentials | None = None,
+) -> bool:
     """Writes `data` to `uri` only if nothing is there: True if this call wrote it."""
 
 def write_once_async(
-    uri: str, data: bytes, *, storage_options: dict[str, str] | None
+    uri: str,
+    data: bytes,
+    *,
+    storage_options: dict[str, str] | None,
+    credentials: NativeCredentials | None = None,
 ) -> Future[bool]:
     """`write_once` as an awaitable."""
 

@@ -188,6 +188,7 @@ class _Claiming:
         self.timeout = seconds("timeout", timeout)
         self.poll = _poll(poll, self.expire)
         self.options = storage_options
+        self.credential_provider = lock_options.get("credential_provider")
         # Built now, so that bad lock options fail before anything is read.
         self.lock = BlobLock(
             self.lock_uri, expire=expire, storage_options=storage_options, **lock_options
@@ -217,7 +218,13 @@ class _Claiming:
 
     async def holder_async(self) -> str:
         try:
-            return (await inspect_async(self.lock_uri, storage_options=self.options)).describe()
+            return (
+                await inspect_async(
+                    self.lock_uri,
+                    storage_options=self.options,
+                    credential_provider=self.credential_provider,
+                )
+            ).describe()
         except Exception as e:
             return f"{self.lock_uri} (cannot read who holds it: {e})"
 

@@ -7,7 +7,8 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from blob_lock import _args, _blob_lock
+from blob_lock import _args, _blob_lock, _credentials
+from blob_lock._credentials import CredentialProvider
 
 __all__ = ["DoctorReport", "Probe", "RaceReport", "doctor"]
 
@@ -71,6 +72,8 @@ class DoctorReport:
     lww_usable: bool
     race: RaceReport | None = None
     """The race, with ``doctor(race=True)``; ``cas_safe`` is False if it found two winners."""
+    credentials: str = "none needed"
+    """Where the credentials came from (a profile, a CLI login, a provider), never a secret."""
 
     def verdict(self) -> str:
         """A sentence for people."""
@@ -99,6 +102,7 @@ def doctor(
     uri: str | os.PathLike[str],
     *,
     storage_options: Mapping[str, str] | None = None,
+    credential_provider: CredentialProvider | None = None,
     expire: float = 30.0,
     race: bool = False,
     racers: int = 16,
@@ -122,9 +126,10 @@ def doctor(
             raise TypeError(f"{name} must be an int, got {value!r}")
         if value < 0:  # the range is checked by the race itself
             raise ValueError(f"{name} must be positive, got {value}")
+    uri = _args.lock_uri(uri)
     d = _blob_lock.doctor(
-        _args.lock_uri(uri),
-        storage_options=_args.storage_options(storage_options),
+        uri,
+        **_credentials.resolve(uri, storage_options, credential_provider),
         expire=expire,
         race=(racers, rounds) if race else None,
     )
@@ -133,4 +138,5 @@ def doctor(
     report = RaceReport(**raced) if raced is not None else None
     if report is not None and not report.cas_safe:
         d["cas_safe"] = False
-    return DoctorReport(probes=probes, race=report, **d)
+    source = _credentials.credential_source(uri, storage_options, credential_provider)
+    return DoctorReport(probes=probes, race=report, credentials=source, **d)

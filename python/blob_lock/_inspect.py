@@ -10,8 +10,9 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
-from blob_lock import _args, _blob_lock, _process
+from blob_lock import _args, _blob_lock, _credentials, _process
 from blob_lock._args import Seconds, seconds
+from blob_lock._credentials import CredentialProvider
 
 __all__ = [
     "BreakOutcome",
@@ -194,9 +195,12 @@ def _inspection(uri: str, d: dict[str, Any], owner: str | None) -> Inspection:
     )
 
 
-def _lockfile(uri: object, storage_options: Mapping[str, str] | None) -> _blob_lock.NativeLockfile:
+def _lockfile(
+    uri: object, storage_options: Mapping[str, str] | None, credential_provider: object
+) -> _blob_lock.NativeLockfile:
+    uri = _args.lock_uri(uri)
     return _blob_lock.NativeLockfile(
-        _args.lock_uri(uri), storage_options=_args.storage_options(storage_options)
+        uri, **_credentials.resolve(uri, storage_options, credential_provider)
     )
 
 
@@ -205,6 +209,7 @@ def inspect(
     *,
     owner: str | None = None,
     storage_options: Mapping[str, str] | None = None,
+    credential_provider: CredentialProvider | None = None,
 ) -> Inspection:
     """Reads the lock at ``uri`` once and says what it shows; never writes.
 
@@ -212,7 +217,7 @@ def inspect(
     ``keep_alive``) or ``owner``. Raises ``InvalidLockFile`` for a lockfile it cannot read
     and ``StoreError`` when the store fails.
     """
-    lockfile = _lockfile(uri, storage_options)
+    lockfile = _lockfile(uri, storage_options, credential_provider)
     return _inspection(lockfile.uri, lockfile.inspect(), owner)
 
 
@@ -221,9 +226,10 @@ async def inspect_async(
     *,
     owner: str | None = None,
     storage_options: Mapping[str, str] | None = None,
+    credential_provider: CredentialProvider | None = None,
 ) -> Inspection:
     """``inspect`` without blocking the event loop."""
-    lockfile = _lockfile(uri, storage_options)
+    lockfile = _lockfile(uri, storage_options, credential_provider)
     return _inspection(lockfile.uri, await lockfile.inspect_async(), owner)
 
 
@@ -232,6 +238,7 @@ def wait_free(
     *,
     timeout: Seconds | None = None,
     storage_options: Mapping[str, str] | None = None,
+    credential_provider: CredentialProvider | None = None,
 ) -> Inspection:
     """Waits until the lock at ``uri`` is free to take (unlocked, released, or expired as a
     ``BlobLock`` with the default options would judge it); takes nothing, writes nothing.
@@ -240,7 +247,7 @@ def wait_free(
     take the lock the moment it is free: to hold it, acquire a ``BlobLock`` instead.
     """
     t = seconds("timeout", timeout)
-    lockfile = _lockfile(uri, storage_options)
+    lockfile = _lockfile(uri, storage_options, credential_provider)
     return _inspection(lockfile.uri, lockfile.wait_free(t), None)
 
 
@@ -249,10 +256,11 @@ async def wait_free_async(
     *,
     timeout: Seconds | None = None,
     storage_options: Mapping[str, str] | None = None,
+    credential_provider: CredentialProvider | None = None,
 ) -> Inspection:
     """``wait_free`` without blocking the event loop."""
     t = seconds("timeout", timeout)
-    lockfile = _lockfile(uri, storage_options)
+    lockfile = _lockfile(uri, storage_options, credential_provider)
     return _inspection(lockfile.uri, await lockfile.wait_free_async(t), None)
 
 
@@ -288,6 +296,7 @@ def break_lock(
     owner: str | None = None,
     token: int | None = None,
     storage_options: Mapping[str, str] | None = None,
+    credential_provider: CredentialProvider | None = None,
 ) -> Broken:
     """Marks the lock at ``uri`` released, whoever holds it: for a holder that is gone for
     good and will not be back before its lock expires. With ``owner`` and ``token`` (both,
@@ -302,7 +311,7 @@ def break_lock(
         raise TypeError(f"token must be an int, got {token!r}")
     if token is not None and token < 0:
         raise ValueError(f"token must not be negative, got {token}")
-    lockfile = _lockfile(uri, storage_options)
+    lockfile = _lockfile(uri, storage_options, credential_provider)
     outcome, found = lockfile.break_lock(owner, token)
     seen = None
     if found is not None:

@@ -8,8 +8,9 @@ import os
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 
-from blob_lock import _args, _blob_lock
+from blob_lock import _args, _blob_lock, _credentials
 from blob_lock._args import Seconds, seconds
+from blob_lock._credentials import CredentialProvider
 from blob_lock._inspect import Inspection, LockState, _inspection
 
 __all__ = ["PruneOutcome", "Pruned", "list_locks", "prune_locks"]
@@ -25,14 +26,17 @@ def _states(state: str | LockState | None) -> frozenset[str] | None:
     return frozenset([str(state)])
 
 
-def _inventory(prefix: object, storage_options: Mapping[str, str] | None):
+def _inventory(
+    prefix: object, storage_options: Mapping[str, str] | None, credential_provider: object
+):
     if not isinstance(prefix, (str, os.PathLike)):
         raise TypeError(
             f"prefix must be a str (s3://bucket/memo, a folder, ...) or a pathlib.Path, "
             f"got {type(prefix).__name__} {prefix!r}"
         )
+    uri = _args.lock_uri(prefix)
     return _blob_lock.NativeInventory(
-        _args.lock_uri(prefix), storage_options=_args.storage_options(storage_options)
+        uri, **_credentials.resolve(uri, storage_options, credential_provider)
     )
 
 
@@ -41,6 +45,7 @@ def list_locks(
     *,
     state: str | LockState | None = None,
     storage_options: Mapping[str, str] | None = None,
+    credential_provider: CredentialProvider | None = None,
 ) -> Iterator[Inspection]:
     """Every lock whose lockfile lies anywhere under ``prefix``, each as one read of it
     shows it (an ``Inspection``, whose ``uri`` is the lock's), page by page as the iterator
@@ -51,7 +56,7 @@ def list_locks(
     ``ValueError`` at once; ``StoreError`` when the store fails while listing.
     """
     wanted = _states(state)
-    inventory = _inventory(prefix, storage_options)
+    inventory = _inventory(prefix, storage_options, credential_provider)
 
     def pages() -> Iterator[Inspection]:
         while page := inventory.next_page():
@@ -104,6 +109,7 @@ def prune_locks(
     older_than: Seconds,
     dry_run: bool = False,
     storage_options: Mapping[str, str] | None = None,
+    credential_provider: CredentialProvider | None = None,
 ) -> Iterator[Pruned]:
     """Deletes the lockfiles under ``prefix`` released or expired at least ``older_than``
     (seconds or a timedelta) ago, judged by both the writer's clock and the store's. Each is
@@ -121,7 +127,7 @@ def prune_locks(
         raise TypeError("older_than must be seconds (a number) or a timedelta, got None")
     if not isinstance(dry_run, bool):
         raise TypeError(f"dry_run must be a bool, got {dry_run!r}")
-    return _prune(prefix, older_than, dry_run, storage_options, None)
+    return _prune(prefix, older_than, dry_run, storage_options, None, credential_provider)
 
 
 def _prune(
@@ -130,13 +136,14 @@ def _prune(
     dry_run: bool,
     storage_options: Mapping[str, str] | None,
     only: set[str] | None,
+    credential_provider: object = None,
 ) -> Iterator[Pruned]:
     """``prune_locks``, deleting only the URIs in ``only`` when given (the ones a person
     confirmed); the others are judged as in a dry run."""
     age = seconds("older_than", older_than)
     if age < 0:
         raise ValueError(f"older_than must be zero or more seconds, got {age}")
-    inventory = _inventory(prefix, storage_options)
+    inventory = _inventory(prefix, storage_options, credential_provider)
 
     def pages() -> Iterator[Pruned]:
         while page := inventory.next_page(age, not dry_run, only):

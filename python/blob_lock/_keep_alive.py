@@ -6,8 +6,9 @@ import os
 from collections.abc import Callable, Mapping
 from types import TracebackType
 
-from blob_lock import _args, _blob_lock, _process
+from blob_lock import _blob_lock, _credentials, _process
 from blob_lock._args import callback, lock_uri
+from blob_lock._credentials import CredentialProvider
 from blob_lock.exceptions import LockLost
 
 __all__ = ["KeepAlive", "keep_alive", "keep_alive_async"]
@@ -108,6 +109,7 @@ def keep_alive(
     owner: str,
     *,
     storage_options: Mapping[str, str] | None = None,
+    credential_provider: CredentialProvider | None = None,
     protocol: str = "auto",
     on_lost: Callable[[LockLost], object] | None = None,
 ) -> KeepAlive:
@@ -124,7 +126,7 @@ def keep_alive(
         _blob_lock.keep_alive(
             lock_uri(uri),
             _owner(owner),
-            storage_options=_args.storage_options(storage_options),
+            **_credentials.resolve(lock_uri(uri), storage_options, credential_provider),
             protocol=protocol,
             on_lost=on_lost,
         )
@@ -136,6 +138,7 @@ async def keep_alive_async(
     owner: str,
     *,
     storage_options: Mapping[str, str] | None = None,
+    credential_provider: CredentialProvider | None = None,
     protocol: str = "auto",
     on_lost: Callable[[LockLost], object] | None = None,
 ) -> KeepAlive:
@@ -145,7 +148,7 @@ async def keep_alive_async(
     native = await _blob_lock.keep_alive_async(
         lock_uri(uri),
         _owner(owner),
-        storage_options=_args.storage_options(storage_options),
+        **_credentials.resolve(lock_uri(uri), storage_options, credential_provider),
         protocol=protocol,
         on_lost=on_lost,
     )

@@ -11,8 +11,9 @@ from collections.abc import Awaitable, Callable, Mapping
 from types import TracebackType
 from typing import Any, TypeVar
 
-from blob_lock import _args, _blob_lock, _process
+from blob_lock import _args, _blob_lock, _credentials, _process
 from blob_lock._args import Seconds, callback, lock_uri, seconds
+from blob_lock._credentials import CredentialProvider
 from blob_lock._decorate import decorate
 from blob_lock._inspect import Inspection, _inspection
 from blob_lock._release_status import ReleaseStatus
@@ -26,7 +27,7 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 _CONFIG_NAMES = (
     "expire", "heartbeat", "timeout", "protocol", "storage_options",
-    "settle", "clock_skew", "on_lost", "raise_on_lost", "labels",
+    "settle", "clock_skew", "on_lost", "raise_on_lost", "labels", "credential_provider",
 )  # fmt: skip
 
 
@@ -55,6 +56,11 @@ class BlobLock:
     ``UnsafeStore``. ``storage_options`` are object_store configuration keys
     (``aws_endpoint``, ``azure_storage_account_name``, ...), on top of what the
     environment sets, and ``blob_lock_conditional_writes="trust"``, which skips the check.
+    Credentials come from ``credential_provider`` when given (a callable returning them, a
+    boto3 session, an azure-identity credential, google-auth credentials), else from
+    ``set_credentials``, else from the cloud's own chain: AWS profiles and SSO (with
+    ``blob-lock[aws]``; ``storage_options={"aws_profile": ...}`` names one), ``az login``,
+    gcloud (docs/credentials.md).
     ``clock_skew`` bounds how far machines' wall clocks may disagree: a lock last written
     more than ``expire + clock_skew`` ago is taken at once instead of being watched for
     ``expire`` seconds; ``None`` switches that off.
@@ -102,6 +108,7 @@ class BlobLock:
         on_lost: Callable[[LockLost], object] | None = None,
         raise_on_lost: bool = True,
         labels: Mapping[str, str] | None = None,
+        credential_provider: CredentialProvider | None = None,
     ) -> None:
         callback("on_lost", on_lost)
         uri = lock_uri(uri)
@@ -111,7 +118,7 @@ class BlobLock:
         # of held locks each keep one).
         self._config = (
             expire, heartbeat, timeout, protocol, storage_options,
-            settle, clock_skew, on_lost, raise_on_lost, labels,
+            settle, clock_skew, on_lost, raise_on_lost, labels, credential_provider,
         )  # fmt: skip
         self._raise_on_lost = raise_on_lost
         self._timeout = seconds("timeout", timeout)
@@ -121,7 +128,7 @@ class BlobLock:
             expire=seconds("expire", expire),
             heartbeat=seconds("heartbeat", heartbeat),
             protocol=protocol,
-            storage_options=_args.storage_options(storage_options),
+            **_credentials.resolve(uri, storage_options, credential_provider),
             settle=seconds("settle", settle),
             clock_skew=seconds("clock_skew", clock_skew),
             on_lost=on_lost,
@@ -482,6 +489,7 @@ def locked(
     on_lost: Callable[[LockLost], object] | None = None,
     raise_on_lost: bool = True,
     labels: Mapping[str, str] | None = None,
+    credential_provider: CredentialProvider | None = None,
 ) -> BlobLock:
     """A one-line context manager (sync or async): ``with locked(uri, timeout=60) as held:``.
     Takes the keyword arguments of ``BlobLock``."""
@@ -497,4 +505,5 @@ def locked(
         on_lost=on_lost,
         raise_on_lost=raise_on_lost,
         labels=labels,
+        credential_provider=credential_provider,
     )

@@ -75,6 +75,7 @@ def _at_exit() -> None:
         # background: a moment for that, then the lockfiles the releases replaced.
         _blob_lock.drain(0.5)
         _blob_lock.sweep()
+        _blob_lock.close_python_calls()  # no runtime thread calls into Python from now on
 
 
 def _after_fork_in_child() -> None:

@@ -5,7 +5,8 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 
-from blob_lock import _args, _blob_lock
+from blob_lock import _args, _blob_lock, _credentials
+from blob_lock._credentials import CredentialProvider
 
 __all__ = ["write_once", "write_once_async"]
 
@@ -33,6 +34,7 @@ def write_once(
     data: bytes | bytearray | memoryview,
     *,
     storage_options: Mapping[str, str] | None = None,
+    credential_provider: CredentialProvider | None = None,
 ) -> bool:
     """Writes ``data`` to the object ``uri`` only if no object is there: True when this call
     wrote it, False when one was already there (then nothing is written).
@@ -45,7 +47,9 @@ def write_once(
     landed all the same: calling again returns False if it did.
     """
     return _blob_lock.write_once(
-        _object_uri(uri), _data(data), storage_options=_args.storage_options(storage_options)
+        _object_uri(uri),
+        _data(data),
+        **_credentials.resolve(_object_uri(uri), storage_options, credential_provider),
     )
 
 
@@ -54,8 +58,11 @@ async def write_once_async(
     data: bytes | bytearray | memoryview,
     *,
     storage_options: Mapping[str, str] | None = None,
+    credential_provider: CredentialProvider | None = None,
 ) -> bool:
     """``write_once`` without blocking the event loop."""
     return await _blob_lock.write_once_async(
-        _object_uri(uri), _data(data), storage_options=_args.storage_options(storage_options)
+        _object_uri(uri),
+        _data(data),
+        **_credentials.resolve(_object_uri(uri), storage_options, credential_provider),
     )

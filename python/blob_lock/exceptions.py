@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 __all__ = [
+    "CredentialsError",
     "InvalidLockFile",
     "LockError",
     "LockLost",
@@ -74,3 +75,11 @@ class StoreError(LockError):
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (type(self), (self.message, self.uri, self.transient))
+
+
+class CredentialsError(LockError):
+    """No credentials could be had for a cloud store, or fetching them failed: nothing was
+    sent to the store. The message says where they were looked for and what to do
+    (``aws configure``, ``aws sso login --profile X``, ``az login``, ``gcloud auth
+    application-default login``). A store that refuses the credentials it was sent raises
+    ``StoreError`` instead."""

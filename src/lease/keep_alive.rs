@@ -13,11 +13,11 @@ use std::sync::Arc;
 /// `Error::NotFound` when there is no lockfile, `Error::Stolen` when it names another owner
 /// or is released. Never releases.
 pub async fn keep_alive(uri: &str, owner: &str, options: &LockOptions) -> Result<Lease> {
-    let store = store::open(uri, &options.storage_options, &options.timing)?;
+    let store = store::open(uri, &options.store, &options.timing)?;
     let (mut engine, held, claim) = adopt(store, owner, options).await?;
     // Requests are bounded by the lock's own schedule, which only the lockfile told us.
     if engine.timing.request_timeout() != options.timing.request_timeout() {
-        engine.store = store::open(uri, &options.storage_options, &engine.timing)?;
+        engine.store = store::open(uri, &options.store, &engine.timing)?;
     }
     let on_lost = options.on_lost.clone();
     Ok(Lease::start(engine, held, Some(REMOTE), on_lost, claim))

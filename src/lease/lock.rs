@@ -12,10 +12,10 @@ use crate::metrics;
 use crate::protocol::Protocol;
 use crate::protocol::{Acquisition, Attempt, Broken, Engine, Held, ReleaseStatus};
 use crate::released::Record;
+use crate::store::Access;
 use crate::store::{self, LockStore};
 use crate::timing::{Polls, Timing};
 use crate::watched::Watched;
-use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -73,7 +73,7 @@ pub struct Lock {
     uri: String,
     on_lost: Option<LossHook>,
     /// Kept to open the store again ([`Lock::reopened`]).
-    storage_options: Arc<HashMap<String, String>>,
+    store: Arc<Access>,
     /// Releases owed by interrupted acquisitions; the next acquisition waits for them
     /// (see [`Lock::owe_cleanup`]).
     cleanups: Arc<Owed>,
@@ -82,7 +82,7 @@ pub struct Lock {
 impl Lock {
     /// Opens the lock at `uri`. Checks the URI and options; makes no request.
     pub fn new(uri: &str, options: &LockOptions) -> Result<Lock> {
-        let store = store::open(uri, &options.storage_options, &options.timing)?;
+        let store = store::open(uri, &options.store, &options.timing)?;
         // One copy of the identity for the records and the waker (thousands of locks).
         let identity: Arc<str> = store.identity().into();
         let mut lock = Lock::with_store(uri, store, options);
@@ -92,8 +92,8 @@ impl Lock {
         if options.clock.is_tokio() {
             lock.engine.watched = Watched::Process(identity);
         }
-        if !options.storage_options.is_empty() {
-            lock.storage_options = Arc::new(options.storage_options.clone());
+        if !options.store.is_empty() {
+            lock.store = Arc::new(options.store.clone());
         }
         Ok(lock)
     }
@@ -106,7 +106,7 @@ impl Lock {
             &LockOptions {
                 protocol: self.requested,
                 timing: *self.engine.timing,
-                storage_options: (*self.storage_options).clone(),
+                store: (*self.store).clone(),
                 clock: self.engine.clock.clone(),
                 on_lost: self.on_lost.clone(),
                 labels: self.engine.labels.clone(),
@@ -122,7 +122,7 @@ impl Lock {
             owner: new_owner_id(),
             uri: uri.to_string(),
             on_lost: options.on_lost.clone(),
-            storage_options: no_options(),
+            store: no_options(),
             cleanups: Default::default(),
         }
     }
@@ -447,7 +447,7 @@ impl Lock {
 
 /// The options of a lock given none, shared: an empty map in an `Arc` of its own would be
 /// an allocation for every such lock.
-fn no_options() -> Arc<HashMap<String, String>> {
-    static NONE: std::sync::OnceLock<Arc<HashMap<String, String>>> = std::sync::OnceLock::new();
+fn no_options() -> Arc<Access> {
+    static NONE: std::sync::OnceLock<Arc<Access>> = std::sync::OnceLock::new();
     NONE.get_or_init(Default::default).clone()
 }

@@ -5,9 +5,8 @@ use crate::errors::{Error, Result};
 use crate::lockfile::Labels;
 use crate::protocol::Engine;
 use crate::protocol::Protocol;
-use crate::store::LockStore;
+use crate::store::{Access, LockStore};
 use crate::timing::Timing;
-use std::collections::HashMap;
 use std::sync::Arc;
 
 /// How a lock is configured.
@@ -18,8 +17,9 @@ pub struct LockOptions {
     pub protocol: Option<Protocol>,
     /// Timing.
     pub timing: Timing,
-    /// object_store configuration keys on top of the environment.
-    pub storage_options: HashMap<String, String>,
+    /// How to reach the store: object_store configuration keys on top of the environment,
+    /// and credentials.
+    pub store: Access,
     /// The clocks; the system's unless a simulation brings its own.
     pub clock: Arc<dyn Clock>,
     /// Called once when a lease of this lock is lost.
@@ -45,7 +45,7 @@ impl LockOptions {
         Ok(LockOptions {
             protocol: None,
             timing: Timing::with_expire(expire)?,
-            storage_options: HashMap::new(),
+            store: Access::default(),
             clock: clock::system(),
             on_lost: None,
             labels: None,

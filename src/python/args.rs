@@ -5,10 +5,10 @@ use crate::errors::Error;
 use crate::lease::{LockOptions, LossHook};
 use crate::lockfile::Labels;
 use crate::protocol::Protocol;
+use crate::store::Access;
 use crate::timing::Timing;
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
-use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -16,7 +16,7 @@ pub(crate) fn options(
     expire: f64,
     heartbeat: Option<f64>,
     protocol: &str,
-    storage_options: Option<HashMap<String, String>>,
+    store: Access,
     settle: Option<f64>,
     clock_skew: Option<f64>,
 ) -> PyResult<LockOptions> {
@@ -33,7 +33,7 @@ pub(crate) fn options(
     Ok(LockOptions {
         protocol,
         timing: Timing::new(expire, heartbeat, settle, Some(clock_skew)).map_err(to_py)?,
-        storage_options: storage_options.unwrap_or_default(),
+        store,
         clock: crate::clock::system(),
         on_lost: None,
         labels: None,
@@ -42,10 +42,8 @@ pub(crate) fn options(
 
 /// The options of a look at locks from outside (inspect, wait_free, break_lock, ls,
 /// prune): `BlobLock`'s defaults, by which expiry is judged, on the given store.
-pub(crate) fn outside_options(
-    storage_options: Option<HashMap<String, String>>,
-) -> PyResult<LockOptions> {
-    options(30.0, None, "auto", storage_options, None, Some(60.0))
+pub(crate) fn outside_options(store: Access) -> PyResult<LockOptions> {
+    options(30.0, None, "auto", store, None, Some(60.0))
 }
 
 /// Calls `callback(LockLost(...))` once when a lease is lost. On a thread of its own: the

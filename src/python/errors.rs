@@ -13,6 +13,7 @@ pyo3::import_exception!(blob_lock.exceptions, LockNotFound);
 pyo3::import_exception!(blob_lock.exceptions, InvalidLockFile);
 pyo3::import_exception!(blob_lock.exceptions, StoreError);
 pyo3::import_exception!(blob_lock.exceptions, UnsafeStore);
+pyo3::import_exception!(blob_lock.exceptions, CredentialsError);
 
 /// The exception for `e`.
 pub(crate) fn to_py(e: Error) -> PyErr {
@@ -27,6 +28,7 @@ pub(crate) fn to_py(e: Error) -> PyErr {
         Error::UnsafeStore { uri, .. } | Error::UnsafeForWriteOnce { uri, .. } => {
             UnsafeStore::new_err((msg, uri))
         }
+        Error::Credentials { uri, .. } => CredentialsError::new_err((msg, uri)),
         Error::Store { uri, kind, .. } => {
             StoreError::new_err((msg, uri, kind == StoreErrorKind::Transient))
         }

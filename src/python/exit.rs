@@ -24,3 +24,13 @@ pub(crate) fn close_async() {
 pub(crate) fn sweep(py: Python<'_>) {
     py.detach(crate::store::file::sweeper::flush);
 }
+
+/// From now on no runtime thread calls into Python: credential fetches are refused and log
+/// records dropped (called last by blob-lock's exit hook: a call into Python from a thread
+/// of ours while the interpreter finalizes aborts the process).
+/// A credential fetch under way then has a few seconds to return.
+#[pyfunction]
+pub(crate) fn close_python_calls(py: Python<'_>) {
+    py.detach(|| super::credentials::close(Duration::from_secs(5)));
+    super::logs::close();
+}

@@ -3,6 +3,7 @@
 //! doctor's report (and the doctor's binding).
 
 use super::args::options;
+use super::credentials::{access, NativeCredentials};
 use super::driver::wait;
 use crate::doctor::Report;
 use crate::inspect::Inspection;
@@ -115,15 +116,23 @@ pub(crate) fn race_dict<'py>(py: Python<'py>, r: &RaceReport) -> PyResult<Bound<
 /// Probes the store behind `uri` on a scratch lockfile, and with `race` (racers, rounds)
 /// races independent clients beside it; a dict of the report.
 #[pyfunction]
-#[pyo3(signature = (uri, *, storage_options, expire, race=None))]
+#[pyo3(signature = (uri, *, storage_options, credentials=None, expire, race=None))]
 pub(crate) fn doctor<'py>(
     py: Python<'py>,
     uri: &str,
     storage_options: Option<HashMap<String, String>>,
+    credentials: Option<Bound<'_, NativeCredentials>>,
     expire: f64,
     race: Option<(usize, usize)>,
 ) -> PyResult<Bound<'py, PyDict>> {
-    let opts = options(expire, None, "cas", storage_options, None, None)?;
+    let opts = options(
+        expire,
+        None,
+        "cas",
+        access(storage_options, credentials.as_ref()),
+        None,
+        None,
+    )?;
     let uri = uri.to_string();
     let (report, raced) = wait(
         py,

@@ -3,6 +3,7 @@
 //! inspection gives, with its URI, and what pruning did with it.
 
 use super::args::outside_options;
+use super::credentials::{access, NativeCredentials};
 use super::driver::wait;
 use super::errors::to_py;
 use super::inspect::inspection_dict;
@@ -26,9 +27,13 @@ pub(crate) struct NativeInventory {
 #[pymethods]
 impl NativeInventory {
     #[new]
-    #[pyo3(signature = (prefix, *, storage_options))]
-    fn new(prefix: &str, storage_options: Option<HashMap<String, String>>) -> PyResult<Self> {
-        let opts = outside_options(storage_options)?;
+    #[pyo3(signature = (prefix, *, storage_options, credentials=None))]
+    fn new(
+        prefix: &str,
+        storage_options: Option<HashMap<String, String>>,
+        credentials: Option<Bound<'_, NativeCredentials>>,
+    ) -> PyResult<Self> {
+        let opts = outside_options(access(storage_options, credentials.as_ref()))?;
         let inventory = Inventory::new(prefix, &opts).map_err(to_py)?;
         Ok(NativeInventory {
             inventory: Arc::new(tokio::sync::Mutex::new(inventory)),

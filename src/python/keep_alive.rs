@@ -3,6 +3,7 @@
 
 use super::args::{loss_hook, options};
 use super::asyncio::awaitable;
+use super::credentials::{access, NativeCredentials};
 use super::driver::wait;
 use super::errors::to_py;
 use crate::lease::{self, Lease};
@@ -74,17 +75,19 @@ impl NativeKeepAlive {
 
 /// Starts keeping `owner`'s lock at `uri` alive.
 #[pyfunction]
-#[pyo3(signature = (uri, owner, *, storage_options, protocol, on_lost))]
+#[pyo3(signature = (uri, owner, *, storage_options, credentials=None, protocol, on_lost))]
 pub(crate) fn keep_alive(
     py: Python<'_>,
     uri: &str,
     owner: &str,
     storage_options: Option<HashMap<String, String>>,
+    credentials: Option<Bound<'_, NativeCredentials>>,
     protocol: &str,
     on_lost: Option<Py<PyAny>>,
 ) -> PyResult<NativeKeepAlive> {
     // The lockfile's own expire_s governs the heartbeat; this expire only sizes the client.
-    let mut opts = options(30.0, None, protocol, storage_options, None, None)?;
+    let store = access(storage_options, credentials.as_ref());
+    let mut opts = options(30.0, None, protocol, store, None, None)?;
     opts.on_lost = loss_hook(on_lost);
     let (uri_owned, owner) = (uri.to_string(), owner.to_string());
     let lease = wait(
@@ -100,16 +103,18 @@ pub(crate) fn keep_alive(
 
 /// `keep_alive` as an awaitable.
 #[pyfunction]
-#[pyo3(signature = (uri, owner, *, storage_options, protocol, on_lost))]
+#[pyo3(signature = (uri, owner, *, storage_options, credentials=None, protocol, on_lost))]
 pub(crate) fn keep_alive_async<'py>(
     py: Python<'py>,
     uri: &str,
     owner: &str,
     storage_options: Option<HashMap<String, String>>,
+    credentials: Option<Bound<'_, NativeCredentials>>,
     protocol: &str,
     on_lost: Option<Py<PyAny>>,
 ) -> PyResult<Bound<'py, PyAny>> {
-    let mut opts = options(30.0, None, protocol, storage_options, None, None)?;
+    let store = access(storage_options, credentials.as_ref());
+    let mut opts = options(30.0, None, protocol, store, None, None)?;
     opts.on_lost = loss_hook(on_lost);
     let (uri, owner) = (uri.to_string(), owner.to_string());
     awaitable(py, async move {

@@ -3,6 +3,7 @@
 
 use super::args::{labels, loss_hook, options, timeout};
 use super::asyncio::{awaitable, OnDrop};
+use super::credentials::{access, NativeCredentials};
 use super::driver::{wait, CancelHook};
 use super::errors::{to_py, LockError, LockTimeout};
 use super::holding::{hold, release_slot, settle, InFlight, Slot};
@@ -187,7 +188,7 @@ impl NativeLock {
 #[pymethods]
 impl NativeLock {
     #[new]
-    #[pyo3(signature = (uri, *, expire, heartbeat, protocol, storage_options, settle, clock_skew, on_lost, labels=None))]
+    #[pyo3(signature = (uri, *, expire, heartbeat, protocol, storage_options, credentials=None, settle, clock_skew, on_lost, labels=None))]
     #[allow(clippy::too_many_arguments)] // the keyword arguments of BlobLock
     fn new(
         uri: &str,
@@ -195,6 +196,7 @@ impl NativeLock {
         heartbeat: Option<f64>,
         protocol: &str,
         storage_options: Option<HashMap<String, String>>,
+        credentials: Option<Bound<'_, NativeCredentials>>,
         settle: Option<f64>,
         clock_skew: Option<f64>,
         on_lost: Option<Py<PyAny>>,
@@ -204,7 +206,7 @@ impl NativeLock {
             expire,
             heartbeat,
             protocol,
-            storage_options,
+            access(storage_options, credentials.as_ref()),
             settle,
             clock_skew,
         )?;

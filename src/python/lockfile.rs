@@ -4,6 +4,7 @@
 
 use super::args::{outside_options, timeout};
 use super::asyncio::awaitable;
+use super::credentials::{access, NativeCredentials};
 use super::driver::wait;
 use super::errors::to_py;
 use super::inspect::{broken_tuple, inspection_dict};
@@ -22,9 +23,13 @@ pub(crate) struct NativeLockfile {
 #[pymethods]
 impl NativeLockfile {
     #[new]
-    #[pyo3(signature = (uri, *, storage_options))]
-    fn new(uri: &str, storage_options: Option<HashMap<String, String>>) -> PyResult<Self> {
-        let opts = outside_options(storage_options)?;
+    #[pyo3(signature = (uri, *, storage_options, credentials=None))]
+    fn new(
+        uri: &str,
+        storage_options: Option<HashMap<String, String>>,
+        credentials: Option<Bound<'_, NativeCredentials>>,
+    ) -> PyResult<Self> {
+        let opts = outside_options(access(storage_options, credentials.as_ref()))?;
         Ok(NativeLockfile {
             lock: Arc::new(Lock::new(uri, &opts).map_err(to_py)?),
         })

@@ -28,6 +28,14 @@ pub(super) struct Held {
     line: Option<u32>,
 }
 
+/// Set at interpreter exit, after blob-lock's exit hook: records are dropped from then on.
+static CLOSED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Drops every later record (`exit::close_python_calls`).
+pub(super) fn close() {
+    CLOSED.store(true, std::sync::atomic::Ordering::SeqCst);
+}
+
 thread_local! {
     /// Some while this thread is inside [`holding_back`].
     static HELD: RefCell<Option<Vec<Held>>> = const { RefCell::new(None) };
@@ -39,6 +47,9 @@ impl log::Log for HoldingBack {
     }
 
     fn log(&self, record: &log::Record<'_>) {
+        if CLOSED.load(std::sync::atomic::Ordering::SeqCst) {
+            return; // the interpreter is finalizing: nothing may call into it
+        }
         // Not while the thread is exiting (its thread-locals gone): log directly then.
         let holding = HELD
             .try_with(|held| held.borrow().is_some())

@@ -13,6 +13,7 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 mod args;
 mod asyncio;
+mod credentials;
 mod driver;
 mod errors;
 mod exit;
@@ -38,6 +39,7 @@ fn _blob_lock(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<keep_alive::NativeKeepAlive>()?;
     m.add_class::<lockfile::NativeLockfile>()?;
     m.add_class::<inventory::NativeInventory>()?;
+    m.add_class::<credentials::NativeCredentials>()?;
     m.add_function(wrap_pyfunction!(keep_alive::keep_alive, m)?)?;
     m.add_function(wrap_pyfunction!(keep_alive::keep_alive_async, m)?)?;
     m.add_function(wrap_pyfunction!(inspect::doctor, m)?)?;
@@ -45,6 +47,7 @@ fn _blob_lock(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(write_once::write_once_async, m)?)?;
     m.add_function(wrap_pyfunction!(exit::close_async, m)?)?;
     m.add_function(wrap_pyfunction!(exit::sweep, m)?)?;
+    m.add_function(wrap_pyfunction!(exit::close_python_calls, m)?)?;
     m.add_function(wrap_pyfunction!(exit::drain, m)?)?;
     m.add_function(wrap_pyfunction!(args::check_timeout, m)?)?;
     m.add_function(wrap_pyfunction!(metrics::stats, m)?)?;

@@ -10,6 +10,7 @@
 //! once; a lock on a store already in use only looks it up.
 
 use super::cloud::build;
+use super::credentials::Credentials;
 use super::uri::Cloud;
 use crate::errors::{Error, Result};
 use crate::per_process::PerProcess;
@@ -42,6 +43,8 @@ pub struct Client {
     pub(crate) cloud: Option<Cloud>,
     /// The storage options asked to trust conditional writes without probing them.
     pub(crate) trust: bool,
+    /// Credentials from outside object_store's chain, made ready before each request.
+    pub(crate) credentials: Option<Credentials>,
     /// What the process learnt about the store; a fork child keeps it.
     pub(crate) facts: Arc<Facts>,
     /// Bounds the requests in flight ([`MAX_IN_FLIGHT`]).
@@ -107,6 +110,7 @@ impl Client {
             name,
             cloud,
             trust,
+            credentials: None,
             facts,
             slots: tokio::sync::Semaphore::new(MAX_IN_FLIGHT),
             bulk: tokio::sync::Semaphore::new(MAX_IN_FLIGHT - FOR_RENEWALS),
@@ -135,15 +139,18 @@ pub(crate) struct Options {
     pub(crate) trust: bool,
     /// object_store's configuration keys, lower-cased, sorted.
     pub(crate) store: Vec<(String, String)>,
+    /// Credentials from outside object_store's chain.
+    pub(crate) credentials: Option<Credentials>,
 }
 
 impl Options {
-    pub(crate) fn split(options: &HashMap<String, String>) -> Result<Options> {
+    pub(crate) fn split(access: &super::Access) -> Result<Options> {
         let mut out = Options {
             trust: false,
             store: Vec::new(),
+            credentials: access.credentials.clone(),
         };
-        for (k, v) in options {
+        for (k, v) in &access.options {
             let key = k.to_ascii_lowercase();
             if key == CONDITIONAL_WRITES {
                 out.trust = match v.trim().to_ascii_lowercase().as_str() {
@@ -178,9 +185,17 @@ pub(crate) fn client(
 ) -> Result<Arc<Client>> {
     let key = registry_key(scheme, authority, options);
     get_or_build(&key, |facts| {
-        let (store, name) = build(cloud, scheme, authority, &options.store)?;
+        let (store, name) = build(
+            cloud,
+            scheme,
+            authority,
+            &options.store,
+            options.credentials.as_ref(),
+        )?;
         let facts = facts.unwrap_or_default();
-        Ok(Client::new(store, name, Some(cloud), options.trust, facts))
+        let mut client = Client::new(store, name, Some(cloud), options.trust, facts);
+        client.credentials = options.credentials.clone();
+        Ok(client)
     })
 }
 
@@ -191,18 +206,24 @@ pub(crate) fn private_client(
     authority: &str,
     options: &Options,
 ) -> Result<Client> {
-    let (store, name) = build(cloud, scheme, authority, &options.store)?;
-    Ok(Client::new(
-        store,
-        name,
-        Some(cloud),
-        options.trust,
-        Default::default(),
-    ))
+    let (store, name) = build(
+        cloud,
+        scheme,
+        authority,
+        &options.store,
+        options.credentials.as_ref(),
+    )?;
+    let mut client = Client::new(store, name, Some(cloud), options.trust, Default::default());
+    client.credentials = options.credentials.clone();
+    Ok(client)
 }
 
 fn registry_key(scheme: &str, authority: &str, options: &Options) -> String {
-    let mut key = format!("{scheme}://{authority}\n{}\n", options.trust);
+    let credentials = options.credentials.as_ref().map_or(0, Credentials::id);
+    let mut key = format!(
+        "{scheme}://{authority}\n{}\n{credentials:x}\n",
+        options.trust
+    );
     for (k, v) in &options.store {
         key.push_str(k);
         key.push('=');
@@ -284,7 +305,7 @@ pub(crate) mod tests {
             .iter()
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect();
-        Options::split(&map).unwrap()
+        Options::split(&super::super::Access::options(map)).unwrap()
     }
 
     #[test]
@@ -309,10 +330,9 @@ pub(crate) mod tests {
 
     #[test]
     fn our_own_option_is_checked() {
-        let e = Options::split(&[(CONDITIONAL_WRITES.to_string(), "yes".to_string())].into())
-            .err()
-            .unwrap()
-            .to_string();
+        let map: HashMap<String, String> =
+            [(CONDITIONAL_WRITES.to_string(), "yes".to_string())].into();
+        let e = Options::split(&map.into()).err().unwrap().to_string();
         assert!(e.contains("\"trust\""), "{e}");
     }
 }

@@ -4,6 +4,8 @@
 //! (endpoints, regions, account names, credentials) is checked here first: object_store
 //! panics on a URL or header it cannot build.
 
+use super::connection_string;
+use super::credentials::Credentials;
 use super::uri::Cloud;
 use crate::errors::{Error, Result};
 use object_store::aws::{AmazonS3Builder, AmazonS3ConfigKey as S3Key};
@@ -19,12 +21,25 @@ pub(crate) fn build(
     scheme: &str,
     authority: &str,
     options: &[(String, String)],
+    credentials: Option<&Credentials>,
 ) -> Result<(Arc<dyn ObjectStore>, String)> {
     let url = format!("{scheme}://{authority}");
+    if let Some(c) = credentials.filter(|c| c.cloud() != cloud) {
+        return Err(Error::InvalidArgument(format!(
+            "credentials for {} ({}) given for {url}, a {} store; give the credentials of {}",
+            c.cloud().name(),
+            c.source(),
+            cloud.name(),
+            cloud.name()
+        )));
+    }
     match cloud {
-        Cloud::S3 => configure::<AmazonS3Builder>(&url, options),
-        Cloud::Azure => configure::<MicrosoftAzureBuilder>(&url, options),
-        Cloud::Gcs => configure::<GoogleCloudStorageBuilder>(&url, options),
+        Cloud::S3 => configure::<AmazonS3Builder>(&url, options, credentials),
+        Cloud::Azure => {
+            let options = connection_string::expand(options)?;
+            configure::<MicrosoftAzureBuilder>(&url, &options, credentials)
+        }
+        Cloud::Gcs => configure::<GoogleCloudStorageBuilder>(&url, options, credentials),
     }
 }
 
@@ -51,6 +66,8 @@ trait Builder: Sized {
     fn with_url(self, url: &str) -> Self;
     fn with_retry(self, retry: RetryConfig) -> Self;
     fn with_config(self, key: Self::Key, value: &str) -> Self;
+    /// Credentials from outside object_store's own chain (of this builder's cloud).
+    fn with_credentials(self, credentials: &Credentials) -> Self;
     fn get(&self, key: &Self::Key) -> Option<String>;
     fn client_key(key: ClientConfigKey) -> Self::Key;
     /// Keys that name the bucket or container, which only the URI may do.
@@ -68,6 +85,7 @@ trait Builder: Sized {
 fn configure<B: Builder>(
     url: &str,
     options: &[(String, String)],
+    credentials: Option<&Credentials>,
 ) -> Result<(Arc<dyn ObjectStore>, String)> {
     let store = B::CLOUD.name();
     // Set as configuration keys, not with `with_client_options`, which would replace the
@@ -90,6 +108,9 @@ fn configure<B: Builder>(
             )));
         }
         b = b.with_config(key, v);
+    }
+    if let Some(c) = credentials {
+        b = b.with_credentials(c);
     }
     for (key, where_) in B::urls() {
         if let Some(value) = b.get(&key) {
@@ -195,6 +216,12 @@ impl Builder for AmazonS3Builder {
     fn with_config(self, key: S3Key, value: &str) -> Self {
         AmazonS3Builder::with_config(self, key, value)
     }
+    fn with_credentials(self, credentials: &Credentials) -> Self {
+        match credentials.aws() {
+            Some(p) => AmazonS3Builder::with_credentials(self, p),
+            None => self,
+        }
+    }
     fn get(&self, key: &S3Key) -> Option<String> {
         self.get_config_value(key)
     }
@@ -243,6 +270,12 @@ impl Builder for MicrosoftAzureBuilder {
     }
     fn with_config(self, key: AzKey, value: &str) -> Self {
         MicrosoftAzureBuilder::with_config(self, key, value)
+    }
+    fn with_credentials(self, credentials: &Credentials) -> Self {
+        match credentials.azure_provider() {
+            Some(p) => MicrosoftAzureBuilder::with_credentials(self, p),
+            None => self,
+        }
     }
     fn get(&self, key: &AzKey) -> Option<String> {
         self.get_config_value(key)
@@ -309,6 +342,12 @@ impl Builder for GoogleCloudStorageBuilder {
     fn with_config(self, key: GcsKey, value: &str) -> Self {
         GoogleCloudStorageBuilder::with_config(self, key, value)
     }
+    fn with_credentials(self, credentials: &Credentials) -> Self {
+        match credentials.gcp() {
+            Some(p) => GoogleCloudStorageBuilder::with_credentials(self, p),
+            None => self,
+        }
+    }
     fn get(&self, key: &GcsKey) -> Option<String> {
         self.get_config_value(key)
     }
@@ -362,14 +401,14 @@ mod tests {
             (vec![("aws_no_such_key", "1")], "unknown storage option"),
             (vec![("aws_access_key_id", "key\n")], "control character"),
         ] {
-            let e = build(Cloud::S3, "s3", "checked", &options(&opts).store)
+            let e = build(Cloud::S3, "s3", "checked", &options(&opts).store, None)
                 .err()
                 .unwrap()
                 .to_string();
             assert!(e.contains(why), "{opts:?}: {e} should say {why}");
         }
         let account = options(&[("azure_storage_account_name", "my account")]);
-        let e = build(Cloud::Azure, "az", "c", &account.store)
+        let e = build(Cloud::Azure, "az", "c", &account.store, None)
             .err()
             .unwrap()
             .to_string();

@@ -63,6 +63,16 @@ impl Gate {
             return request.await.map_err(Failure::Store); // memory: no network to guard
         }
         let facts = &self.client.facts;
+        // Credentials first, under their own bound: a slow token endpoint is not a store
+        // that does not answer, and what failed is named as such.
+        if let Some(credentials) = &self.client.credentials {
+            if let Err(message) = credentials.ready().await {
+                return Err(Failure::Ours(Error::Credentials {
+                    uri: self.uri.clone(),
+                    message,
+                }));
+            }
+        }
         // The wait for a slot is this process's own queue, not the store's answer: it is
         // bounded by the callers' deadlines (an acquisition's timeout, a lease's), and only
         // the request itself by the request timeout.
@@ -76,6 +86,13 @@ impl Gate {
             Ok(Ok(Ok(value))) => {
                 facts.mark_answered();
                 Ok(value)
+            }
+            Ok(Ok(Err(e))) if super::credentials::failure_in(&e).is_some() => {
+                let message = super::credentials::failure_in(&e).unwrap_or_default();
+                Err(Failure::Ours(Error::Credentials {
+                    uri: self.uri.clone(),
+                    message,
+                }))
             }
             Ok(Ok(Err(e))) if answered_by_store(&e) => {
                 facts.mark_answered();
@@ -205,7 +222,7 @@ pub(crate) fn store_error(uri: &str, e: object_store::Error, during: &str) -> Er
     let (kind, hint) = match &e {
         E::PermissionDenied { .. } | E::Unauthenticated { .. } => (
             StoreErrorKind::Permanent,
-            "; check the credentials (environment or storage_options)",
+            "; the store refused the credentials: check which ones are used (`blob-lock doctor` names their source) and that they may read and write here",
         ),
         E::NotSupported { .. } | E::NotImplemented { .. } | E::UnknownConfigurationKey { .. } => {
             (StoreErrorKind::Permanent, "")

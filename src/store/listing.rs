@@ -11,7 +11,6 @@ use crate::lockfile::LOCKFILE_NAME;
 use futures_util::stream::{BoxStream, StreamExt};
 use object_store::path::Path;
 use object_store::ObjectMeta;
-use std::collections::HashMap;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -51,7 +50,7 @@ impl Listing {
     /// yet, but a local folder that does not exist is refused at once.
     pub fn new(
         prefix: &str,
-        options: &HashMap<String, String>,
+        options: &super::Access,
         request_timeout: Duration,
     ) -> Result<Listing> {
         let location = Location::parse(prefix).map_err(|e| match e {

@@ -6,9 +6,12 @@
 //! own local file store ([`mod@file`], which adds the update-if-match that object_store's local
 //! store lacks).
 
+mod access;
 pub mod client;
 pub mod cloud;
+mod connection_string;
 pub mod counted;
+pub mod credentials;
 pub mod file;
 pub mod gate;
 pub mod listing;
@@ -17,7 +20,9 @@ mod open;
 pub mod probe;
 pub mod uri;
 
+pub use access::Access;
 pub use counted::{Counted, Requests};
+pub use credentials::{Credentials, Fetch, Fetched};
 pub use listing::Listing;
 pub use open::{open, open_object, Private};
 pub use uri::{Cloud, Location};

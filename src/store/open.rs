@@ -5,7 +5,7 @@ use super::client::{self, Client, Options};
 use super::file::FileStore;
 use super::object::ObjectLockStore;
 use super::uri::Location;
-use super::LockStore;
+use super::{Access, LockStore};
 use crate::errors::{Error, Result};
 use crate::lockfile::LOCKFILE_NAME;
 use crate::per_process::PerProcess;
@@ -19,11 +19,7 @@ use std::time::Duration;
 /// keys (`aws_endpoint`, `azure_storage_account_name`, ...) on top of the environment, and
 /// blob-lock's own `blob_lock_conditional_writes`. Makes no request: a store already in use
 /// in this process is only looked up.
-pub fn open(
-    uri: &str,
-    options: &HashMap<String, String>,
-    timing: &Timing,
-) -> Result<Arc<dyn LockStore>> {
+pub fn open(uri: &str, options: &Access, timing: &Timing) -> Result<Arc<dyn LockStore>> {
     let location = Location::parse(uri)?;
     let options = Options::split(options)?;
     let lock_uri = format!("{}/{LOCKFILE_NAME}", uri.trim_end_matches('/'));
@@ -58,11 +54,7 @@ pub fn open(
 /// [`crate::write_once()`] publishes a result, each request bounded by `timeout`. The URI
 /// must name an object: not a bucket, a store or a folder. Makes no request. On a file
 /// system its writes are durable (flushed to disk before they are published).
-pub fn open_object(
-    uri: &str,
-    options: &HashMap<String, String>,
-    timeout: Duration,
-) -> Result<Arc<dyn LockStore>> {
+pub fn open_object(uri: &str, options: &Access, timeout: Duration) -> Result<Arc<dyn LockStore>> {
     let not_an_object = |what: &str| {
         Error::InvalidArgument(format!(
             "{uri} names {what}, not an object: pass the URI of the result itself (such as s3://bucket/memo/abc/result)"
@@ -124,7 +116,7 @@ pub struct Private {
 
 impl Private {
     /// A private client for the store of `uri`.
-    pub fn new(uri: &str, options: &HashMap<String, String>, timing: &Timing) -> Result<Private> {
+    pub fn new(uri: &str, options: &Access, timing: &Timing) -> Result<Private> {
         let location = Location::parse(uri)?;
         let options = Options::split(options)?;
         let client = match &location {
@@ -185,6 +177,12 @@ pub(super) fn refuse_options(uri: &str, scheme: &str, options: &Options) -> Resu
     if let Some((key, _)) = options.store.first() {
         return Err(Error::InvalidArgument(format!(
             "storage option {key:?} given for {uri}, but {scheme} stores take no object_store options"
+        )));
+    }
+    if let Some(c) = &options.credentials {
+        return Err(Error::InvalidArgument(format!(
+            "credentials ({}) given for {uri}, but {scheme} stores take none",
+            c.source()
         )));
     }
     Ok(())

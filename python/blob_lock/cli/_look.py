@@ -100,6 +100,7 @@ def doctor_command(args: argparse.Namespace) -> int:
         print(json.dumps(out, indent=2))
     else:
         print(f"probing {report.uri} on the scratch lock {report.scratch}")
+        print(f"  credentials: {report.credentials}")
         for p in report.probes:
             mark = "ok  " if p.ok else "FAIL"
             print(f"  {mark} {p.name:<30} {p.seconds * 1000:8.1f} ms  {p.detail}")

@@ -11,10 +11,11 @@ from blob_lock import __version__
 def storage_options(args: argparse.Namespace) -> dict[str, str] | None:
     """The ``-o KEY=VALUE`` options of a command, or None."""
     pairs: list[str] | None = args.storage_option
-    if not pairs:
+    profile: str | None = getattr(args, "profile", None)
+    if not pairs and not profile:
         return None
-    out = {}
-    for pair in pairs:
+    out = {"aws_profile": profile} if profile else {}
+    for pair in pairs or ():
         key, eq, value = pair.partition("=")
         if not eq or not key:
             raise ValueError(f"--storage-option takes KEY=VALUE, got {pair!r}")
@@ -80,6 +81,12 @@ def parser() -> argparse.ArgumentParser:
             action="append",
             metavar="KEY=VALUE",
             help="an object_store configuration key (repeatable), on top of the environment",
+        )
+        c.add_argument(
+            "--profile",
+            metavar="NAME",
+            help="the AWS profile for s3:// (as AWS_PROFILE; read by botocore, "
+            "pip install 'blob-lock[aws]')",
         )
         c.add_argument("-v", "--verbose", action="store_true", help="log lock activity")
         return c

@@ -1,0 +1,151 @@
+"""Where each store's credentials come from. ``resolve`` is what every entry point calls
+with its URI, storage options and ``credential_provider``: the provider given, else one set
+for the store with ``set_credentials``, else the cloud's own default chain (the AWS CLI's,
+azure-identity's, gcloud's) where its library is installed, else object_store's own chain.
+Default chains are resolved once per process and configuration and shared, so that every
+lock on a store uses one client."""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Callable, Mapping
+from typing import Any, Union
+
+from blob_lock import _args, _blob_lock
+from blob_lock._credentials import _aws, _azure, _bridge, _gcs
+from blob_lock.exceptions import CredentialsError
+
+__all__ = ["CredentialProvider", "credential_source", "resolve", "set_credentials"]
+
+#: A callable (sync or async) returning credentials in obstore's ``credential_provider``
+#: shape, a boto3/botocore session, an azure-identity credential (sync or aio), or
+#: google-auth credentials.
+CredentialProvider = Union[Callable[[], Any], Any]
+
+_CLOUDS = {
+    "s3": "s3", "s3a": "s3", "az": "azure", "azure": "azure", "abfs": "azure",
+    "abfss": "azure", "adl": "azure", "gs": "gcs",
+}  # fmt: skip
+_DEFAULTS = {"s3": _aws.default, "azure": _azure.default, "gcs": _gcs.default}
+_ENV = ("AWS_", "AZURE_", "GOOGLE_", "CLOUDSDK_", "HOME", "PATH")
+
+_guard = threading.Lock()
+_set: dict[str, Any] = {}  # prefix -> NativeCredentials (set_credentials)
+_given: dict[int, tuple[object, Any]] = {}  # id(provider) -> (provider, NativeCredentials)
+_chains: dict[tuple[Any, ...], tuple[dict[str, str], Any, str]] = {}
+
+
+def cloud_of(uri: str) -> str | None:
+    scheme, sep, _ = uri.partition("://")
+    return _CLOUDS.get(scheme.lower()) if sep else None
+
+
+def _native_for(cloud: str, provider: object) -> Any:
+    """One native handle per provider object, so that locks on it share a store client."""
+    with _guard:
+        hit = _given.get(id(provider))
+        if hit is not None and hit[0] is provider:
+            return hit[1]
+    handle = _bridge.native(cloud, provider)
+    with _guard:
+        if len(_given) >= 1024:
+            _given.clear()
+        _given[id(provider)] = (provider, handle)
+    return handle
+
+
+def set_credentials(prefix: str, credential_provider: CredentialProvider | None) -> None:
+    """Every lock, look and listing under ``prefix`` (``s3://bucket``, ``az://container/memo``)
+    uses ``credential_provider`` when its call gives none; None removes the setting. The
+    longest matching prefix wins."""
+    if not isinstance(prefix, str):
+        raise TypeError(f"prefix must be a str such as 's3://bucket', got {prefix!r}")
+    cloud = cloud_of(prefix)
+    if cloud is None:
+        raise ValueError(f"credentials are for cloud stores (s3://, az://, gs://), not {prefix!r}")
+    key = prefix.rstrip("/")
+    if credential_provider is None:
+        with _guard:
+            _set.pop(key, None)
+        return
+    handle = _native_for(cloud, credential_provider)
+    with _guard:
+        _set[key] = handle
+
+
+def _registered(uri: str) -> Any:
+    with _guard:
+        if not _set:
+            return None
+        best = None
+        for prefix, handle in _set.items():
+            if (uri == prefix or uri.startswith(prefix + "/")) and (
+                best is None or len(prefix) > len(best[0])
+            ):
+                best = (prefix, handle)
+    return best[1] if best else None
+
+
+def _default_chain(cloud: str, options: dict[str, str]) -> tuple[dict[str, str], Any, str]:
+    env = tuple(sorted((k, v) for k, v in os.environ.items() if k.startswith(_ENV)))
+    key = (cloud, tuple(sorted(options.items())), env)
+    with _guard:
+        hit = _chains.get(key)
+    if hit is not None:
+        return dict(hit[0]), hit[1], hit[2]
+    # Failures are not kept: credentials may appear (`aws sso login`) while a process runs.
+    out, fetch, source = _DEFAULTS[cloud](dict(options))
+    handle = None
+    if fetch is not None:
+        function, source = fetch
+        handle = _blob_lock.NativeCredentials(
+            cloud, function, source=source, refresh=_bridge.REFRESH[cloud]
+        )
+    with _guard:
+        if len(_chains) >= 256:
+            _chains.clear()
+        _chains[key] = (out, handle, source)
+    return dict(out), handle, source
+
+
+def resolve(
+    uri: str, storage_options: Mapping[str, str] | None, credential_provider: object = None
+) -> dict[str, Any]:
+    """The native keyword arguments ``storage_options`` and ``credentials`` for a store."""
+    options = _args.storage_options(storage_options)
+    cloud = cloud_of(uri)
+    if cloud is None:
+        if credential_provider is not None:
+            raise ValueError(
+                f"credential_provider given for {uri}, which is not a cloud store "
+                "(s3://, az://, gs://): local and memory stores take no credentials"
+            )
+        return {"storage_options": options, "credentials": None}
+    if credential_provider is not None:
+        out = dict(options or {})
+        out.pop(_aws.PROFILE_OPTION, None)
+        return {"storage_options": out, "credentials": _native_for(cloud, credential_provider)}
+    registered = _registered(uri)
+    if registered is not None:
+        out = dict(options or {})
+        out.pop(_aws.PROFILE_OPTION, None)
+        return {"storage_options": out, "credentials": registered}
+    try:
+        out, handle, _ = _default_chain(cloud, options or {})
+    except CredentialsError as e:
+        raise CredentialsError(f"{uri}: {e.message}", uri) from None
+    return {"storage_options": out, "credentials": handle}
+
+
+def credential_source(
+    uri: str, storage_options: Mapping[str, str] | None, credential_provider: object = None
+) -> str:
+    """Where ``resolve`` takes the credentials of ``uri`` from, in words (never a secret)."""
+    cloud = cloud_of(uri)
+    if cloud is None:
+        return "none needed"
+    resolved = resolve(uri, storage_options, credential_provider)
+    if resolved["credentials"] is not None:
+        return resolved["credentials"].source
+    return _default_chain(cloud, _args.storage_options(storage_options) or {})[2]

@@ -1,0 +1,75 @@
+"""Azure credentials as the Azure tools find them: a connection string or key given
+(object_store), else azure-identity's DefaultAzureCredential (``pip install
+'blob-lock[azure]'``: environment, workload identity, managed identity, Azure CLI, ...),
+else the Azure CLI's `az login` when `az` is on PATH, else managed identity (object_store)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import threading
+from typing import Any
+
+from blob_lock.exceptions import CredentialsError
+
+_EXPLICIT_OPTIONS = (
+    "azure_storage_account_key", "azure_storage_access_key", "azure_storage_master_key",
+    "master_key", "account_key", "access_key", "azure_storage_sas_key",
+    "azure_storage_sas_token", "sas_key", "sas_token", "azure_storage_token", "bearer_token",
+    "token", "azure_storage_client_secret", "azure_client_secret", "client_secret",
+    "azure_storage_use_emulator", "use_emulator", "azure_use_azure_cli", "use_azure_cli",
+    "azure_skip_signature", "skip_signature", "azure_federated_token_file",
+    "federated_token_file", "azure_storage_connection_string", "azure_credential_type",
+)  # fmt: skip
+_SCOPE = "https://storage.azure.com/.default"
+_default: Any = None
+_guard = threading.Lock()
+
+
+def _explicit(options: dict[str, str]) -> bool:
+    if any(k in options for k in _EXPLICIT_OPTIONS):
+        return True
+    return any(k.lower() in _EXPLICIT_OPTIONS for k in os.environ if k.startswith("AZURE_"))
+
+
+def _identity() -> Any:
+    global _default
+    from azure.identity import DefaultAzureCredential
+
+    with _guard:
+        if _default is None:
+            _default = DefaultAzureCredential()
+        return _default
+
+
+def default(options: dict[str, str]) -> tuple[dict[str, str], Any | None, str]:
+    """As ``_aws.default``, for Azure."""
+    if _explicit(options):
+        return options, None, "Azure credentials given (object_store)"
+    try:
+        credential = _identity()
+    except ImportError:
+        if shutil.which("az"):
+            options["azure_use_azure_cli"] = "true"
+            return options, None, "the Azure CLI (`az login`), through object_store"
+        return (
+            options,
+            None,
+            "managed identity (object_store; pip install 'blob-lock[azure]' for the full chain)",
+        )
+
+    def fetch() -> tuple[Any, ...]:
+        try:
+            token = credential.get_token(_SCOPE)
+        except Exception as e:
+            first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+            raise CredentialsError(
+                "no Azure credentials found: DefaultAzureCredential looked in the environment "
+                "(AZURE_CLIENT_ID/SECRET/TENANT_ID), workload identity, managed identity and "
+                f"the Azure CLI ({first}); run `az login`, or give an account key, SAS or "
+                "connection string (AZURE_STORAGE_CONNECTION_STRING)"
+            ) from None
+        return ("token", token.token, float(token.expires_on))
+
+    source = "azure-identity DefaultAzureCredential"
+    return options, (fetch, source), source

@@ -1,0 +1,70 @@
+"""GCS credentials as gcloud finds them, through google-auth (``pip install
+'blob-lock[gcp]'``): GOOGLE_APPLICATION_CREDENTIALS, the gcloud application-default file
+(service-account and authorized-user), external accounts, then the metadata server. A
+service account given as a storage option or GOOGLE_SERVICE_ACCOUNT* goes to object_store
+unchanged."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from typing import Any
+
+from blob_lock.exceptions import CredentialsError
+
+_EXPLICIT = (
+    "google_service_account", "service_account", "google_service_account_path",
+    "service_account_path", "google_service_account_key", "service_account_key",
+    "google_application_credentials", "google_skip_signature", "skip_signature",
+)  # fmt: skip
+SCOPE = "https://www.googleapis.com/auth/devstorage.read_write"
+
+
+def _fix() -> str:
+    return (
+        "run `gcloud auth application-default login`, set GOOGLE_APPLICATION_CREDENTIALS "
+        "to a key file, or pass credential_provider"
+    )
+
+
+def fetcher(credentials: Any) -> Callable[[], tuple[Any, ...]]:
+    """The fetch function over google-auth credentials: refreshed at each fetch."""
+    from google.auth.transport.requests import Request
+
+    request = Request()
+
+    def fetch() -> tuple[Any, ...]:
+        try:
+            credentials.refresh(request)
+        except Exception as e:
+            raise CredentialsError(
+                f"refreshing the Google credentials failed ({type(e).__name__}: {e}); {_fix()}"
+            ) from None
+        expiry = credentials.expiry
+        from blob_lock._credentials._bridge import epoch
+
+        return (credentials.token, epoch(expiry))
+
+    return fetch
+
+
+def default(options: dict[str, str]) -> tuple[dict[str, str], Any | None, str]:
+    """As ``_aws.default``, for GCS."""
+    if any(k in options for k in _EXPLICIT) or any(
+        k.startswith("GOOGLE_SERVICE_ACCOUNT") for k in os.environ
+    ):
+        return options, None, "a service account given (object_store)"
+    try:
+        import google.auth
+        import google.auth.exceptions
+    except ImportError:
+        return options, None, "object_store's chain (pip install 'blob-lock[gcp]' for gcloud's)"
+    try:
+        credentials, _project = google.auth.default(scopes=[SCOPE])
+    except google.auth.exceptions.DefaultCredentialsError as e:
+        raise CredentialsError(
+            "no Google credentials found: looked in GOOGLE_APPLICATION_CREDENTIALS, the gcloud "
+            f"application-default file and the metadata server ({e}); {_fix()}"
+        ) from None
+    source = f"Google application default credentials ({type(credentials).__name__})"
+    return options, (fetcher(credentials), source), source

@@ -1,0 +1,36 @@
+//! How to reach a store: object_store's configuration keys on top of the environment, and
+//! credentials from outside object_store's own chain ([`Credentials`]), if any.
+
+use super::credentials::Credentials;
+use std::collections::HashMap;
+
+/// What a lock, an inspection or a listing opens its store with.
+#[derive(Debug, Clone, Default)]
+pub struct Access {
+    /// object_store configuration keys (`aws_endpoint`, `azure_storage_account_name`, ...)
+    /// and blob-lock's `blob_lock_conditional_writes`, on top of the environment.
+    pub options: HashMap<String, String>,
+    /// Credentials that replace object_store's own chain.
+    pub credentials: Option<Credentials>,
+}
+
+impl Access {
+    /// Options only: object_store's own credential chain.
+    pub fn options(options: HashMap<String, String>) -> Access {
+        Access {
+            options,
+            credentials: None,
+        }
+    }
+
+    /// Nothing given: the environment alone.
+    pub fn is_empty(&self) -> bool {
+        self.options.is_empty() && self.credentials.is_none()
+    }
+}
+
+impl From<HashMap<String, String>> for Access {
+    fn from(options: HashMap<String, String>) -> Access {
+        Access::options(options)
+    }
+}
