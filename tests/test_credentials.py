@@ -548,3 +548,23 @@ def test_no_gcs_credentials_says_gcloud_login(gcs_home, fake_gcs):
     with pytest.raises(CredentialsError, match="gcloud auth application-default login"):
         BlobLock(f"gs://{bucket}/lock", storage_options={"google_base_url": fake_gcs.url})
     assert len(METADATA.asked) > asked, "the metadata server asked was the loopback trap"
+
+
+NO_BOTOCORE = """
+import sys
+sys.modules["botocore"] = None  # as if blob-lock[aws] were not installed
+from blob_lock import BlobLock, CredentialsError
+try:
+    BlobLock(sys.argv[1], storage_options={"aws_profile": "prod"})
+except CredentialsError as e:
+    print(e)
+"""
+
+
+def test_a_profile_without_the_aws_extra_names_the_install(aws_home, recorder):
+    uri, _ = lock_uri(recorder)
+    done = subprocess.run(
+        [sys.executable, "-c", NO_BOTOCORE, uri], capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    assert "profile 'prod' needs botocore: pip install 'blob-lock[aws]'" in done.stdout

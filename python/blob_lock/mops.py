@@ -14,8 +14,12 @@ grace (default 600; 0 switches it off), so an orchestrator that dies while its r
 queued no longer makes the restart launch a duplicate.
 
 URIs as mops spells them: ``file://`` (home folder expanded), plain paths, and
-``adls://ACCOUNT/CONTAINER/PATH`` (as ``az://CONTAINER/PATH`` on that account, with the
-Azure credentials object_store finds in the environment). Anything else raises ValueError.
+``adls://ACCOUNT/CONTAINER/PATH`` (as ``az://CONTAINER/PATH`` on that account). Anything
+else raises ValueError. On ADLS the adapter authenticates as mops does, with thds.adls's
+``SharedCredential`` (azure-identity's DefaultAzureCredential, or the prefetched token or
+cached CLI token mops uses), unless the environment gives Azure credentials of its own
+(an account key, SAS, connection string, the emulator), which then win as they would for
+object_store.
 """
 
 from __future__ import annotations
@@ -120,6 +124,22 @@ def installed() -> bool:
     return bool(_originals)
 
 
+def _credential(options: dict[str, str] | None) -> Any:
+    """The credential mops itself uses for an ADLS account (thds.adls's SharedCredential),
+    unless the environment or options give Azure credentials; None elsewhere."""
+    if not options or "azure_storage_account_name" not in options:
+        return None
+    from blob_lock._credentials import _azure
+
+    if _azure.explicit(options):
+        return None
+    try:
+        from thds.adls.shared_credential import SharedCredential
+    except ImportError:
+        return None
+    return SharedCredential()
+
+
 def lock_location(lease_dir_uri: str) -> tuple[str, dict[str, str] | None]:
     """The lock URI and storage options for a mops lease directory URI."""
     if not isinstance(lease_dir_uri, str):
@@ -182,7 +202,12 @@ class _Lease:
         with self._done:
             if self._lock is None and self._kept is None and not self._released:
                 opts = self._options
-                self._kept = keep_alive(self._uri, self.writer_id, storage_options=opts)
+                self._kept = keep_alive(
+                    self._uri,
+                    self.writer_id,
+                    storage_options=opts,
+                    credential_provider=_credential(opts),
+                )
 
     def hand_off(self) -> None:
         grace = _grace()
@@ -205,7 +230,13 @@ class _Lease:
                 lock.release()
             return
         opts = self._options
-        break_lock(self._uri, owner=self.writer_id, token=self.token, storage_options=opts)
+        break_lock(
+            self._uri,
+            owner=self.writer_id,
+            token=self.token,
+            storage_options=opts,
+            credential_provider=_credential(opts),
+        )
 
 
 class _Remote:
@@ -235,7 +266,9 @@ def acquire(
     """mops's ``lease.acquire`` on blob-lock: None when someone else holds the lock
     (``block`` of 0: one attempt; a timedelta: wait that long; None: wait for ever)."""
     uri, options = lock_location(lease_dir_uri)
-    lock = BlobLock(uri, expire=expire, storage_options=options)
+    lock = BlobLock(
+        uri, expire=expire, storage_options=options, credential_provider=_credential(options)
+    )
     wait = None if block is None else block.total_seconds()
     deadline = None if wait is None else time.monotonic() + wait
     margin = acquire_margin.total_seconds()
@@ -319,16 +352,20 @@ def make_remote_lease_writer(lease_dir_uri: str, expected_writer_id: str = "") -
     ``CannotMaintainLease`` when there is no lockfile or the store cannot be reached."""
     lease = _lease_module()
     uri, options = lock_location(lease_dir_uri)
+    credential = _credential(options)
     try:
-        owner = expected_writer_id or inspect(uri, storage_options=options).owner
+        owner = (
+            expected_writer_id
+            or inspect(uri, storage_options=options, credential_provider=credential).owner
+        )
         if not owner:
             raise LockNotFound(f"no lease at {uri}", uri)
-        kept = keep_alive(uri, owner, storage_options=options)
+        kept = keep_alive(uri, owner, storage_options=options, credential_provider=credential)
     except LockStolen as e:
         raise lease.LeaseLostError(str(e)) from e
     except (LockError, OSError) as e:
         raise lease.CannotMaintainLease(str(e)) from e
-    seen = inspect(uri, storage_options=options)
+    seen = inspect(uri, storage_options=options, credential_provider=credential)
     return _Remote(kept, float(seen.expire_s or 0.0))
 
 
@@ -336,7 +373,7 @@ def read_lease(memo_uri: str) -> dict[str, Any] | None:
     """mops's ``read_lease``: the lease's fields as mops names them, or None (never raises)."""
     try:
         uri, options = lock_location(f"{memo_uri.rstrip('/')}/lock")
-        seen = inspect(uri, storage_options=options)
+        seen = inspect(uri, storage_options=options, credential_provider=_credential(options))
     except Exception:
         return None
     if seen.state is LockState.UNLOCKED:

@@ -149,7 +149,7 @@ impl Credentials {
     }
 }
 
-/// A failed fetch, as object_store carries it to the gate ([`failure_in`]).
+/// A failed fetch, as object_store carries it to the gate.
 #[derive(Debug, thiserror::Error)]
 #[error("{0}")]
 pub struct CredentialsFailure(pub String);

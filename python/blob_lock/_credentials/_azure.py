@@ -26,7 +26,7 @@ _default: Any = None
 _guard = threading.Lock()
 
 
-def _explicit(options: dict[str, str]) -> bool:
+def explicit(options: dict[str, str]) -> bool:
     if any(k in options for k in _EXPLICIT_OPTIONS):
         return True
     return any(k.lower() in _EXPLICIT_OPTIONS for k in os.environ if k.startswith("AZURE_"))
@@ -44,7 +44,7 @@ def _identity() -> Any:
 
 def default(options: dict[str, str]) -> tuple[dict[str, str], Any | None, str]:
     """As ``_aws.default``, for Azure."""
-    if _explicit(options):
+    if explicit(options):
         return options, None, "Azure credentials given (object_store)"
     try:
         credential = _identity()
