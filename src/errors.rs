@@ -92,7 +92,7 @@ pub enum Error {
 
     /// No credentials could be had for the store, or fetching them failed: no request was
     /// sent. `message` says where they were looked for and what to do.
-    #[error("no credentials for {uri}: {message}")]
+    #[error("cannot get credentials for {uri}: {message}")]
     Credentials {
         /// The lockfile URI.
         uri: String,

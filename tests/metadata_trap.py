@@ -19,7 +19,8 @@ class MetadataTrap:
 
         class Handler(BaseHTTPRequestHandler):
             def _answer(self) -> None:
-                trap.asked.append(f"{self.command} {self.path}")
+                flavor = self.headers.get("Metadata-Flavor", "")  # "Google" from GCE clients
+                trap.asked.append(f"{self.command} {self.path} {flavor}".rstrip())
                 self.close_connection = True  # no answer at all
 
             do_GET = do_PUT = do_POST = _answer

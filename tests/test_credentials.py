@@ -1,4 +1,5 @@
-"""Credentials where users keep them: AWS profiles (default, named, in files elsewhere),
+"""AWS credentials where users keep them (Azure and GCS: test_credentials_azure.py and
+test_credentials_gcs.py): profiles (default, named, in files elsewhere),
 assumed roles through moto's STS, credential_process with keys that expire while a lock is
 held, the profile's region and endpoint_url, credential objects from Python, the CLI with
 only a profile, and the errors when there are none. Every request goes to loopback: the
@@ -20,8 +21,6 @@ import blob_lock
 import pytest
 from blob_lock import BlobLock, CredentialsError, keep_alive
 from conftest import (
-    AZURITE_ACCOUNT,
-    AZURITE_KEY,
     METADATA,
     ROOT,
     boto3_s3,
@@ -29,6 +28,7 @@ from conftest import (
     stop,
     wait_for_port,
 )
+from sso_portal import ROLE_KEY, SsoPortal
 
 PROFILE_KEY = "AKIAPROFILEKEY000001"
 PROFILE_SECRET = "profile-secret-do-not-print-0001"
@@ -244,7 +244,7 @@ def test_no_credentials_says_where_it_looked_and_what_to_do(aws_home, recorder):
         assert part in msg, msg
     assert "has not answered" not in msg
     with pytest.raises(CredentialsError, match="profile 'nope' does not exist"):
-        BlobLock(uri, storage_options={"aws_profile": "nope"})
+        BlobLock(uri, storage_options={"aws_profile": "nope"}).acquire(timeout=5)
 
 
 def test_an_expired_sso_token_says_log_in_again(aws_home, recorder):
@@ -365,7 +365,7 @@ report = blob_lock.doctor(uri)
 print(repr(report), report.credentials)
 for bad in ({"aws_profile": "nope"}, {"aws_secret_access_key": secret + "\\n"}):
     try:
-        BlobLock(uri, storage_options=bad)
+        BlobLock(uri, storage_options=bad).acquire(timeout=5)
     except Exception as e:
         print(repr(e))
 def refused():
@@ -396,166 +396,12 @@ def test_secrets_never_appear_in_logs_reprs_or_errors(aws_home, recorder):
         assert secret not in text
 
 
-# -- Azure ---------------------------------------------------------------------------------
-
-
-@pytest.fixture
-def azure_env(monkeypatch, tmp_path, azurite_url):
-    """No AZURE_* credentials in the environment, no `az` on PATH."""
-    for k in list(os.environ):
-        if k.startswith("AZURE_") and k not in METADATA.environment():
-            monkeypatch.delenv(k)
-    monkeypatch.setenv("HOME", str(tmp_path))
-    monkeypatch.setenv("PATH", str(Path(sys.executable).parent))
-    return azurite_url
-
-
-def azurite_string(url: str) -> str:
-    return (
-        f"DefaultEndpointsProtocol=http;AccountName={AZURITE_ACCOUNT};AccountKey={AZURITE_KEY};"
-        f"BlobEndpoint={url}/{AZURITE_ACCOUNT};"
-    )
-
-
-def new_container(url: str) -> str:
-    from azure.storage.blob import BlobServiceClient
-
-    name = f"cred-{uuid.uuid4().hex[:12]}"
-    BlobServiceClient.from_connection_string(azurite_string(url)).create_container(name)
-    return name
-
-
-def test_azure_connection_strings_and_account_keys(azure_env, monkeypatch):
-    url = azure_env
-    container = new_container(url)
-    conn = azurite_string(url)
-    # As a storage option ...
-    with BlobLock(f"az://{container}/a", storage_options={"azure_storage_connection_string": conn}):
-        pass
-    # ... in the environment, as the Azure tools read it ...
-    monkeypatch.setenv("AZURE_STORAGE_CONNECTION_STRING", conn)
-    with BlobLock(f"az://{container}/b") as held:
-        assert blob_lock.inspect(f"az://{container}/b").owner == held.owner
-    assert "Azure credentials given" in blob_lock.doctor(f"az://{container}/c").credentials
-    monkeypatch.delenv("AZURE_STORAGE_CONNECTION_STRING")
-    # ... and an account name and key.
-    keys = {
-        "azure_storage_account_name": AZURITE_ACCOUNT,
-        "azure_storage_account_key": AZURITE_KEY,
-        "azure_storage_endpoint": f"{url}/{AZURITE_ACCOUNT}",
-        "azure_allow_http": "true",
-    }
-    with BlobLock(f"az://{container}/d", storage_options=keys):
-        pass
-    with pytest.raises(ValueError, match="part 2 has no '='") as e:
-        BlobLock(f"az://{container}/e", storage_options={
-            "azure_storage_connection_string": "AccountName=x;pastedsecretwithoutkey"})  # fmt: skip
-    assert "pastedsecret" not in str(e.value)
-
-
-def test_no_azure_credentials_says_az_login(azure_env):
-    container = new_container(azure_env)
-    asked = len(METADATA.asked)
-    began = time.monotonic()
-    with pytest.raises(CredentialsError) as e:
-        BlobLock(
-            f"az://{container}/x",
-            storage_options={"azure_storage_account_name": AZURITE_ACCOUNT,
-                             "azure_storage_endpoint": f"{azure_env}/{AZURITE_ACCOUNT}",
-                             "azure_allow_http": "true"},
-        ).acquire(timeout=5)  # fmt: skip
-    assert time.monotonic() - began < 60
-    msg = str(e.value)
-    for part in ("Azure", "managed identity", "Azure CLI", "az login", "CONNECTION_STRING"):
-        assert part in msg, msg
-    assert len(METADATA.asked) > asked, "managed identity asked the loopback trap"
-
-
-# -- GCS -----------------------------------------------------------------------------------
-
-
-@pytest.fixture
-def gcs_home(monkeypatch, tmp_path, fake_gcs):
-    for k in list(os.environ):
-        if k.startswith(("GOOGLE_", "CLOUDSDK_")):
-            monkeypatch.delenv(k)
-    monkeypatch.setenv("HOME", str(tmp_path))
-    adc = tmp_path / ".config" / "gcloud"
-    adc.mkdir(parents=True)
-    bucket = f"cred-{uuid.uuid4().hex[:12]}"
-    fake_gcs.create_bucket(bucket)
-    return adc, bucket
-
-
-def bearer_tokens_sent(fake_gcs, since: int) -> set[str]:
-    return {a for a in fake_gcs.store.authorizations[since:] if a}
-
-
-def test_gcloud_authorized_user_credentials(gcs_home, fake_gcs, monkeypatch):
-    """What `gcloud auth application-default login` leaves. google-auth always sends an
-    authorized user's refresh token to Google's own token endpoint, whatever the file
-    says: here that address is the fake's /token (a test must not leave this machine)."""
-    import google.oauth2.credentials
-
-    monkeypatch.setattr(
-        google.oauth2.credentials, "_GOOGLE_OAUTH2_TOKEN_ENDPOINT", f"{fake_gcs.url}/token"
-    )
-    adc, bucket = gcs_home
-    (adc / "application_default_credentials.json").write_text(json.dumps({
-        "type": "authorized_user", "client_id": "id.apps.googleusercontent.com",
-        "client_secret": "adc-client-secret", "refresh_token": "adc-refresh-token",
-    }))  # fmt: skip
-    before = len(fake_gcs.store.authorizations)
-    options = {"google_base_url": fake_gcs.url, "google_allow_http": "true"}
-    with BlobLock(f"gs://{bucket}/lock", storage_options=options):
-        pass
-    sent = bearer_tokens_sent(fake_gcs, before)
-    assert sent and all(a.startswith("Bearer ya29.fake-") for a in sent), sent
-    source = blob_lock.doctor(f"gs://{bucket}/d", storage_options=options).credentials
-    assert "Google application default credentials (Credentials)" == source
-
-
-def test_a_service_account_file_in_google_application_credentials(gcs_home, fake_gcs, tmp_path,
-                                                                  monkeypatch):  # fmt: skip
-    from cryptography.hazmat.primitives import serialization
-    from cryptography.hazmat.primitives.asymmetric import rsa
-
-    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
-    pem = key.private_bytes(
-        serialization.Encoding.PEM,
-        serialization.PrivateFormat.PKCS8,
-        serialization.NoEncryption(),
-    ).decode()
-    path = tmp_path / "sa.json"
-    path.write_text(json.dumps({
-        "type": "service_account", "project_id": "p", "private_key_id": "k1",
-        "private_key": pem, "client_email": "locker@p.iam.gserviceaccount.com",
-        "client_id": "1", "token_uri": f"{fake_gcs.url}/token",
-    }))  # fmt: skip
-    monkeypatch.setenv("GOOGLE_APPLICATION_CREDENTIALS", str(path))
-    _, bucket = gcs_home
-    before = len(fake_gcs.store.authorizations)
-    options = {"google_base_url": fake_gcs.url, "google_allow_http": "true"}
-    with BlobLock(f"gs://{bucket}/lock", storage_options=options):
-        pass
-    sent = bearer_tokens_sent(fake_gcs, before)
-    assert sent and all(a.startswith("Bearer ya29.fake-") for a in sent), sent
-
-
-def test_no_gcs_credentials_says_gcloud_login(gcs_home, fake_gcs):
-    _, bucket = gcs_home
-    asked = len(METADATA.asked)
-    with pytest.raises(CredentialsError, match="gcloud auth application-default login"):
-        BlobLock(f"gs://{bucket}/lock", storage_options={"google_base_url": fake_gcs.url})
-    assert len(METADATA.asked) > asked, "the metadata server asked was the loopback trap"
-
-
 NO_BOTOCORE = """
 import sys
 sys.modules["botocore"] = None  # as if blob-lock[aws] were not installed
 from blob_lock import BlobLock, CredentialsError
 try:
-    BlobLock(sys.argv[1], storage_options={"aws_profile": "prod"})
+    BlobLock(sys.argv[1], storage_options={"aws_profile": "prod"}).acquire(timeout=5)
 except CredentialsError as e:
     print(e)
 """
@@ -568,3 +414,61 @@ def test_a_profile_without_the_aws_extra_names_the_install(aws_home, recorder):
     )
     assert done.returncode == 0, done.stderr
     assert "profile 'prod' needs botocore: pip install 'blob-lock[aws]'" in done.stdout
+
+
+LOCK_WITH_PROFILE = """
+import sys
+from blob_lock import BlobLock
+with BlobLock(sys.argv[1], storage_options={"aws_profile": sys.argv[2]}):
+    pass
+"""
+
+
+@pytest.mark.parametrize("style", ["sso_session", "legacy"])
+def test_sso_from_the_token_cache_that_aws_sso_login_leaves(aws_home, recorder, monkeypatch,
+                                                            style):  # fmt: skip
+    import hashlib
+
+    portal = SsoPortal("cached-sso-access-token")
+    monkeypatch.setenv("AWS_ENDPOINT_URL_SSO", portal.url)
+    start_url = "https://corp.awsapps.com/start"
+    if style == "sso_session":
+        profile = """
+            [profile dev]
+            sso_session = corp
+            sso_account_id = 123456789012
+            sso_role_name = Locker
+            region = us-east-1
+            [sso-session corp]
+            sso_start_url = https://corp.awsapps.com/start
+            sso_region = us-east-1
+            """
+        cache_key = "corp"
+    else:
+        profile = """
+            [profile dev]
+            sso_start_url = https://corp.awsapps.com/start
+            sso_region = us-east-1
+            sso_account_id = 123456789012
+            sso_role_name = Locker
+            region = us-east-1
+            """
+        cache_key = start_url
+    write(aws_home / "config", profile)
+    cache = aws_home / "sso" / "cache"
+    cache.mkdir(parents=True)
+    expires = (datetime.now(timezone.utc) + timedelta(hours=8)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    (cache / f"{hashlib.sha1(cache_key.encode()).hexdigest()}.json").write_text(json.dumps({
+        "startUrl": start_url, "region": "us-east-1",
+        "accessToken": "cached-sso-access-token", "expiresAt": expires,
+    }))  # fmt: skip
+    uri, name = lock_uri(recorder)
+    # In a process of its own: botocore fixes the token cache's folder (under HOME) when it
+    # is first imported, as it is for a user's process.
+    done = subprocess.run(
+        [sys.executable, "-c", LOCK_WITH_PROFILE, uri, "dev"],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert recorder.keys(name) == {ROLE_KEY}
+    assert portal.calls and "role_name=Locker" in portal.calls[0]

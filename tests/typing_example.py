@@ -182,3 +182,25 @@ async def async_usage() -> None:
 
     async with blob_lock.claim_memo_async(URI, done=exists, poll=0.5) as claim:
         assert_type(await claim.wait_done_async(), bool)
+
+
+def credentials_usage() -> None:
+    from datetime import datetime, timezone
+
+    import boto3
+
+    def provider() -> dict[str, object]:
+        return {"access_key_id": "k", "secret_access_key": "s", "expires_at": None}
+
+    async def async_provider() -> dict[str, object]:
+        return {"token": "t", "expires_at": datetime.now(timezone.utc)}
+
+    BlobLock("s3://bucket/lock", credential_provider=provider)
+    BlobLock("s3://bucket/lock", credential_provider=boto3.Session(profile_name="prod"))
+    blob_lock.inspect("gs://bucket/lock", credential_provider=async_provider)
+    blob_lock.set_credentials("s3://bucket", provider)
+    blob_lock.set_credentials("s3://bucket", None)
+    try:
+        BlobLock("s3://bucket/lock", storage_options={"aws_profile": "prod"}).acquire()
+    except blob_lock.CredentialsError as e:
+        assert_type(e.uri, "str | None")

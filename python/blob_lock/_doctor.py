@@ -102,7 +102,7 @@ def doctor(
     uri: str | os.PathLike[str],
     *,
     storage_options: Mapping[str, str] | None = None,
-    credential_provider: CredentialProvider | None = None,
+    credential_provider: CredentialProvider | object | None = None,
     expire: float = 30.0,
     race: bool = False,
     racers: int = 16,

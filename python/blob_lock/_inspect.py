@@ -209,7 +209,7 @@ def inspect(
     *,
     owner: str | None = None,
     storage_options: Mapping[str, str] | None = None,
-    credential_provider: CredentialProvider | None = None,
+    credential_provider: CredentialProvider | object | None = None,
 ) -> Inspection:
     """Reads the lock at ``uri`` once and says what it shows; never writes.
 
@@ -226,7 +226,7 @@ async def inspect_async(
     *,
     owner: str | None = None,
     storage_options: Mapping[str, str] | None = None,
-    credential_provider: CredentialProvider | None = None,
+    credential_provider: CredentialProvider | object | None = None,
 ) -> Inspection:
     """``inspect`` without blocking the event loop."""
     lockfile = _lockfile(uri, storage_options, credential_provider)
@@ -238,7 +238,7 @@ def wait_free(
     *,
     timeout: Seconds | None = None,
     storage_options: Mapping[str, str] | None = None,
-    credential_provider: CredentialProvider | None = None,
+    credential_provider: CredentialProvider | object | None = None,
 ) -> Inspection:
     """Waits until the lock at ``uri`` is free to take (unlocked, released, or expired as a
     ``BlobLock`` with the default options would judge it); takes nothing, writes nothing.
@@ -256,7 +256,7 @@ async def wait_free_async(
     *,
     timeout: Seconds | None = None,
     storage_options: Mapping[str, str] | None = None,
-    credential_provider: CredentialProvider | None = None,
+    credential_provider: CredentialProvider | object | None = None,
 ) -> Inspection:
     """``wait_free`` without blocking the event loop."""
     t = seconds("timeout", timeout)
@@ -296,7 +296,7 @@ def break_lock(
     owner: str | None = None,
     token: int | None = None,
     storage_options: Mapping[str, str] | None = None,
-    credential_provider: CredentialProvider | None = None,
+    credential_provider: CredentialProvider | object | None = None,
 ) -> Broken:
     """Marks the lock at ``uri`` released, whoever holds it: for a holder that is gone for
     good and will not be back before its lock expires. With ``owner`` and ``token`` (both,

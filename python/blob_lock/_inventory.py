@@ -45,7 +45,7 @@ def list_locks(
     *,
     state: str | LockState | None = None,
     storage_options: Mapping[str, str] | None = None,
-    credential_provider: CredentialProvider | None = None,
+    credential_provider: CredentialProvider | object | None = None,
 ) -> Iterator[Inspection]:
     """Every lock whose lockfile lies anywhere under ``prefix``, each as one read of it
     shows it (an ``Inspection``, whose ``uri`` is the lock's), page by page as the iterator
@@ -109,7 +109,7 @@ def prune_locks(
     older_than: Seconds,
     dry_run: bool = False,
     storage_options: Mapping[str, str] | None = None,
-    credential_provider: CredentialProvider | None = None,
+    credential_provider: CredentialProvider | object | None = None,
 ) -> Iterator[Pruned]:
     """Deletes the lockfiles under ``prefix`` released or expired at least ``older_than``
     (seconds or a timedelta) ago, judged by both the writer's clock and the store's. Each is

@@ -109,7 +109,7 @@ def keep_alive(
     owner: str,
     *,
     storage_options: Mapping[str, str] | None = None,
-    credential_provider: CredentialProvider | None = None,
+    credential_provider: CredentialProvider | object | None = None,
     protocol: str = "auto",
     on_lost: Callable[[LockLost], object] | None = None,
 ) -> KeepAlive:
@@ -138,7 +138,7 @@ async def keep_alive_async(
     owner: str,
     *,
     storage_options: Mapping[str, str] | None = None,
-    credential_provider: CredentialProvider | None = None,
+    credential_provider: CredentialProvider | object | None = None,
     protocol: str = "auto",
     on_lost: Callable[[LockLost], object] | None = None,
 ) -> KeepAlive:

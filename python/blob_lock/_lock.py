@@ -108,7 +108,7 @@ class BlobLock:
         on_lost: Callable[[LockLost], object] | None = None,
         raise_on_lost: bool = True,
         labels: Mapping[str, str] | None = None,
-        credential_provider: CredentialProvider | None = None,
+        credential_provider: CredentialProvider | object | None = None,
     ) -> None:
         callback("on_lost", on_lost)
         uri = lock_uri(uri)
@@ -489,7 +489,7 @@ def locked(
     on_lost: Callable[[LockLost], object] | None = None,
     raise_on_lost: bool = True,
     labels: Mapping[str, str] | None = None,
-    credential_provider: CredentialProvider | None = None,
+    credential_provider: CredentialProvider | object | None = None,
 ) -> BlobLock:
     """A one-line context manager (sync or async): ``with locked(uri, timeout=60) as held:``.
     Takes the keyword arguments of ``BlobLock``."""

@@ -34,7 +34,7 @@ def write_once(
     data: bytes | bytearray | memoryview,
     *,
     storage_options: Mapping[str, str] | None = None,
-    credential_provider: CredentialProvider | None = None,
+    credential_provider: CredentialProvider | object | None = None,
 ) -> bool:
     """Writes ``data`` to the object ``uri`` only if no object is there: True when this call
     wrote it, False when one was already there (then nothing is written).
@@ -58,7 +58,7 @@ async def write_once_async(
     data: bytes | bytearray | memoryview,
     *,
     storage_options: Mapping[str, str] | None = None,
-    credential_provider: CredentialProvider | None = None,
+    credential_provider: CredentialProvider | object | None = None,
 ) -> bool:
     """``write_once`` without blocking the event loop."""
     return await _blob_lock.write_once_async(

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Callable, Mapping
-from typing import Any, Union
+from collections.abc import Awaitable, Mapping
+from typing import Any, Protocol
 
 from blob_lock import _args, _blob_lock
 from blob_lock._credentials import _aws, _azure, _bridge, _gcs
@@ -18,10 +18,20 @@ from blob_lock.exceptions import CredentialsError
 
 __all__ = ["CredentialProvider", "credential_source", "resolve", "set_credentials"]
 
-#: A callable (sync or async) returning credentials in obstore's ``credential_provider``
-#: shape, a boto3/botocore session, an azure-identity credential (sync or aio), or
-#: google-auth credentials.
-CredentialProvider = Union[Callable[[], Any], Any]
+
+class CredentialProvider(Protocol):
+    """A source of credentials for a cloud store, in obstore's ``credential_provider`` shape:
+    a callable, sync or async, returning a mapping. For S3: ``access_key_id``,
+    ``secret_access_key``, ``token`` (optional) and ``expires_at`` (a timezone-aware
+    datetime, or None); for Azure: ``token`` (or ``access_key``, or ``sas_token``) and
+    ``expires_at``; for GCS: ``token`` and ``expires_at``. A ``refresh_threshold``
+    attribute (a timedelta) says how long before expiry to call it again.
+
+    Wherever one is taken, the clouds' own objects are taken too: a boto3 or botocore
+    Session, an azure-identity credential (sync or aio), google-auth credentials."""
+
+    def __call__(self) -> Mapping[str, Any] | Awaitable[Mapping[str, Any]]: ...
+
 
 _CLOUDS = {
     "s3": "s3", "s3a": "s3", "az": "azure", "azure": "azure", "abfs": "azure",
@@ -55,7 +65,7 @@ def _native_for(cloud: str, provider: object) -> Any:
     return handle
 
 
-def set_credentials(prefix: str, credential_provider: CredentialProvider | None) -> None:
+def set_credentials(prefix: str, credential_provider: CredentialProvider | object | None) -> None:
     """Every lock, look and listing under ``prefix`` (``s3://bucket``, ``az://container/memo``)
     uses ``credential_provider`` when its call gives none; None removes the setting. The
     longest matching prefix wins."""
@@ -94,8 +104,13 @@ def _default_chain(cloud: str, options: dict[str, str]) -> tuple[dict[str, str],
         hit = _chains.get(key)
     if hit is not None:
         return dict(hit[0]), hit[1], hit[2]
-    # Failures are not kept: credentials may appear (`aws sso login`) while a process runs.
-    out, fetch, source = _DEFAULTS[cloud](dict(options))
+    try:
+        out, fetch, source = _DEFAULTS[cloud](dict(options))
+    except CredentialsError as e:
+        # Raised at the first request, as a store error would be, after the URI and the
+        # options were checked; and not kept: credentials may appear (`aws sso login`)
+        # while a process runs.
+        return _failing(cloud, options, e.message)
     handle = None
     if fetch is not None:
         function, source = fetch
@@ -107,6 +122,19 @@ def _default_chain(cloud: str, options: dict[str, str]) -> tuple[dict[str, str],
             _chains.clear()
         _chains[key] = (out, handle, source)
     return dict(out), handle, source
+
+
+def _failing(cloud: str, options: dict[str, str], message: str) -> tuple[dict[str, str], Any, str]:
+    """Options without blob-lock's own keys, and credentials whose every fetch fails with
+    ``message``."""
+
+    def fetch() -> tuple[Any, ...]:
+        raise CredentialsError(message)
+
+    out = dict(options)
+    out.pop(_aws.PROFILE_OPTION, None)
+    handle = _blob_lock.NativeCredentials(cloud, fetch, source="none found", refresh=0.0)
+    return out, handle, "none found"
 
 
 def resolve(
@@ -131,10 +159,7 @@ def resolve(
         out = dict(options or {})
         out.pop(_aws.PROFILE_OPTION, None)
         return {"storage_options": out, "credentials": registered}
-    try:
-        out, handle, _ = _default_chain(cloud, options or {})
-    except CredentialsError as e:
-        raise CredentialsError(f"{uri}: {e.message}", uri) from None
+    out, handle, _ = _default_chain(cloud, options or {})
     return {"storage_options": out, "credentials": handle}
 
 
