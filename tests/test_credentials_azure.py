@@ -296,3 +296,22 @@ def test_a_store_that_refuses_the_credentials_says_so(azure_env):
     assert "refused the credentials" in msg and "doctor" in msg, msg
     assert "has not answered" not in msg
     assert not isinstance(e.value, CredentialsError)
+
+
+def test_the_mops_adapter_authenticates_as_mops_does(az_login, https_azurite, monkeypatch):
+    """adls:// through blob_lock.mops takes thds.adls's SharedCredential, the credential
+    mops itself uses (here azure-identity reaching the fake `az`)."""
+    import blob_lock.mops as adapter
+
+    container = https_azurite.container()
+    monkeypatch.setenv("AZURE_STORAGE_ENDPOINT", https_azurite.url)  # not a credential
+    credential = adapter._credential({"azure_storage_account_name": AZURITE_ACCOUNT})
+    assert type(credential).__module__.startswith("thds.adls"), credential
+    before = len(fetched(az_login))
+    lease = adapter.acquire(f"adls://{AZURITE_ACCOUNT}/{container}/memo/abc/lock")
+    assert lease is not None
+    lease.release()
+    assert len(fetched(az_login)) > before, "the token came through mops's credential"
+    # Credentials of the environment's own win, as they would for object_store.
+    monkeypatch.setenv("AZURE_STORAGE_ACCOUNT_KEY", AZURITE_KEY)
+    assert adapter._credential({"azure_storage_account_name": AZURITE_ACCOUNT}) is None

@@ -52,7 +52,7 @@ def test_gcloud_authorized_user_credentials(gcs_home, fake_gcs, monkeypatch):
     sent = bearer_tokens_sent(fake_gcs, before)
     assert sent and all(a.startswith("Bearer ya29.fake-") for a in sent), sent
     source = blob_lock.doctor(f"gs://{bucket}/d", storage_options=options).credentials
-    assert "Google application default credentials (Credentials)" == source
+    assert source == "Google application default credentials via google-auth"
 
 
 def test_a_service_account_file_in_google_application_credentials(gcs_home, fake_gcs, tmp_path,

@@ -8,6 +8,7 @@ profile's region and endpoint_url. Keys given as storage options or in AWS_ACCES
 from __future__ import annotations
 
 import os
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -117,7 +118,6 @@ def default(options: dict[str, str]) -> tuple[dict[str, str], Any | None, str]:
         )
     try:
         session = botocore.session.Session(profile=profile)
-        credentials = session.get_credentials()
         region = session.get_config_variable("region")
         scoped = session.get_scoped_config()
     except botocore.exceptions.ProfileNotFound:
@@ -128,8 +128,6 @@ def default(options: dict[str, str]) -> tuple[dict[str, str], Any | None, str]:
         ) from None
     except Exception as e:
         raise CredentialsError(_hint(e, profile)) from None
-    if credentials is None:
-        raise no_credentials(profile)
     if (
         region
         and not any(k in options for k in _REGIONS)
@@ -150,5 +148,25 @@ def default(options: dict[str, str]) -> tuple[dict[str, str], Any | None, str]:
             if endpoint.startswith("http://"):
                 options.setdefault("aws_allow_http", "true")
     name = profile or os.environ.get("AWS_PROFILE") or "default"
-    fetch = fetcher(credentials, f"AWS profile {name!r} via botocore", profile)
-    return options, fetch, fetch[1]
+    source = f"AWS profile {name!r} via botocore"
+    return options, (_Chain(session, profile), source), source
+
+
+class _Chain:
+    """botocore's chain, walked at the first fetch (not when a lock is made: it may ask
+    the instance metadata service), and again at each fetch until it finds credentials."""
+
+    def __init__(self, session: Any, profile: str | None) -> None:
+        self._session, self._profile = session, profile
+        self._fetch: Callable[[], tuple[Any, ...]] | None = None
+        self._guard = threading.Lock()
+
+    def __call__(self) -> tuple[Any, ...]:
+        with self._guard:
+            if self._fetch is None:
+                try:
+                    credentials = self._session.get_credentials()
+                except Exception as e:
+                    raise CredentialsError(_hint(e, self._profile)) from None
+                self._fetch = fetcher(credentials, "", self._profile)[0]
+        return self._fetch()
