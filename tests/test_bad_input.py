@@ -148,6 +148,10 @@ def fails_cleanly(call: Callable[[], object], what: str) -> BaseException:
     raise AssertionError(f"{what}: accepted")
 
 
+async def _awaited(x: Any) -> object:
+    return await x
+
+
 def entry_points(uri: object, options: Any) -> dict[str, Callable[[], object]]:
     """Every public call that takes a lock URI and storage options."""
 
@@ -160,7 +164,7 @@ def entry_points(uri: object, options: Any) -> dict[str, Callable[[], object]]:
         "locked": lambda: locked(uri, storage_options=options).__enter__(),  # type: ignore[arg-type]
         "keep_alive": lambda: keep_alive(uri, "owner", storage_options=options),  # type: ignore[arg-type]
         "keep_alive_async": lambda: asyncio.run(
-            keep_alive_async(uri, "owner", storage_options=options)  # type: ignore[arg-type]
+            _awaited(keep_alive_async(uri, "owner", storage_options=options))  # type: ignore[arg-type]
         ),
         "inspect": lambda: inspect(uri, storage_options=options),  # type: ignore[arg-type]
         "inspect_async": lambda: asyncio.run(inspect_async(uri, storage_options=options)),  # type: ignore[arg-type]

@@ -20,7 +20,7 @@ from blob_lock._inspect import (
     wait_free_async,
 )
 from blob_lock._inventory import Pruned, PruneOutcome, list_locks, prune_locks
-from blob_lock._keep_alive import KeepAlive, keep_alive, keep_alive_async
+from blob_lock._keep_alive import KeepAlive, KeepAliveStarting, keep_alive, keep_alive_async
 from blob_lock._lock import BlobLock, locked
 from blob_lock._release_status import ReleaseStatus
 from blob_lock._stats import stats
@@ -47,6 +47,7 @@ __all__ = [
     "Inspection",
     "InvalidLockFile",
     "KeepAlive",
+    "KeepAliveStarting",
     "LockError",
     "LockLost",
     "LockNotFound",

@@ -36,11 +36,20 @@ def lock_uri(uri: object) -> str:
     if isinstance(uri, os.PathLike):
         path = os.fspath(uri)
         if isinstance(path, str):
-            return path
+            return _as_path(path)
     raise TypeError(
         f"the lock URI must be a str (s3://bucket/path, a file path, ...) or a pathlib.Path, "
         f"got {type(uri).__name__} {uri!r}"
     )
+
+
+def _as_path(path: str) -> str:
+    """A path given as a Path stays a path: one that a string would read as a URI, or as a
+    URI with a typo (``s3:bucket``, ``s3//bucket``), gets ``./`` in front."""
+    first = path.split("/", 1)[0]
+    if not os.path.isabs(path) and (":" in first or "//" in path):
+        return "./" + path
+    return path
 
 
 def storage_options(options: Mapping[str, str] | None) -> dict[str, str] | None:

@@ -7,9 +7,9 @@ import asyncio
 import inspect as _pyinspect
 import os
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Generator, Mapping
 from types import TracebackType
-from typing import Any, Union
+from typing import Any, NoReturn, Union
 
 from blob_lock._args import Seconds, lock_uri, seconds
 from blob_lock._inspect import inspect_async
@@ -318,6 +318,12 @@ class claim_memo_async:
         **lock_options: Any,
     ) -> None:
         self._c = _Claiming(memo_uri, done, expire, timeout, poll, storage_options, lock_options)
+
+    def __await__(self) -> Generator[Any, None, NoReturn]:
+        raise TypeError(
+            "claim_memo_async(...) is an async context manager, not an awaitable: write "
+            "`async with claim_memo_async(memo_uri, done=...) as claim:`"
+        )
 
     async def __aenter__(self) -> MemoClaim:
         c = self._c

@@ -86,9 +86,17 @@ class DoctorReport:
             why.append("reads do not always see the last write")
         if self.race is not None and not self.race.cas_safe:
             why.append("conditional writes are not atomic under races")
+        if not why and self.race is not None:
+            return (
+                "cas is safe here: conditional writes are honoured and reads see writes, also "
+                f"under races ({self.race.racers} clients, {self.race.rounds} rounds)"
+            )
         if not why:
-            return "cas is safe here: conditional writes are honoured and reads see writes" + (
-                ", also under races" if self.race is not None else ""
+            return (
+                "conditional writes are honoured one request at a time and reads see writes; "
+                "not checked: whether two writers racing over one condition can both land "
+                "(some stores check and then write in two steps): run with --race "
+                "(doctor(race=True)) to check that before trusting cas here"
             )
         lww = (
             "; lww works here, best effort (see docs/guarantees.md)"

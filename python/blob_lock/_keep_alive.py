@@ -3,15 +3,16 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Generator, Mapping
 from types import TracebackType
+from typing import Any
 
 from blob_lock import _blob_lock, _credentials, _process
 from blob_lock._args import callback, lock_uri
 from blob_lock._credentials import CredentialProvider
 from blob_lock.exceptions import LockLost
 
-__all__ = ["KeepAlive", "keep_alive", "keep_alive_async"]
+__all__ = ["KeepAlive", "KeepAliveStarting", "keep_alive", "keep_alive_async"]
 
 
 class KeepAlive:
@@ -133,7 +134,35 @@ def keep_alive(
     )
 
 
-async def keep_alive_async(
+class KeepAliveStarting:
+    """What ``keep_alive_async`` returns: ``async with keep_alive_async(uri, owner) as
+    kept:`` renews until the block ends; ``kept = await keep_alive_async(uri, owner)``
+    starts renewing and leaves the stop to you."""
+
+    __slots__ = ("_kept", "_start")
+
+    def __init__(self, start: Callable[[], Awaitable[KeepAlive]]) -> None:
+        self._start = start
+        self._kept: KeepAlive | None = None
+
+    def __await__(self) -> Generator[Any, None, KeepAlive]:
+        return self._start().__await__()
+
+    async def __aenter__(self) -> KeepAlive:
+        self._kept = await self._start()
+        return self._kept
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if self._kept is not None:
+            await self._kept.stop_async()
+
+
+def keep_alive_async(
     uri: str | os.PathLike[str],
     owner: str,
     *,
@@ -141,15 +170,19 @@ async def keep_alive_async(
     credential_provider: CredentialProvider | object | None = None,
     protocol: str = "auto",
     on_lost: Callable[[LockLost], object] | None = None,
-) -> KeepAlive:
-    """``keep_alive`` without blocking the event loop: ``async with await
-    keep_alive_async(uri, owner):``."""
+) -> KeepAliveStarting:
+    """``keep_alive`` without blocking the event loop: ``async with keep_alive_async(uri,
+    owner) as kept:`` (or ``kept = await keep_alive_async(uri, owner)``, then
+    ``await kept.stop_async()``). Bad arguments raise at once."""
     callback("on_lost", on_lost)
-    native = await _blob_lock.keep_alive_async(
-        lock_uri(uri),
-        _owner(owner),
-        **_credentials.resolve(lock_uri(uri), storage_options, credential_provider),
-        protocol=protocol,
-        on_lost=on_lost,
-    )
-    return KeepAlive(native)
+    uri = lock_uri(uri)
+    owner = _owner(owner)
+    store = _credentials.resolve(uri, storage_options, credential_provider)
+
+    async def start() -> KeepAlive:
+        native = await _blob_lock.keep_alive_async(
+            uri, owner, **store, protocol=protocol, on_lost=on_lost
+        )
+        return KeepAlive(native)
+
+    return KeepAliveStarting(start)

@@ -467,6 +467,18 @@ class BlobLock:
         """The labels each acquisition writes (a copy; empty when none were given)."""
         return self._native.labels
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        """An unheld lock pickles as its URI and options: a process made by spawn or
+        forkserver gets a lock of its own, with an owner id of its own. A held one refuses:
+        its lease belongs to this process."""
+        if self._native.state != "unheld":
+            raise TypeError(
+                f"cannot pickle {self!r}: it is held, and its lease belongs to this process. "
+                "To keep a held lock alive from another process, pass lock.uri and lock.owner "
+                "there and call keep_alive(uri, owner)"
+            )
+        return (_unpickled, (self.uri, self._config))
+
     def __repr__(self) -> str:
         state = "lost" if self.lost else ("held" if self.held else "not held")
         token = f" token={self.token}" if self.token is not None else ""
@@ -474,6 +486,10 @@ class BlobLock:
             f"<BlobLock {self.uri!r} {state} owner={self.owner}{token} "
             f"protocol={self.protocol} expire={self.expire:g}s>"
         )
+
+
+def _unpickled(uri: str, config: tuple[Any, ...]) -> BlobLock:
+    return BlobLock(uri, **dict(zip(_CONFIG_NAMES, config)))
 
 
 def locked(

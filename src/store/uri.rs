@@ -92,10 +92,33 @@ impl Location {
             return Err(bad("it contains a NUL byte"));
         }
         let Some((scheme, rest)) = uri.split_once("://") else {
-            if let Some((scheme, _)) = uri.split_once(':') {
+            let as_path = "; for a local folder of that name, pass a pathlib.Path or a file:// URI";
+            // What was meant: file:// URIs take an absolute path, hence three slashes.
+            let meant = |scheme: &str, rest: &str| {
+                let rest = rest.trim_start_matches('/');
+                match scheme {
+                    "file" => format!("file:///{rest}"),
+                    _ => format!("{scheme}://{rest}"),
+                }
+            };
+            if let Some((scheme, rest)) = uri.split_once(':') {
                 let lower = scheme.to_ascii_lowercase();
                 if known(&lower) {
-                    return Err(bad(&format!("write it as {lower}://... (two slashes)")));
+                    return Err(bad(&format!(
+                        "write it as {} (a colon and two slashes){as_path}",
+                        meant(&lower, rest)
+                    )));
+                }
+            }
+            // `s3//bucket/x`: the colon missing. As a path it would be a local folder
+            // `s3/bucket/x`, and exclusion across machines would be lost without a word.
+            if let Some((first, rest)) = uri.split_once("//") {
+                let lower = first.to_ascii_lowercase();
+                if known(&lower) {
+                    return Err(bad(&format!(
+                        "it looks like a {lower}:// URI with its colon missing; write it as {}{as_path}",
+                        meant(&lower, rest)
+                    )));
                 }
             }
             return plain_path(uri).map(Location::File).map_err(|why| bad(&why));
@@ -325,6 +348,11 @@ mod tests {
             ("file://host/x", "three slashes"),
             ("file:///t/m#f", "fragment"),
             ("s3://bkt/k?v=1", "query"),
+            ("s3//bkt/k", "write it as s3://bkt/k"),
+            ("GS//bkt/k", "colon missing; write it as gs://bkt/k"),
+            ("gs:/bkt/k", "write it as gs://bkt/k"),
+            ("az:ctr/k", "write it as az://ctr/k"),
+            ("memory//x/k", "write it as memory://x/k"),
             ("az://ctr/a%20b", "percent"),
             ("s3://bkt//k", "empty path segment"),
             ("s3://bkt/a/../k", "\"..\""),

@@ -1,0 +1,122 @@
+"""Ways to hold it wrong that used to answer wrong: a URI with a typo that became a local
+folder, a BlobLock that could not be pickled for a spawned process, async context managers
+with two spellings, a doctor that called a store safe after a sequential probe."""
+
+from __future__ import annotations
+
+import asyncio
+import multiprocessing
+import pickle
+import subprocess
+import sys
+from pathlib import Path
+
+import blob_lock
+import pytest
+from blob_lock import BlobLock, claim_memo_async, keep_alive_async
+
+TYPOS = [
+    ("s3//bucket/memo/lock", "s3://bucket/memo/lock"),
+    ("gs:/bucket/memo/lock", "gs://bucket/memo/lock"),
+    ("az:container/memo/lock", "az://container/memo/lock"),
+    ("S3//bucket/memo/lock", "s3://bucket/memo/lock"),
+    ("file:tmp/lock", "file:///tmp/lock"),
+]
+
+
+@pytest.mark.parametrize(("typo", "meant"), TYPOS)
+def test_a_mistyped_uri_is_refused_with_the_fix_everywhere(typo, meant, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # where a typo would have made its folder
+    calls = {
+        "BlobLock": lambda: BlobLock(typo),
+        "inspect": lambda: blob_lock.inspect(typo),
+        "keep_alive": lambda: blob_lock.keep_alive(typo, "owner"),
+        "write_once": lambda: blob_lock.write_once(typo + "/result", b"x"),
+        "list_locks": lambda: list(blob_lock.list_locks(typo)),
+        "claim_memo": lambda: blob_lock.claim_memo(typo, done=lambda: False).__enter__(),
+    }
+    for name, call in calls.items():
+        with pytest.raises(ValueError) as e:
+            call()
+        assert meant in str(e.value) and "pathlib.Path" in str(e.value), (name, str(e.value))
+    done = subprocess.run(
+        [sys.executable, "-m", "blob_lock", "run", typo, "--", "true"],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert done.returncode == 2 and meant in done.stderr, done.stderr
+    assert list(tmp_path.iterdir()) == [], "nothing was made locally"
+
+
+def test_a_path_that_looks_like_a_uri_is_a_local_folder(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    with BlobLock(Path("s3:bucket") / "lock") as held:
+        assert held.held
+    assert (tmp_path / "s3:bucket" / "lock" / "lock.json").exists()
+    with BlobLock(f"file://{tmp_path}/s3/bucket/lock"):
+        pass
+    assert (tmp_path / "s3" / "bucket" / "lock" / "lock.json").exists()
+
+
+def _acquire_in_child(lock: BlobLock) -> tuple[str, int | None, str]:
+    with lock as held:
+        return held.owner, held.token, held.uri
+
+
+def test_an_unheld_lock_pickles_as_its_configuration_for_spawned_processes(tmp_path):
+    lock = BlobLock(tmp_path / "lock", expire=7, labels={"run": "r1"})
+    copy = pickle.loads(pickle.dumps(lock))
+    assert (copy.uri, copy.expire, copy.labels) == (lock.uri, 7.0, {"run": "r1"})
+    assert copy.owner != lock.owner, "a copy is a lock of its own"
+    for method in ("spawn", "forkserver"):
+        with multiprocessing.get_context(method).Pool(1) as pool:
+            owner, token, uri = pool.apply(_acquire_in_child, (lock,))
+        assert uri == lock.uri and owner != lock.owner and token is not None
+    assert lock.inspect().state.value == "released"
+
+
+def test_a_held_lock_refuses_to_pickle_and_names_keep_alive(tmp_path):
+    with BlobLock(tmp_path / "lock") as held:
+        with pytest.raises(TypeError, match=r"keep_alive\(uri, owner\)"):
+            pickle.dumps(held)
+    pickle.dumps(held)  # released: its configuration again
+
+
+def test_every_async_context_manager_takes_async_with_x_async(tmp_path):
+    uri = str(tmp_path / "lock")
+
+    async def main() -> None:
+        async with BlobLock(uri) as held:
+            async with keep_alive_async(uri, held.owner) as kept:
+                assert kept.owner == held.owner and not kept.lost
+            assert kept.lost is False
+            started = await keep_alive_async(uri, held.owner)  # the other spelling works
+            await started.stop_async()
+        async with claim_memo_async(str(tmp_path / "memo"), done=lambda: False) as claim:
+            assert claim.launch
+        with pytest.raises(TypeError, match=r"async with claim_memo_async\("):
+            await claim_memo_async(str(tmp_path / "memo2"), done=lambda: False)
+
+    asyncio.run(main())
+    with pytest.raises(TypeError, match="owner must be"):
+        keep_alive_async(uri, 5)  # type: ignore[arg-type]  # bad arguments raise at once
+
+
+def test_doctor_says_what_a_sequential_probe_did_not_check(moto_endpoint):
+    from conftest import boto3_s3, s3_options
+
+    boto3_s3(moto_endpoint).create_bucket(Bucket="doctor-words")
+    options = s3_options(moto_endpoint)
+    probed = blob_lock.doctor("s3://doctor-words/d", storage_options=options)
+    assert probed.cas_safe
+    words = probed.verdict()
+    assert "one request at a time" in words and "--race" in words, words
+    assert "cas is safe here" not in words
+    raced = blob_lock.doctor("s3://doctor-words/r", storage_options=options, race=True,
+                             racers=4, rounds=3)  # fmt: skip
+    assert "cas is safe here" in raced.verdict() and "under races" in raced.verdict()
+    cli = subprocess.run(
+        [sys.executable, "-m", "blob_lock", "doctor", "s3://doctor-words/c",
+         *[f"-o{k}={v}" for k, v in options.items()]],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert "not checked" in cli.stdout and "--race" in cli.stdout, cli.stdout
