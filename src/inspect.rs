@@ -91,7 +91,7 @@ impl Inspection {
 /// clock (a lockfile written by a machine whose clock is ahead looks alive for longer);
 /// [`wait_free`] judges expiry as waiters do, on the monotonic clock.
 pub async fn inspect(engine: &Engine) -> Result<Inspection> {
-    let read = engine.read().await?;
+    let read = engine.look().await?;
     let now = engine.clock.wall();
     Ok(match read {
         None => Inspection::of(None, None, now),

@@ -120,3 +120,37 @@ def test_doctor_says_what_a_sequential_probe_did_not_check(moto_endpoint):
         capture_output=True, text=True, timeout=120,
     )  # fmt: skip
     assert "not checked" in cli.stdout and "--race" in cli.stdout, cli.stdout
+
+
+def test_an_invalid_lockfile_is_reported_after_a_few_reads_not_a_request_timeout(
+    moto_endpoint,
+):
+    """A look from outside reads as lww does (a read may meet a write in flight), but the
+    same undecodable version read three times is no write in flight: it used to be read
+    again for a whole request timeout (about 100 reads, 5 s) by inspect, status and ls."""
+    from conftest import boto3_s3, s3_options
+
+    client = boto3_s3(moto_endpoint)
+    client.create_bucket(Bucket="invalid-looks")
+    client.put_object(Bucket="invalid-looks", Key="bad/lock.json", Body=b"not json")
+    options = s3_options(moto_endpoint)
+    reads = blob_lock.stats()["requests"]["read"]["ok"]
+    with pytest.raises(blob_lock.InvalidLockFile, match="not JSON"):
+        blob_lock.inspect("s3://invalid-looks/bad", storage_options=options)
+    (listed,) = blob_lock.list_locks("s3://invalid-looks", storage_options=options)
+    assert listed.state.value == "invalid" and "not JSON" in (listed.problem or "")
+    assert blob_lock.stats()["requests"]["read"]["ok"] - reads <= 6
+
+
+def test_ls_of_a_missing_bucket_says_so_before_any_header(moto_endpoint):
+    from conftest import s3_options
+
+    done = subprocess.run(
+        [sys.executable, "-m", "blob_lock", "ls", "s3://no-such-bucket-here",
+         *[f"-o{k}={v}" for k, v in s3_options(moto_endpoint).items()]],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert done.returncode == 1, done
+    assert done.stdout == "", "no header for a listing that failed"
+    assert "the bucket or container does not exist" in done.stderr
+    assert "create it first" in done.stderr

@@ -164,7 +164,20 @@ impl Engine {
     /// flight) it is read again until it decodes, for at most a request timeout, the
     /// longest a write can be in flight.
     pub async fn read(&self) -> Result<Option<(LockFile, Snapshot)>> {
+        self.read_patiently(false).await
+    }
+
+    /// [`Engine::read`] for a look from outside (inspect, status, ls), which writes
+    /// nothing on what it sees: the same undecodable version read three times in a row is
+    /// reported then, not after a request timeout, with a word on what it may be.
+    pub async fn look(&self) -> Result<Option<(LockFile, Snapshot)>> {
+        self.read_patiently(true).await
+    }
+
+    async fn read_patiently(&self, look: bool) -> Result<Option<(LockFile, Snapshot)>> {
         let mut since = None;
+        let mut last: Option<Snapshot> = None;
+        let mut same = 0;
         loop {
             let read = metrics::request(Request::Read, self.store.read());
             let Some(snap) = read.await? else {
@@ -174,9 +187,16 @@ impl Engine {
                 Ok(lf) => return Ok(Some((lf, snap))),
                 Err(e) => e,
             };
+            let unchanged = last
+                .as_ref()
+                .is_some_and(|l| l.version == snap.version && l.bytes == snap.bytes);
+            same = if unchanged { same + 1 } else { 0 };
+            last = Some(snap);
             let now = self.clock.now();
             let first = *since.get_or_insert(now);
-            if self.protocol == Protocol::Lww && now - first < self.timing.request_timeout() {
+            let lww = self.protocol == Protocol::Lww;
+            let settled = look && same >= 2;
+            if lww && !settled && now - first < self.timing.request_timeout() {
                 log::debug!(
                     "{}: unreadable ({e}), a write in flight? reading again",
                     self.uri()
@@ -184,9 +204,16 @@ impl Engine {
                 self.clock.sleep(self.timing.poll_min).await;
                 continue;
             }
+            let reason = match settled {
+                true => format!(
+                    "{} (the same in three reads; on a store whose writes are not atomic a slow write in flight looks like this for a moment: look again)",
+                    e.0
+                ),
+                false => e.0,
+            };
             return Err(Error::InvalidLockFile {
                 uri: self.uri().to_string(),
-                reason: e.0,
+                reason,
             });
         }
     }

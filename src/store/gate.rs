@@ -191,6 +191,23 @@ impl Gate {
         }
     }
 }
+/// True when a store's error message says the bucket or container itself is missing (a
+/// missing object answers 404 too; the store's error code tells them apart).
+pub(crate) fn names_a_missing_bucket(msg: &str) -> bool {
+    ["NoSuchBucket", "ContainerNotFound", "bucket does not exist"]
+        .iter()
+        .any(|c| msg.contains(c))
+}
+
+/// The error of a request to a bucket or container that does not exist.
+pub(crate) fn missing_bucket(uri: &str, msg: &str) -> Error {
+    Error::Store {
+        uri: uri.to_string(),
+        message: format!("the bucket or container does not exist ({msg}); create it first"),
+        kind: StoreErrorKind::Permanent,
+    }
+}
+
 /// True when `e` is the store's own answer (an HTTP status), false when no answer came
 /// (connection refused, DNS, TLS, a reset) or the request never left (credentials).
 fn answered_by_store(e: &object_store::Error) -> bool {

@@ -136,6 +136,11 @@ impl Listing {
                             *stream = None;
                             break;
                         }
+                        Err(super::gate::Failure::Store(e))
+                            if super::gate::names_a_missing_bucket(&e.to_string()) =>
+                        {
+                            return Err(super::gate::missing_bucket(&self.prefix, &e.to_string()));
+                        }
                         Err(failure) => return Err(gate.error(failure, "listing")),
                     };
                     if meta.location.filename() != Some(LOCKFILE_NAME) {

@@ -91,17 +91,8 @@ impl LockStore for ObjectLockStore {
             Err(gate::Failure::Store(object_store::Error::NotFound { source, .. })) => {
                 let msg = source.to_string();
                 // A missing bucket answers 404 too; tell it apart by the store's error code.
-                if ["NoSuchBucket", "ContainerNotFound", "bucket does not exist"]
-                    .iter()
-                    .any(|c| msg.contains(c))
-                {
-                    return Err(Error::Store {
-                        uri: self.gate.uri.clone(),
-                        message: format!(
-                            "the bucket or container does not exist ({msg}); create it first"
-                        ),
-                        kind: StoreErrorKind::Permanent,
-                    });
+                if gate::names_a_missing_bucket(&msg) {
+                    return Err(gate::missing_bucket(&self.gate.uri, &msg));
                 }
                 return Ok(None);
             }

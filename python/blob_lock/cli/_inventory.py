@@ -4,6 +4,7 @@ lockfiles released or expired long ago."""
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import sys
 from datetime import datetime, timezone
@@ -67,9 +68,11 @@ def _print_row(cells: list[str]) -> None:
 def ls_command(args: argparse.Namespace) -> int:
     """``blob-lock ls``: every lock under the prefix, a line each as it is read."""
     locks = list_locks(args.uri, state=args.state, storage_options=storage_options(args))
+    # The first page before the header: a listing that fails says only why.
+    first = next(locks, None)
     if not args.json:
         _print_row(HEADER)
-    for seen in locks:
+    for seen in itertools.chain([first] if first is not None else [], locks):
         if args.json:
             print(json.dumps(seen.to_json()), flush=True)
         else:
