@@ -154,3 +154,45 @@ def test_ls_of_a_missing_bucket_says_so_before_any_header(moto_endpoint):
     assert done.stdout == "", "no header for a listing that failed"
     assert "the bucket or container does not exist" in done.stderr
     assert "create it first" in done.stderr
+
+
+def test_a_look_never_says_free_when_it_could_not_see(moto_endpoint, azurite_url, tmp_path):
+    """inspect, wait_free and `status` on a bucket or container that does not exist, or
+    through an Azure endpoint without the account's path, raise what acquire raises."""
+    from conftest import AZURITE_ACCOUNT, AZURITE_KEY, s3_options
+
+    cases = [
+        ("s3://no-such-bucket-look/lock", s3_options(moto_endpoint), "does not exist"),
+        ("az://no-such-container/lock", {"azure_storage_use_emulator": "true"}, "does not exist"),
+        (
+            "az://some-container/lock",
+            {
+                "azure_storage_account_name": AZURITE_ACCOUNT,
+                "azure_storage_account_key": AZURITE_KEY,
+                "azure_storage_endpoint": azurite_url,  # the account's path left out
+                "azure_allow_http": "true",
+            },
+            "check the endpoint",
+        ),
+    ]
+    for uri, options, says in cases:
+        looks = {
+            "inspect": lambda u=uri, o=options: blob_lock.inspect(u, storage_options=o),
+            "wait_free": lambda u=uri, o=options: blob_lock.wait_free(
+                u, timeout=5, storage_options=o
+            ),
+            "acquire": lambda u=uri, o=options: BlobLock(u, storage_options=o).acquire(timeout=5),
+        }
+        for name, look in looks.items():
+            try:
+                got = look()
+            except blob_lock.StoreError as e:
+                assert says in str(e), (uri, name, str(e))
+            else:
+                raise AssertionError(f"{name} {uri} saw {got!r} where it could not see")
+        done = subprocess.run(
+            [sys.executable, "-m", "blob_lock", "status", uri,
+             *[f"-o{k}={v}" for k, v in options.items()]],
+            capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+        assert done.returncode == 1 and "unlocked" not in done.stdout, done

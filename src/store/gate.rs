@@ -172,13 +172,10 @@ impl Gate {
             Err(Failure::Store(object_store::Error::AlreadyExists { .. }))
             | Err(Failure::Store(object_store::Error::Precondition { .. })) => Ok(Write::Conflict),
             Err(Failure::Store(object_store::Error::NotFound { source, .. })) => {
-                Err(Error::Store {
-                    uri: self.uri.clone(),
-                    message: format!(
-                        "the bucket or container does not exist ({source}); create it first"
-                    ),
-                    kind: StoreErrorKind::Permanent,
-                })
+                let msg = source.to_string();
+                let what = names_a_missing_bucket(&msg)
+                    .unwrap_or("the bucket or container does not exist");
+                Err(missing_bucket(&self.uri, what, &msg))
             }
             Err(failure) => Err(self.error(failure, "writing")),
         }
@@ -191,19 +188,31 @@ impl Gate {
         }
     }
 }
-/// True when a store's error message says the bucket or container itself is missing (a
-/// missing object answers 404 too; the store's error code tells them apart).
-pub(crate) fn names_a_missing_bucket(msg: &str) -> bool {
-    ["NoSuchBucket", "ContainerNotFound", "bucket does not exist"]
+/// When a store's 404 says that more than the object is missing (the bucket, the
+/// container, the account: a missing object answers 404 too, and the store's error code
+/// tells them apart), what to tell the user.
+pub(crate) fn names_a_missing_bucket(msg: &str) -> Option<&'static str> {
+    if ["NoSuchBucket", "ContainerNotFound", "bucket does not exist"]
         .iter()
         .any(|c| msg.contains(c))
+    {
+        return Some("the bucket or container does not exist");
+    }
+    // Azure's answer for a resource it does not know at all: most often an endpoint that
+    // leaves out the account (Azurite's is http://HOST:PORT/ACCOUNT).
+    if msg.contains("ResourceNotFound") {
+        return Some(
+            "the store does not know this account, container or path (ResourceNotFound): check the endpoint (for Azurite, http://HOST:PORT/ACCOUNT), the account and the container",
+        );
+    }
+    None
 }
 
 /// The error of a request to a bucket or container that does not exist.
-pub(crate) fn missing_bucket(uri: &str, msg: &str) -> Error {
+pub(crate) fn missing_bucket(uri: &str, what: &str, msg: &str) -> Error {
     Error::Store {
         uri: uri.to_string(),
-        message: format!("the bucket or container does not exist ({msg}); create it first"),
+        message: format!("{what} ({msg}); create it first or fix the URI or endpoint"),
         kind: StoreErrorKind::Permanent,
     }
 }

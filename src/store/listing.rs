@@ -137,9 +137,11 @@ impl Listing {
                             break;
                         }
                         Err(super::gate::Failure::Store(e))
-                            if super::gate::names_a_missing_bucket(&e.to_string()) =>
+                            if super::gate::names_a_missing_bucket(&e.to_string()).is_some() =>
                         {
-                            return Err(super::gate::missing_bucket(&self.prefix, &e.to_string()));
+                            let msg = e.to_string();
+                            let what = super::gate::names_a_missing_bucket(&msg).unwrap_or("");
+                            return Err(super::gate::missing_bucket(&self.prefix, what, &msg));
                         }
                         Err(failure) => return Err(gate.error(failure, "listing")),
                     };

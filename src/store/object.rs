@@ -91,8 +91,8 @@ impl LockStore for ObjectLockStore {
             Err(gate::Failure::Store(object_store::Error::NotFound { source, .. })) => {
                 let msg = source.to_string();
                 // A missing bucket answers 404 too; tell it apart by the store's error code.
-                if gate::names_a_missing_bucket(&msg) {
-                    return Err(gate::missing_bucket(&self.gate.uri, &msg));
+                if let Some(what) = gate::names_a_missing_bucket(&msg) {
+                    return Err(gate::missing_bucket(&self.gate.uri, what, &msg));
                 }
                 return Ok(None);
             }

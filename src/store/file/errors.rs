@@ -18,6 +18,13 @@ impl LockDir {
                     | io::ErrorKind::InvalidInput
                     | io::ErrorKind::Unsupported
             );
+        // On Windows a rename over a lockfile that another program (an antivirus, a
+        // backup, an editor) holds open without share-delete fails with PermissionDenied
+        // until it closes it: the caller's retries (a renewal's, within its deadline)
+        // may outlast that (docs/platforms.md).
+        let held_open =
+            cfg!(windows) && during == "replacing" && e.kind() == io::ErrorKind::PermissionDenied;
+        let permanent = permanent && !held_open;
         let kind = if permanent {
             StoreErrorKind::Permanent
         } else {
