@@ -18,12 +18,21 @@ from blob_lock import (
     BlobLock,
     LockError,
     StoreError,
+    break_lock,
+    claim_memo,
+    claim_memo_async,
     doctor,
     inspect,
     inspect_async,
     keep_alive,
     keep_alive_async,
+    list_locks,
     locked,
+    prune_locks,
+    wait_free,
+    wait_free_async,
+    write_once,
+    write_once_async,
 )
 from conftest import cli
 
@@ -152,6 +161,15 @@ async def _awaited(x: Any) -> object:
     return await x
 
 
+async def _entered(manager: Any) -> object:
+    async with manager as value:
+        return value
+
+
+def _never() -> bool:
+    return False
+
+
 def entry_points(uri: object, options: Any) -> dict[str, Callable[[], object]]:
     """Every public call that takes a lock URI and storage options."""
 
@@ -168,6 +186,31 @@ def entry_points(uri: object, options: Any) -> dict[str, Callable[[], object]]:
         ),
         "inspect": lambda: inspect(uri, storage_options=options),  # type: ignore[arg-type]
         "inspect_async": lambda: asyncio.run(inspect_async(uri, storage_options=options)),  # type: ignore[arg-type]
+        "wait_free": lambda: wait_free(uri, timeout=5, storage_options=options),  # type: ignore[arg-type]
+        "wait_free_async": lambda: asyncio.run(
+            wait_free_async(uri, timeout=5, storage_options=options)  # type: ignore[arg-type]
+        ),
+        "break_lock": lambda: break_lock(uri, storage_options=options),  # type: ignore[arg-type]
+        "claim_memo": lambda: claim_memo(
+            uri,  # type: ignore[arg-type]
+            done=_never,
+            timeout=5,
+            storage_options=options,
+        ).__enter__(),
+        "claim_memo_async": lambda: asyncio.run(
+            _entered(claim_memo_async(uri, done=_never, timeout=5, storage_options=options))  # type: ignore[arg-type]
+        ),
+        "write_once": lambda: write_once(uri, b"x", storage_options=options),  # type: ignore[arg-type]
+        "write_once_async": lambda: asyncio.run(
+            write_once_async(uri, b"x", storage_options=options)  # type: ignore[arg-type]
+        ),
+        "acquire_async": lambda: asyncio.run(
+            BlobLock(uri, storage_options=options).acquire_async(timeout=5)  # type: ignore[arg-type]
+        ),
+        "list_locks": lambda: list(list_locks(uri, storage_options=options)),  # type: ignore[arg-type]
+        "prune_locks": lambda: list(
+            prune_locks(uri, older_than=86400, storage_options=options)  # type: ignore[arg-type]
+        ),
         "doctor": lambda: doctor(uri, storage_options=options),  # type: ignore[arg-type]
     }
 
@@ -186,7 +229,10 @@ def test_bad_uris_fail_cleanly_everywhere(uri):
     for name, call in entry_points(uri, None).items():
         e = fails_cleanly(call, name)
         if isinstance(uri, str):
-            assert isinstance(e, ValueError) and "URI" in str(e), (name, e)
+            # It names the URI (a prefix, for listings; the memo, for a claim's).
+            named = {"list_locks": "prefix", "prune_locks": "prefix"}.get(name, "URI")
+            said = str(e).replace("memo_uri", "memo URI")
+            assert isinstance(e, ValueError) and named in said, (name, e)
         else:
             assert isinstance(e, TypeError), (name, e)
 
@@ -234,6 +280,8 @@ COMMANDS = [
     ["wait", "--timeout", "5", "{uri}"],
     ["break", "--yes", "{uri}"],
     ["doctor", "{uri}"],
+    ["ls", "{uri}"],
+    ["prune", "--older-than", "1d", "--yes", "{uri}"],
 ]
 
 

@@ -23,7 +23,7 @@ Done = Callable[[], Union[bool, Awaitable[bool]]]
 
 def _memo_uri(uri: object) -> str:
     memo = lock_uri(uri).rstrip("/")
-    if not memo:
+    if not memo.strip():  # "   /lock" would be a folder named "   " here
         raise ValueError(f"memo_uri names no memo: {uri!r}")
     return memo
 
