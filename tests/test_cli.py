@@ -382,3 +382,17 @@ def test_a_memory_store_in_the_command_line_warns_that_it_is_this_process_only()
     done = run("status", "memory://here/lock")
     assert done.returncode == 0
     assert "memory:// store lives inside one process" in done.stderr
+
+
+def test_exit_codes_come_from_one_table_in_help_and_docs():
+    """Each command's --help and docs/cli.md's table say the codes of one table."""
+    from blob_lock.cli import _exits
+
+    docs = (Path(__file__).resolve().parent.parent / "docs" / "cli.md").read_text()
+    for name, codes in _exits.BY_COMMAND.items():
+        said = _exits.sentence(codes)
+        assert f"| {said} |" in docs, (name, said)
+        shown = " ".join(run(name, "--help").stdout.split())
+        assert f"Exit codes: {said}." in shown, (name, shown)
+    top = " ".join(run("--help").stdout.split())
+    assert _exits.sentence(_exits.COMMON) in top, top

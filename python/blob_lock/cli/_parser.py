@@ -6,6 +6,7 @@ import argparse
 import re
 
 from blob_lock import __version__
+from blob_lock.cli._exits import COMMON, help_text, sentence
 
 
 def storage_options(args: argparse.Namespace) -> dict[str, str] | None:
@@ -58,8 +59,7 @@ def parser() -> argparse.ArgumentParser:
         prog="blob-lock",
         description=(
             "A lease lock on blob stores (s3://, az://, gs://, file:// or a path, memory://). "
-            "Exit codes: 0 success, 1 store or lockfile error, 2 bad arguments, 75 not free "
-            "within --timeout, 128+N ended by signal N; see each command's --help."
+            f"Exit codes: {sentence(COMMON)}; see each command's --help."
         ),
     )
     p.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
@@ -68,7 +68,7 @@ def parser() -> argparse.ArgumentParser:
     def command(
         name: str, help: str, description: str, prefix: bool = False
     ) -> argparse.ArgumentParser:
-        c = sub.add_parser(name, help=help, description=description)
+        c = sub.add_parser(name, help=help, description=f"{description} {help_text(name)}")
         if prefix:
             c.add_argument(
                 "uri", metavar="PREFIX", help="a URI or folder: every lockfile anywhere under it"
@@ -95,10 +95,7 @@ def parser() -> argparse.ArgumentParser:
         "run",
         "hold a lock while a command runs",
         "Acquire the lock at URI, keep it alive while COMMAND runs, release it, and exit with "
-        "COMMAND's exit code (128+N if signal N ended it). 75 if the lock was not acquired "
-        "within --timeout (or at once, with --no-wait); 127 if COMMAND cannot be started; 4 "
-        "if COMMAND succeeded but the lock was lost while it ran (COMMAND's own failure "
-        "code wins).",
+        "COMMAND's exit code (its own failure code wins over a lost lock).",
     )
     run.add_argument(
         "cmd", metavar="COMMAND", nargs="*", help="the command and its arguments, after --"
@@ -127,7 +124,7 @@ def parser() -> argparse.ArgumentParser:
         "status",
         "show who holds a lock",
         "Read the lock once and show its state (unlocked, held, expired, released), holder, "
-        "token and times. Never writes. Exit 0 whatever the state; 1 if it cannot be read.",
+        "token and times. Never writes.",
     )
     status.add_argument("--json", action="store_true", help="print one JSON object")
 
@@ -135,7 +132,7 @@ def parser() -> argparse.ArgumentParser:
         "wait",
         "wait until a lock is free",
         "Block until the lock is free to take (unlocked, released, or unchanged for its "
-        "expire time), taking nothing. Exit 0 when free, 75 after --timeout.",
+        "expire time), taking nothing.",
     )
     wait.add_argument(
         "--timeout", type=float, default=None, help="seconds to wait (default: for ever)"
@@ -145,8 +142,7 @@ def parser() -> argparse.ArgumentParser:
         "break",
         "force-release a lock",
         "Mark the lock released whoever holds it, and print what was broken. Asks first "
-        "unless --yes. The holder learns at its next heartbeat that it lost the lock. Exit 0 "
-        "when broken or nothing to break; 3 when declined or the lock changed hands meanwhile.",
+        "unless --yes. The holder learns at its next heartbeat that it lost the lock.",
     )
     brk.add_argument("-y", "--yes", action="store_true", help="do not ask")
 
@@ -157,8 +153,7 @@ def parser() -> argparse.ArgumentParser:
         "create-if-absent twice, read-after-write, update-if-match, a stale If-Match; show "
         "the latency of each call and whether the cas protocol is safe there. With --race, "
         "independent clients then race both conditional writes on scratch keys, round after "
-        "round: more than one winner in a round means cas is not safe. Exit 0 when it is, "
-        "3 when it is not, 1 if the store cannot be used at all.",
+        "round: more than one winner in a round means cas is not safe.",
     )
     doc.add_argument("--json", action="store_true", help="print one JSON object")
     ls = command(
@@ -166,8 +161,7 @@ def parser() -> argparse.ArgumentParser:
         "list every lock under a prefix",
         "List every lockfile under PREFIX, a line each as it is read (state, token, age, "
         "expires in, holder, URI, labels); large prefixes are read a page at a time. Never "
-        "writes. AGE is how long it has been held, released or expired. Exit 0; 1 if the "
-        "store cannot be listed.",
+        "writes. AGE is how long it has been held, released or expired.",
         prefix=True,
     )
     ls.add_argument("--json", action="store_true", help="print one JSON object per line")
@@ -185,7 +179,7 @@ def parser() -> argparse.ArgumentParser:
         "free lock, then deleted while held. Held and unreadable lockfiles are kept. Shows "
         "what it would delete and asks first unless --yes. Deleting a lockfile drops its "
         "fencing token: the next holder of that lock gets token 1, which a resource that "
-        "refuses lower tokens than it has seen would refuse. Exit 0; 3 when declined.",
+        "refuses lower tokens than it has seen would refuse.",
         prefix=True,
     )
     prune.add_argument(
