@@ -61,8 +61,3 @@ def sentence(codes: list[tuple[str, str]]) -> str:
 def help_text(command: str) -> str:
     """The last sentence of a command's ``--help``."""
     return f"Exit codes: {sentence(BY_COMMAND[command])}."
-
-
-if __name__ == "__main__":  # the cells of docs/cli.md's table
-    for name in BY_COMMAND:
-        print(f"{name}: {sentence(BY_COMMAND[name])}")
