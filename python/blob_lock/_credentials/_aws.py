@@ -8,10 +8,10 @@ profile's region and endpoint_url. Keys given as storage options or in AWS_ACCES
 from __future__ import annotations
 
 import os
-import threading
 from collections.abc import Callable
 from typing import Any
 
+from blob_lock._credentials._bridge import FoundAtFirstFetch
 from blob_lock.exceptions import CredentialsError
 
 PROFILE_OPTION = "aws_profile"
@@ -149,24 +149,12 @@ def default(options: dict[str, str]) -> tuple[dict[str, str], Any | None, str]:
                 options.setdefault("aws_allow_http", "true")
     name = profile or os.environ.get("AWS_PROFILE") or "default"
     source = f"AWS profile {name!r} via botocore"
-    return options, (_Chain(session, profile), source), source
 
+    def find() -> Callable[[], tuple[Any, ...]]:
+        try:
+            credentials = session.get_credentials()
+        except Exception as e:
+            raise CredentialsError(_hint(e, profile)) from None
+        return fetcher(credentials, "", profile)[0]
 
-class _Chain:
-    """botocore's chain, walked at the first fetch (not when a lock is made: it may ask
-    the instance metadata service), and again at each fetch until it finds credentials."""
-
-    def __init__(self, session: Any, profile: str | None) -> None:
-        self._session, self._profile = session, profile
-        self._fetch: Callable[[], tuple[Any, ...]] | None = None
-        self._guard = threading.Lock()
-
-    def __call__(self) -> tuple[Any, ...]:
-        with self._guard:
-            if self._fetch is None:
-                try:
-                    credentials = self._session.get_credentials()
-                except Exception as e:
-                    raise CredentialsError(_hint(e, self._profile)) from None
-                self._fetch = fetcher(credentials, "", self._profile)[0]
-        return self._fetch()
+    return options, (FoundAtFirstFetch(find), source), source

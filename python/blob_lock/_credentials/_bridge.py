@@ -6,6 +6,7 @@ credential (sync or aio), google-auth credentials."""
 from __future__ import annotations
 
 import inspect
+import threading
 from collections.abc import Callable, Mapping
 from datetime import datetime, timedelta, timezone
 from typing import Any
@@ -35,6 +36,23 @@ def epoch(value: object) -> float | None:
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         return float(value)
     raise CredentialsError(f"a credential's expiry must be a datetime or None, got {value!r}")
+
+
+class FoundAtFirstFetch:
+    """A default chain walked at the first fetch, not when a lock is made (it may ask a
+    metadata service), and again at each fetch until it finds credentials: ``find``
+    returns the fetch function of what it found, or raises CredentialsError."""
+
+    def __init__(self, find: Callable[[], Callable[[], tuple[Any, ...]]]) -> None:
+        self._find = find
+        self._fetch: Callable[[], tuple[Any, ...]] | None = None
+        self._guard = threading.Lock()
+
+    def __call__(self) -> tuple[Any, ...]:
+        with self._guard:
+            if self._fetch is None:
+                self._fetch = self._find()
+        return self._fetch()
 
 
 def _awaited(value: Any) -> Any:

@@ -7,10 +7,10 @@ unchanged."""
 from __future__ import annotations
 
 import os
-import threading
 from collections.abc import Callable
 from typing import Any
 
+from blob_lock._credentials._bridge import FoundAtFirstFetch
 from blob_lock.exceptions import CredentialsError
 
 _EXPLICIT = (
@@ -60,30 +60,18 @@ def default(options: dict[str, str]) -> tuple[dict[str, str], Any | None, str]:
     except ImportError:
         return options, None, "object_store's chain (pip install 'blob-lock[gcp]' for gcloud's)"
     source = "Google application default credentials via google-auth"
-    return options, (_Chain(), source), source
+    return options, (FoundAtFirstFetch(_find), source), source
 
 
-class _Chain:
-    """google-auth's application default credentials, found at the first fetch (not when a
-    lock is made: it may ask the metadata server), and again at each fetch until found."""
+def _find() -> Callable[[], tuple[Any, ...]]:
+    import google.auth
+    import google.auth.exceptions
 
-    def __init__(self) -> None:
-        self._fetch: Callable[[], tuple[Any, ...]] | None = None
-        self._guard = threading.Lock()
-
-    def __call__(self) -> tuple[Any, ...]:
-        import google.auth
-        import google.auth.exceptions
-
-        with self._guard:
-            if self._fetch is None:
-                try:
-                    credentials, _project = google.auth.default(scopes=[SCOPE])
-                except google.auth.exceptions.DefaultCredentialsError as e:
-                    raise CredentialsError(
-                        "no Google credentials found: looked in GOOGLE_APPLICATION_CREDENTIALS, "
-                        f"the gcloud application-default file and the metadata server ({e}); "
-                        f"{_fix()}"
-                    ) from None
-                self._fetch = fetcher(credentials)
-        return self._fetch()
+    try:
+        credentials, _project = google.auth.default(scopes=[SCOPE])
+    except google.auth.exceptions.DefaultCredentialsError as e:
+        raise CredentialsError(
+            "no Google credentials found: looked in GOOGLE_APPLICATION_CREDENTIALS, the gcloud "
+            f"application-default file and the metadata server ({e}); {_fix()}"
+        ) from None
+    return fetcher(credentials)
