@@ -74,8 +74,6 @@ fn at_most(name: &str, value: Duration, max: Duration, hint: &str) -> Result<()>
 }
 
 impl Timing {
-    /// Default skew allowance for the wall-clock fast path.
-    pub const DEFAULT_SKEW: Duration = Duration::from_secs(60);
     /// The shortest `expire`: a renewal must fit in a third of it, store round trip included.
     pub const MIN_EXPIRE: Duration = Duration::from_millis(500);
     /// The longest `expire` (7 days): a crashed holder blocks everyone for this long, and
@@ -105,13 +103,13 @@ impl Timing {
         )
     }
 
-    /// Checks and completes the timing for `expire` seconds. `heartbeat`, `settle` and `skew`
-    /// (`Some(None)` switches the fast path off) take their defaults when not given.
+    /// Checks and completes the timing for `expire` seconds. `heartbeat` and `settle` take
+    /// their defaults when not given; `skew` None switches the wall-clock fast path off.
     pub fn new(
         expire: f64,
         heartbeat: Option<f64>,
         settle: Option<f64>,
-        skew: Option<Option<f64>>,
+        skew: Option<f64>,
     ) -> Result<Timing> {
         let expire = seconds("expire", expire)?;
         if expire < Self::MIN_EXPIRE {
@@ -157,9 +155,8 @@ impl Timing {
             )));
         }
         let skew = match skew {
-            None => Some(Self::DEFAULT_SKEW),
-            Some(None) => None,
-            Some(Some(s)) => {
+            None => None,
+            Some(s) => {
                 let s = seconds_or_zero("clock_skew", s)?;
                 at_most(
                     "clock_skew",
@@ -179,11 +176,6 @@ impl Timing {
             settle,
             skew,
         })
-    }
-
-    /// The defaults for `expire` seconds.
-    pub fn with_expire(expire: f64) -> Result<Timing> {
-        Timing::new(expire, None, None, None)
     }
 
     /// How long one store request may take: half a heartbeat, from 1 to 30 s. A request lost
@@ -238,7 +230,7 @@ mod tests {
 
     #[test]
     fn defaults_follow_expire() {
-        let t = Timing::with_expire(30.0).unwrap();
+        let t = Timing::new(30.0, None, None, Some(60.0)).unwrap();
         assert_eq!(t.heartbeat, Duration::from_secs(10));
         assert_eq!(t.margin, Duration::from_secs(3));
         assert!(t.poll_max < t.expire / 5);
@@ -275,20 +267,14 @@ mod tests {
                 "heartbeat must be at least 0.05",
             ),
             (10.0, None, Some(6.0), None, "settle"),
-            (
-                10.0,
-                None,
-                None,
-                Some(Some(1e6)),
-                "clock_skew must be at most",
-            ),
+            (10.0, None, None, Some(1e6), "clock_skew must be at most"),
         ] {
             let e = Timing::new(expire, heartbeat, settle, skew)
                 .unwrap_err()
                 .to_string();
             assert!(e.contains(why), "{e} should say {why}");
         }
-        let longest = Timing::with_expire(Timing::MAX_EXPIRE.as_secs_f64()).unwrap();
+        let longest = Timing::new(Timing::MAX_EXPIRE.as_secs_f64(), None, None, None).unwrap();
         let body =
             crate::lockfile::LockFile::acquired("o", longest.expire, 1, "cas", chrono::Utc::now());
         assert!(crate::lockfile::LockFile::decode(&body.encode()).is_ok());

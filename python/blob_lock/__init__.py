@@ -22,6 +22,7 @@ from blob_lock._inspect import (
 from blob_lock._inventory import Pruned, PruneOutcome, list_locks, prune_locks
 from blob_lock._keep_alive import KeepAlive, KeepAliveStarting, keep_alive, keep_alive_async
 from blob_lock._lock import BlobLock, locked
+from blob_lock._options import LOCK_OPTIONS, KeepAliveOptions, LockOption, LockOptions
 from blob_lock._release_status import ReleaseStatus
 from blob_lock._stats import stats
 from blob_lock._write_once import write_once, write_once_async
@@ -38,6 +39,7 @@ from blob_lock.exceptions import (
 )
 
 __all__ = [
+    "LOCK_OPTIONS",
     "BlobLock",
     "BreakOutcome",
     "Broken",
@@ -47,10 +49,13 @@ __all__ = [
     "Inspection",
     "InvalidLockFile",
     "KeepAlive",
+    "KeepAliveOptions",
     "KeepAliveStarting",
     "LockError",
     "LockLost",
     "LockNotFound",
+    "LockOption",
+    "LockOptions",
     "LockState",
     "LockStolen",
     "LockTimeout",

@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from datetime import timedelta
-from typing import Any, Union, overload
+from typing import Union, overload
 
 Seconds = Union[float, int, timedelta]
 
@@ -74,28 +74,3 @@ def storage_options(options: Mapping[str, str] | None) -> dict[str, str] | None:
         else:
             raise TypeError(f"storage option {key!r} must be a string, got {value!r}")
     return out
-
-
-def labels(value: Mapping[str, str] | None) -> list[tuple[str, str]] | None:
-    """Labels as (key, value) pairs of strings; their bounds are checked natively."""
-    if value is None:
-        return None
-    if not isinstance(value, Mapping):
-        raise TypeError(f"labels must be a mapping of strings to strings, got {value!r}")
-    out: list[tuple[str, str]] = []
-    for key, text in value.items():
-        if not isinstance(key, str):
-            raise TypeError(f"label keys are strings, got {key!r}")
-        if not isinstance(text, str):
-            raise TypeError(
-                f"label {key!r} must be a string, got {type(text).__name__} {text!r}; "
-                f"write it as text (str({text!r}))"
-            )
-        out.append((key, text))
-    return out
-
-
-def callback(name: str, value: Any) -> None:
-    """Refuses a callback that cannot be called."""
-    if value is not None and not callable(value):
-        raise TypeError(f"{name} must be callable, got {value!r}")

@@ -5,12 +5,12 @@ pyo3-async-runtimes): await it, or cancel it to drop the native future.
 """
 
 from asyncio import Future
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, Literal, final
 
-from blob_lock.exceptions import LockLost
-
 __all__ = [
+    "KEEP_ALIVE_OPTIONS",
+    "KeepAliveOptions",
     "NativeCredentials",
     "NativeInventory",
     "NativeKeepAlive",
@@ -24,6 +24,8 @@ __all__ = [
     "drain",
     "keep_alive",
     "keep_alive_async",
+    "keep_alive_options",
+    "option_definitions",
     "stats",
     "sweep",
     "write_once",
@@ -57,20 +59,14 @@ _BreakOutcome = Literal["no_lockfile", "already_released", "changed", "broken"]
 class NativeLock:
     """The native lock behind `blob_lock.BlobLock`."""
 
-    def __new__(
-        cls,
-        uri: str,
-        *,
-        expire: float,
-        heartbeat: float | None,
-        protocol: str,
-        storage_options: dict[str, str] | None,
-        credentials: NativeCredentials | None = None,
-        settle: float | None,
-        clock_skew: float | None,
-        on_lost: Callable[[LockLost], object] | None,
-        labels: list[tuple[str, str]] | None = None,
-    ) -> NativeLock: ...
+    def __new__(cls, uri: str, options: Mapping[str, Any] | None = None) -> NativeLock:
+        """`options` are BlobLock's keyword arguments as given (`blob_lock.LockOptions`)."""
+    @property
+    def timeout(self) -> float | None:
+        """The `timeout` option: seconds an acquisition waits by default (None: for ever)."""
+    @property
+    def raise_on_lost(self) -> bool:
+        """The `raise_on_lost` option."""
     def for_child(self) -> NativeLock:
         """This lock as a child made by fork sees it (the parent's state is leaked there)."""
     def acquire(self, timeout: float | None, raise_timeout: bool) -> bool:
@@ -212,27 +208,23 @@ class NativeKeepAlive:
     @property
     def lost_reason(self) -> str | None: ...
 
-def keep_alive(
-    uri: str,
-    owner: str,
-    *,
-    storage_options: dict[str, str] | None,
-    credentials: NativeCredentials | None = None,
-    protocol: str,
-    on_lost: Callable[[LockLost], object] | None,
-) -> NativeKeepAlive:
+KEEP_ALIVE_OPTIONS: list[str]
+
+@final
+class KeepAliveOptions:
+    """`keep_alive`'s options, parsed and checked before anything starts."""
+
+def keep_alive_options(uri: str, options: Mapping[str, Any] | None = None) -> KeepAliveOptions:
+    """Parses `keep_alive`'s keyword arguments (`blob_lock.KeepAliveOptions`) for `uri`."""
+
+def keep_alive(uri: str, owner: str, options: KeepAliveOptions) -> NativeKeepAlive:
     """Starts keeping `owner`'s lock at `uri` alive."""
 
-def keep_alive_async(
-    uri: str,
-    owner: str,
-    *,
-    storage_options: dict[str, str] | None,
-    credentials: NativeCredentials | None = None,
-    protocol: str,
-    on_lost: Callable[[LockLost], object] | None,
-) -> Future[NativeKeepAlive]:
+def keep_alive_async(uri: str, owner: str, options: KeepAliveOptions) -> Future[NativeKeepAlive]:
     """`keep_alive` as an awaitable."""
+
+def option_definitions() -> list[tuple[str, str, Any, str]]:
+    """Every option of the lock: `(name, kind, default, doc)`, from their one definition."""
 
 def doctor(
     uri: str,

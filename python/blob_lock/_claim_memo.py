@@ -7,14 +7,18 @@ import asyncio
 import inspect as _pyinspect
 import os
 import time
-from collections.abc import Awaitable, Callable, Generator, Mapping
+from collections.abc import Awaitable, Callable, Generator
 from types import TracebackType
-from typing import Any, NoReturn, Union
+from typing import TYPE_CHECKING, Any, NoReturn, Union
 
 from blob_lock._args import Seconds, lock_uri, seconds
 from blob_lock._inspect import inspect_async
 from blob_lock._lock import BlobLock
+from blob_lock._options import LockOptions, signature
 from blob_lock.exceptions import LockError, LockLost, LockTimeout
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
 
 __all__ = ["MemoClaim", "claim_memo", "claim_memo_async"]
 
@@ -172,11 +176,8 @@ class _Claiming:
         self,
         memo_uri: str | os.PathLike[str],
         done: Done,
-        expire: Seconds,
-        timeout: Seconds | None,
         poll: Seconds | None,
-        storage_options: Mapping[str, str] | None,
-        lock_options: dict[str, Any],
+        options: LockOptions,
     ) -> None:
         if not callable(done):
             raise TypeError(
@@ -184,15 +185,11 @@ class _Claiming:
             )
         self.lock_uri = f"{_memo_uri(memo_uri)}/lock"
         self.done = done
-        self.expire = seconds("expire", expire)
-        self.timeout = seconds("timeout", timeout)
-        self.poll = _poll(poll, self.expire)
-        self.options = storage_options
-        self.credential_provider = lock_options.get("credential_provider")
         # Built now, so that bad lock options fail before anything is read.
-        self.lock = BlobLock(
-            self.lock_uri, expire=expire, storage_options=storage_options, **lock_options
-        )
+        self.lock = BlobLock(self.lock_uri, **options)
+        self.timeout = self.lock._timeout
+        self.poll = _poll(poll, self.lock.expire)
+        self.options = options
         self.claim: MemoClaim | None = None
 
     def deadline(self) -> float | None:
@@ -221,8 +218,8 @@ class _Claiming:
             return (
                 await inspect_async(
                     self.lock_uri,
-                    storage_options=self.options,
-                    credential_provider=self.credential_provider,
+                    storage_options=self.options.get("storage_options"),
+                    credential_provider=self.options.get("credential_provider"),
                 )
             ).describe()
         except Exception as e:
@@ -260,13 +257,10 @@ class claim_memo:  # lower case: used as a function, as contextlib's managers ar
         memo_uri: str | os.PathLike[str],
         *,
         done: Callable[[], bool],
-        expire: Seconds = 30.0,
-        timeout: Seconds | None = None,
         poll: Seconds | None = None,
-        storage_options: Mapping[str, str] | None = None,
-        **lock_options: Any,
+        **options: Unpack[LockOptions],
     ) -> None:
-        self._c = _Claiming(memo_uri, done, expire, timeout, poll, storage_options, lock_options)
+        self._c = _Claiming(memo_uri, done, poll, options)
 
     def __enter__(self) -> MemoClaim:
         c = self._c
@@ -311,13 +305,10 @@ class claim_memo_async:
         memo_uri: str | os.PathLike[str],
         *,
         done: Done,
-        expire: Seconds = 30.0,
-        timeout: Seconds | None = None,
         poll: Seconds | None = None,
-        storage_options: Mapping[str, str] | None = None,
-        **lock_options: Any,
+        **options: Unpack[LockOptions],
     ) -> None:
-        self._c = _Claiming(memo_uri, done, expire, timeout, poll, storage_options, lock_options)
+        self._c = _Claiming(memo_uri, done, poll, options)
 
     def __await__(self) -> Generator[Any, None, NoReturn]:
         raise TypeError(
@@ -357,3 +348,13 @@ class claim_memo_async:
         claim = self._c.claim
         if claim is not None and claim.launch:
             await self._c.lock.__aexit__(exc_type, exc, tb)
+
+
+_MEMO = [
+    _pyinspect.Parameter("self", _pyinspect.Parameter.POSITIONAL_OR_KEYWORD),
+    _pyinspect.Parameter("memo_uri", _pyinspect.Parameter.POSITIONAL_OR_KEYWORD),
+    _pyinspect.Parameter("done", _pyinspect.Parameter.KEYWORD_ONLY),
+    _pyinspect.Parameter("poll", _pyinspect.Parameter.KEYWORD_ONLY, default=None),
+]
+claim_memo.__init__.__signature__ = signature(_MEMO)  # type: ignore[attr-defined]
+claim_memo_async.__init__.__signature__ = signature(_MEMO)  # type: ignore[attr-defined]

@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import inspect as _pyinspect
 import os
-from collections.abc import Awaitable, Callable, Generator, Mapping
+from collections.abc import Awaitable, Callable, Generator
 from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from blob_lock import _blob_lock, _credentials, _process
-from blob_lock._args import callback, lock_uri
-from blob_lock._credentials import CredentialProvider
-from blob_lock.exceptions import LockLost
+from blob_lock import _blob_lock, _process
+from blob_lock._args import lock_uri
+from blob_lock._options import KEEP_ALIVE, KeepAliveOptions, signature
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
 
 __all__ = ["KeepAlive", "KeepAliveStarting", "keep_alive", "keep_alive_async"]
 
@@ -106,13 +109,7 @@ def _owner(owner: object) -> str:
 
 
 def keep_alive(
-    uri: str | os.PathLike[str],
-    owner: str,
-    *,
-    storage_options: Mapping[str, str] | None = None,
-    credential_provider: CredentialProvider | object | None = None,
-    protocol: str = "auto",
-    on_lost: Callable[[LockLost], object] | None = None,
+    uri: str | os.PathLike[str], owner: str, **options: Unpack[KeepAliveOptions]
 ) -> KeepAlive:
     """What a remote calls before it runs user code: renews ``owner``'s lock at ``uri``.
 
@@ -122,16 +119,9 @@ def keep_alive(
     releases: only the orchestrator does. ``on_lost`` is called once, on a thread of its
     own, with the ``LockLost`` error if the lock stops being this owner's.
     """
-    callback("on_lost", on_lost)
-    return KeepAlive(
-        _blob_lock.keep_alive(
-            lock_uri(uri),
-            _owner(owner),
-            **_credentials.resolve(lock_uri(uri), storage_options, credential_provider),
-            protocol=protocol,
-            on_lost=on_lost,
-        )
-    )
+    uri, owner = lock_uri(uri), _owner(owner)
+    parsed = _blob_lock.keep_alive_options(uri, options)
+    return KeepAlive(_blob_lock.keep_alive(uri, owner, parsed))
 
 
 class KeepAliveStarting:
@@ -163,26 +153,24 @@ class KeepAliveStarting:
 
 
 def keep_alive_async(
-    uri: str | os.PathLike[str],
-    owner: str,
-    *,
-    storage_options: Mapping[str, str] | None = None,
-    credential_provider: CredentialProvider | object | None = None,
-    protocol: str = "auto",
-    on_lost: Callable[[LockLost], object] | None = None,
+    uri: str | os.PathLike[str], owner: str, **options: Unpack[KeepAliveOptions]
 ) -> KeepAliveStarting:
     """``keep_alive`` without blocking the event loop: ``async with keep_alive_async(uri,
     owner) as kept:`` (or ``kept = await keep_alive_async(uri, owner)``, then
     ``await kept.stop_async()``). Bad arguments raise at once."""
-    callback("on_lost", on_lost)
     uri = lock_uri(uri)
     owner = _owner(owner)
-    store = _credentials.resolve(uri, storage_options, credential_provider)
+    parsed = _blob_lock.keep_alive_options(uri, options)
 
     async def start() -> KeepAlive:
-        native = await _blob_lock.keep_alive_async(
-            uri, owner, **store, protocol=protocol, on_lost=on_lost
-        )
-        return KeepAlive(native)
+        return KeepAlive(await _blob_lock.keep_alive_async(uri, owner, parsed))
 
     return KeepAliveStarting(start)
+
+
+_URI_OWNER = [
+    _pyinspect.Parameter("uri", _pyinspect.Parameter.POSITIONAL_OR_KEYWORD),
+    _pyinspect.Parameter("owner", _pyinspect.Parameter.POSITIONAL_OR_KEYWORD, annotation="str"),
+]
+keep_alive.__signature__ = signature(_URI_OWNER, KEEP_ALIVE)  # type: ignore[attr-defined]
+keep_alive_async.__signature__ = signature(_URI_OWNER, KEEP_ALIVE)  # type: ignore[attr-defined]

@@ -3,32 +3,30 @@
 from __future__ import annotations
 
 import asyncio
+import inspect as _pyinspect
 import os
 import sys
 import threading
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable
 from types import TracebackType
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
-from blob_lock import _args, _blob_lock, _credentials, _process
-from blob_lock._args import Seconds, callback, lock_uri, seconds
-from blob_lock._credentials import CredentialProvider
+from blob_lock import _blob_lock, _process
+from blob_lock._args import Seconds, lock_uri, seconds
 from blob_lock._decorate import decorate
 from blob_lock._inspect import Inspection, _inspection
+from blob_lock._options import LockOptions, signature
 from blob_lock._release_status import ReleaseStatus
 from blob_lock._turn import Turn, current
 from blob_lock.exceptions import LockError, LockLost, LockTimeout
 
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
 __all__ = ["BlobLock", "locked"]
 
 F = TypeVar("F", bound=Callable[..., Any])
-
-
-_CONFIG_NAMES = (
-    "expire", "heartbeat", "timeout", "protocol", "storage_options",
-    "settle", "clock_skew", "on_lost", "raise_on_lost", "labels", "credential_provider",
-)  # fmt: skip
 
 
 def _grace(grace: Seconds | None) -> float:
@@ -90,52 +88,18 @@ class BlobLock:
 
     # Thousands of held locks in one process: no per-instance __dict__.
     __slots__ = (
-        "__weakref__", "_config", "_forks", "_native_lock", "_raise_on_lost", "_timeout",
+        "__weakref__", "_forks", "_native_lock", "_options", "_raise_on_lost", "_timeout",
         "_turn",
     )  # fmt: skip
 
-    def __init__(
-        self,
-        uri: str | os.PathLike[str],
-        *,
-        expire: Seconds = 30.0,
-        heartbeat: Seconds | None = None,
-        timeout: Seconds | None = None,
-        protocol: str = "auto",
-        storage_options: Mapping[str, str] | None = None,
-        settle: Seconds | None = None,
-        clock_skew: Seconds | None = 60.0,
-        on_lost: Callable[[LockLost], object] | None = None,
-        raise_on_lost: bool = True,
-        labels: Mapping[str, str] | None = None,
-        credential_provider: CredentialProvider | object | None = None,
-    ) -> None:
-        callback("on_lost", on_lost)
+    def __init__(self, uri: str | os.PathLike[str], **options: Unpack[LockOptions]) -> None:
         uri = lock_uri(uri)
-        if not isinstance(protocol, str):
-            raise TypeError(f'protocol must be "auto", "cas" or "lww", got {protocol!r}')
-        # What a decorated function's calls build their own locks from (a tuple: thousands
-        # of held locks each keep one).
-        self._config = (
-            expire, heartbeat, timeout, protocol, storage_options,
-            settle, clock_skew, on_lost, raise_on_lost, labels, credential_provider,
-        )  # fmt: skip
-        self._raise_on_lost = raise_on_lost
-        self._timeout = seconds("timeout", timeout)
+        # As given: what a decorated function's calls, and an unpickled copy, are made from.
+        self._options = options
         self._forks = _process.forks
-        self._native_lock = _blob_lock.NativeLock(
-            uri,
-            expire=seconds("expire", expire),
-            heartbeat=seconds("heartbeat", heartbeat),
-            protocol=protocol,
-            **_credentials.resolve(uri, storage_options, credential_provider),
-            settle=seconds("settle", settle),
-            clock_skew=seconds("clock_skew", clock_skew),
-            on_lost=on_lost,
-            labels=_args.labels(labels),
-        )
-        if self._timeout is not None:
-            _blob_lock.check_timeout(self._timeout)
+        self._native_lock = _blob_lock.NativeLock(uri, options)  # checks every option
+        self._timeout = self._native_lock.timeout
+        self._raise_on_lost = self._native_lock.raise_on_lost
         self._turn = Turn()  # one acquisition through this object at a time
 
     @property
@@ -336,9 +300,8 @@ class BlobLock:
         for a coroutine function). Each call takes the lock as a BlobLock of its own (same
         URI and options, its own owner id), so calls from several threads or tasks wait for
         one another, as separate processes do."""
-        uri = self.uri
-        config: dict[str, Any] = dict(zip(_CONFIG_NAMES, self._config))
-        return decorate(func, lambda: BlobLock(uri, **config))
+        uri, options = self.uri, self._options
+        return decorate(func, lambda: BlobLock(uri, **options))
 
     def _raise_lost(self, lost: str | None, exc: BaseException | None) -> None:
         if lost is None or not self._raise_on_lost:
@@ -477,7 +440,7 @@ class BlobLock:
                 "To keep a held lock alive from another process, pass lock.uri and lock.owner "
                 "there and call keep_alive(uri, owner)"
             )
-        return (_unpickled, (self.uri, self._config))
+        return (_unpickled, (self.uri, self._options))
 
     def __repr__(self) -> str:
         state = "lost" if self.lost else ("held" if self.held else "not held")
@@ -488,38 +451,18 @@ class BlobLock:
         )
 
 
-def _unpickled(uri: str, config: tuple[Any, ...]) -> BlobLock:
-    return BlobLock(uri, **dict(zip(_CONFIG_NAMES, config)))
+def _unpickled(uri: str, options: dict[str, Any]) -> BlobLock:
+    return BlobLock(uri, **options)
 
 
-def locked(
-    uri: str | os.PathLike[str],
-    *,
-    expire: Seconds = 30.0,
-    heartbeat: Seconds | None = None,
-    timeout: Seconds | None = None,
-    protocol: str = "auto",
-    storage_options: Mapping[str, str] | None = None,
-    settle: Seconds | None = None,
-    clock_skew: Seconds | None = 60.0,
-    on_lost: Callable[[LockLost], object] | None = None,
-    raise_on_lost: bool = True,
-    labels: Mapping[str, str] | None = None,
-    credential_provider: CredentialProvider | object | None = None,
-) -> BlobLock:
+def locked(uri: str | os.PathLike[str], **options: Unpack[LockOptions]) -> BlobLock:
     """A one-line context manager (sync or async): ``with locked(uri, timeout=60) as held:``.
     Takes the keyword arguments of ``BlobLock``."""
-    return BlobLock(
-        uri,
-        expire=expire,
-        heartbeat=heartbeat,
-        timeout=timeout,
-        protocol=protocol,
-        storage_options=storage_options,
-        settle=settle,
-        clock_skew=clock_skew,
-        on_lost=on_lost,
-        raise_on_lost=raise_on_lost,
-        labels=labels,
-        credential_provider=credential_provider,
-    )
+    return BlobLock(uri, **options)
+
+
+_POSITIONAL = _pyinspect.Parameter.POSITIONAL_OR_KEYWORD
+_URI = _pyinspect.Parameter("uri", _POSITIONAL, annotation="str | os.PathLike[str]")
+_SELF = _pyinspect.Parameter("self", _POSITIONAL)
+BlobLock.__init__.__signature__ = signature([_SELF, _URI])  # type: ignore[attr-defined]
+locked.__signature__ = signature([_URI])  # type: ignore[attr-defined]

@@ -68,7 +68,7 @@ async fn adopt(
         format_args!("kept alive, token {}", held.token),
     );
     // The remote renews on the orchestrator's schedule: the lockfile's expire_s, not ours.
-    if let Ok(t) = Timing::with_expire(held.body.expire_s) {
+    if let Ok(t) = super::Settings::with_expire(held.body.expire_s).timing() {
         engine.timing = Arc::new(Timing {
             settle: engine.timing.settle,
             skew: engine.timing.skew,

@@ -2,7 +2,8 @@
 //! background heartbeat that renews a held lease, and release. Used by orchestrators
 //! ([`Lock::acquire`]) and by remotes ([`keep_alive`]), which renew the same lease as co-owners.
 //!
-//! The lock and its acquisition (`lock.rs`), its options (`options.rs`), a held lease and
+//! The lock and its acquisition (`lock.rs`), the options a user gives it (`settings.rs`)
+//! and the configuration made of them (`options.rs`), a held lease and
 //! its heartbeat (`held.rs`), the retries they share (`retry.rs`), and a remote's
 //! keep-alive (`keep_alive.rs`).
 
@@ -11,11 +12,13 @@ mod keep_alive;
 mod lock;
 mod options;
 mod retry;
+mod settings;
 
 pub use held::Lease;
 pub use keep_alive::{keep_alive, keep_alive_on};
 pub use lock::{Cleanup, Lock};
 pub use options::{LockOptions, LossHook};
+pub use settings::{External, Field, Given, Kind, Settings};
 
 use crate::per_process::PerProcess;
 use std::collections::HashMap;

@@ -1,5 +1,6 @@
 //! How a lock is configured.
 
+use super::Settings;
 use crate::clock::{self, Clock};
 use crate::errors::{Error, Result};
 use crate::lockfile::Labels;
@@ -42,13 +43,22 @@ impl std::fmt::Debug for LossHook {
 impl LockOptions {
     /// Defaults for `expire` seconds.
     pub fn new(expire: f64) -> Result<Self> {
+        Self::from_settings(&Settings::with_expire(expire), Access::default())
+    }
+
+    /// What `settings` configure, checked together (the timing's bounds, the timeout), on
+    /// the store `store` reaches, with the system's clocks.
+    pub fn from_settings(settings: &Settings, store: Access) -> Result<Self> {
+        if let Some(t) = settings.timeout {
+            crate::timing::timeout(t)?;
+        }
         Ok(LockOptions {
-            protocol: None,
-            timing: Timing::with_expire(expire)?,
-            store: Access::default(),
+            protocol: settings.protocol,
+            timing: settings.timing()?,
+            store,
             clock: clock::system(),
-            on_lost: None,
-            labels: None,
+            on_lost: settings.on_lost.clone(),
+            labels: settings.labels.clone(),
         })
     }
 }

@@ -1,49 +1,18 @@
-//! The arguments the Python classes pass down: lock options, the loss callback, timeouts.
+//! The arguments the Python classes pass down: the options of a look from outside, the loss
+//! callback, timeouts.
 
 use super::errors::{to_py, LockLost};
 use crate::errors::Error;
-use crate::lease::{LockOptions, LossHook};
-use crate::lockfile::Labels;
-use crate::protocol::Protocol;
+use crate::lease::{LockOptions, LossHook, Settings};
 use crate::store::Access;
-use crate::timing::Timing;
-use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use std::sync::Arc;
 use std::time::Duration;
 
-pub(crate) fn options(
-    expire: f64,
-    heartbeat: Option<f64>,
-    protocol: &str,
-    store: Access,
-    settle: Option<f64>,
-    clock_skew: Option<f64>,
-) -> PyResult<LockOptions> {
-    let protocol = match protocol {
-        "auto" => None,
-        "cas" => Some(Protocol::Cas),
-        "lww" => Some(Protocol::Lww),
-        other => {
-            return Err(PyValueError::new_err(format!(
-                "protocol must be \"auto\", \"cas\" or \"lww\", got {other:?}"
-            )))
-        }
-    };
-    Ok(LockOptions {
-        protocol,
-        timing: Timing::new(expire, heartbeat, settle, Some(clock_skew)).map_err(to_py)?,
-        store,
-        clock: crate::clock::system(),
-        on_lost: None,
-        labels: None,
-    })
-}
-
 /// The options of a look at locks from outside (inspect, wait_free, break_lock, ls,
 /// prune): `BlobLock`'s defaults, by which expiry is judged, on the given store.
 pub(crate) fn outside_options(store: Access) -> PyResult<LockOptions> {
-    options(30.0, None, "auto", store, None, Some(60.0))
+    LockOptions::from_settings(&Settings::default(), store).map_err(to_py)
 }
 
 /// Calls `callback(LockLost(...))` once when a lease is lost. On a thread of its own: the
@@ -67,11 +36,6 @@ pub(crate) fn loss_hook(callback: Option<Py<PyAny>>) -> Option<LossHook> {
             })
         });
     })))
-}
-
-/// Labels as given, checked: ValueError naming the label and the bound it breaks.
-pub(crate) fn labels(labels: Option<Vec<(String, String)>>) -> PyResult<Option<Labels>> {
-    crate::lockfile::labels::check(labels.unwrap_or_default()).map_err(PyValueError::new_err)
 }
 
 pub(crate) fn timeout(t: Option<f64>) -> PyResult<Option<Duration>> {

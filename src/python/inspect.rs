@@ -2,11 +2,12 @@
 //! `blob_lock._doctor` turn into typed objects: a lockfile, an inspection, a break, the
 //! doctor's report (and the doctor's binding).
 
-use super::args::options;
 use super::credentials::{access, NativeCredentials};
 use super::driver::wait;
+use super::errors::to_py;
 use crate::doctor::Report;
 use crate::inspect::Inspection;
+use crate::lease::{LockOptions, Settings};
 use crate::lockfile::{parse_time, LockFile};
 use crate::protocol::Broken;
 use crate::race::RaceReport;
@@ -125,14 +126,12 @@ pub(crate) fn doctor<'py>(
     expire: f64,
     race: Option<(usize, usize)>,
 ) -> PyResult<Bound<'py, PyDict>> {
-    let opts = options(
-        expire,
-        None,
-        "cas",
-        access(storage_options, credentials.as_ref()),
-        None,
-        None,
-    )?;
+    let settings = Settings {
+        protocol: Some(crate::protocol::Protocol::Cas),
+        ..Settings::with_expire(expire)
+    };
+    let store = access(storage_options, credentials.as_ref());
+    let opts = LockOptions::from_settings(&settings, store).map_err(to_py)?;
     let uri = uri.to_string();
     let (report, raced) = wait(
         py,

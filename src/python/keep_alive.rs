@@ -1,14 +1,13 @@
 //! `NativeKeepAlive`, the native side of `blob_lock.keep_alive`: a remote's renewal of its
 //! orchestrator's lock.
 
-use super::args::{loss_hook, options};
 use super::asyncio::awaitable;
-use super::credentials::{access, NativeCredentials};
 use super::driver::wait;
 use super::errors::to_py;
+use super::options;
 use crate::lease::{self, Lease};
 use pyo3::prelude::*;
-use std::collections::HashMap;
+use pyo3::types::PyDict;
 use std::sync::Arc;
 
 /// The native handle behind `blob_lock.keep_alive`.
@@ -73,22 +72,40 @@ impl NativeKeepAlive {
     }
 }
 
+/// The options a remote gives: the lockfile's own `expire_s` governs the heartbeat, so the
+/// timing options are the orchestrator's, not the remote's.
+pub(crate) const KEEP_ALIVE_TAKES: &[&str] = &[
+    "protocol",
+    "storage_options",
+    "credential_provider",
+    "on_lost",
+];
+
+/// `keep_alive`'s options, parsed and checked before anything starts.
+#[pyclass(frozen, module = "blob_lock._blob_lock")]
+pub(crate) struct KeepAliveOptions(crate::lease::LockOptions);
+
+/// Parses `keep_alive`'s keyword arguments for the lock at `uri`.
+#[pyfunction]
+#[pyo3(signature = (uri, options=None))]
+pub(crate) fn keep_alive_options(
+    py: Python<'_>,
+    uri: &str,
+    options: Option<&Bound<'_, PyDict>>,
+) -> PyResult<KeepAliveOptions> {
+    let parsed = options::parse(py, uri, options, "keep_alive", Some(KEEP_ALIVE_TAKES))?;
+    Ok(KeepAliveOptions(parsed.lock_options()?))
+}
+
 /// Starts keeping `owner`'s lock at `uri` alive.
 #[pyfunction]
-#[pyo3(signature = (uri, owner, *, storage_options, credentials=None, protocol, on_lost))]
 pub(crate) fn keep_alive(
     py: Python<'_>,
     uri: &str,
     owner: &str,
-    storage_options: Option<HashMap<String, String>>,
-    credentials: Option<Bound<'_, NativeCredentials>>,
-    protocol: &str,
-    on_lost: Option<Py<PyAny>>,
+    options: &KeepAliveOptions,
 ) -> PyResult<NativeKeepAlive> {
-    // The lockfile's own expire_s governs the heartbeat; this expire only sizes the client.
-    let store = access(storage_options, credentials.as_ref());
-    let mut opts = options(30.0, None, protocol, store, None, None)?;
-    opts.on_lost = loss_hook(on_lost);
+    let opts = options.0.clone();
     let (uri_owned, owner) = (uri.to_string(), owner.to_string());
     let lease = wait(
         py,
@@ -103,19 +120,13 @@ pub(crate) fn keep_alive(
 
 /// `keep_alive` as an awaitable.
 #[pyfunction]
-#[pyo3(signature = (uri, owner, *, storage_options, credentials=None, protocol, on_lost))]
 pub(crate) fn keep_alive_async<'py>(
     py: Python<'py>,
     uri: &str,
     owner: &str,
-    storage_options: Option<HashMap<String, String>>,
-    credentials: Option<Bound<'_, NativeCredentials>>,
-    protocol: &str,
-    on_lost: Option<Py<PyAny>>,
+    options: &KeepAliveOptions,
 ) -> PyResult<Bound<'py, PyAny>> {
-    let store = access(storage_options, credentials.as_ref());
-    let mut opts = options(30.0, None, protocol, store, None, None)?;
-    opts.on_lost = loss_hook(on_lost);
+    let opts = options.0.clone();
     let (uri, owner) = (uri.to_string(), owner.to_string());
     awaitable(py, async move {
         let lease = lease::keep_alive(&uri, &owner, &opts)

@@ -1,19 +1,18 @@
 //! `NativeLock`, the native side of `blob_lock.BlobLock`: acquisitions blocking and
 //! asyncio, their interruption, release, and what the lock shows.
 
-use super::args::{labels, loss_hook, options, timeout};
+use super::args::timeout;
 use super::asyncio::{awaitable, OnDrop};
-use super::credentials::{access, NativeCredentials};
 use super::driver::{wait, CancelHook};
 use super::errors::{to_py, LockError, LockTimeout};
 use super::holding::{hold, release_slot, settle, InFlight, Slot};
 use super::inspect;
+use super::options;
 use crate::errors::Error;
 use crate::lease::{Lease, Lock};
 use crate::protocol::Protocol;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
@@ -28,6 +27,9 @@ pub(crate) struct NativeLock {
     /// owner id, and both could believe they hold the lock. (BlobLock already takes turns;
     /// this keeps the native object safe on its own.)
     acquiring: Arc<AtomicU64>,
+    /// The options the core does not use: `timeout` (checked) and `raise_on_lost`.
+    timeout: Option<f64>,
+    raise_on_lost: bool,
 }
 
 /// In a child made by fork, an inherited NativeLock is leaked, never dropped, whether or
@@ -112,6 +114,8 @@ impl NativeLock {
             lease: Default::default(),
             pid: std::process::id(),
             acquiring: Arc::new(AtomicU64::new(0)),
+            timeout: None,
+            raise_on_lost: true,
         }
     }
 
@@ -187,32 +191,29 @@ impl NativeLock {
 
 #[pymethods]
 impl NativeLock {
+    /// `options` are BlobLock's keyword arguments as given ([`crate::lease::Settings`]).
     #[new]
-    #[pyo3(signature = (uri, *, expire, heartbeat, protocol, storage_options, credentials=None, settle, clock_skew, on_lost, labels=None))]
-    #[allow(clippy::too_many_arguments)] // the keyword arguments of BlobLock
-    fn new(
-        uri: &str,
-        expire: f64,
-        heartbeat: Option<f64>,
-        protocol: &str,
-        storage_options: Option<HashMap<String, String>>,
-        credentials: Option<Bound<'_, NativeCredentials>>,
-        settle: Option<f64>,
-        clock_skew: Option<f64>,
-        on_lost: Option<Py<PyAny>>,
-        labels: Option<Vec<(String, String)>>,
-    ) -> PyResult<Self> {
-        let mut opts = options(
-            expire,
-            heartbeat,
-            protocol,
-            access(storage_options, credentials.as_ref()),
-            settle,
-            clock_skew,
-        )?;
-        opts.on_lost = loss_hook(on_lost);
-        opts.labels = self::labels(labels)?;
-        Ok(NativeLock::empty(Lock::new(uri, &opts).map_err(to_py)?))
+    #[pyo3(signature = (uri, options=None))]
+    fn new(py: Python<'_>, uri: &str, options: Option<&Bound<'_, PyDict>>) -> PyResult<Self> {
+        let parsed = options::parse(py, uri, options, "BlobLock", None)?;
+        let (timeout, raise_on_lost) = (parsed.settings.timeout, parsed.settings.raise_on_lost);
+        let opts = parsed.lock_options()?;
+        let mut lock = NativeLock::empty(Lock::new(uri, &opts).map_err(to_py)?);
+        lock.timeout = timeout;
+        lock.raise_on_lost = raise_on_lost;
+        Ok(lock)
+    }
+
+    /// The `timeout` option: seconds an acquisition waits by default (None: for ever).
+    #[getter]
+    fn timeout(&self) -> Option<f64> {
+        self.timeout
+    }
+
+    /// The `raise_on_lost` option.
+    #[getter]
+    fn raise_on_lost(&self) -> bool {
+        self.raise_on_lost
     }
 
     /// This lock as a child made by fork sees it: the same URI and options, a fresh owner id
@@ -220,7 +221,9 @@ impl NativeLock {
     /// connections belong to the parent's runtime, which no thread drives in the child).
     /// This object's own state is leaked in the child when it goes (see `Drop`).
     fn for_child(&self) -> PyResult<NativeLock> {
-        Ok(NativeLock::empty(self.lock.reopened().map_err(to_py)?))
+        let mut child = NativeLock::empty(self.lock.reopened().map_err(to_py)?);
+        (child.timeout, child.raise_on_lost) = (self.timeout, self.raise_on_lost);
+        Ok(child)
     }
 
     /// Waits for the lock; False on timeout, or raises LockTimeout when `raise_timeout`.

@@ -25,6 +25,7 @@ mod lock;
 mod lockfile;
 mod logs;
 mod metrics;
+mod options;
 mod write_once;
 
 use pyo3::prelude::*;
@@ -40,6 +41,8 @@ fn _blob_lock(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<lockfile::NativeLockfile>()?;
     m.add_class::<inventory::NativeInventory>()?;
     m.add_class::<credentials::NativeCredentials>()?;
+    m.add_class::<keep_alive::KeepAliveOptions>()?;
+    m.add_function(wrap_pyfunction!(keep_alive::keep_alive_options, m)?)?;
     m.add_function(wrap_pyfunction!(keep_alive::keep_alive, m)?)?;
     m.add_function(wrap_pyfunction!(keep_alive::keep_alive_async, m)?)?;
     m.add_function(wrap_pyfunction!(inspect::doctor, m)?)?;
@@ -51,5 +54,7 @@ fn _blob_lock(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(exit::drain, m)?)?;
     m.add_function(wrap_pyfunction!(args::check_timeout, m)?)?;
     m.add_function(wrap_pyfunction!(metrics::stats, m)?)?;
+    m.add_function(wrap_pyfunction!(options::option_definitions, m)?)?;
+    m.add("KEEP_ALIVE_OPTIONS", keep_alive::KEEP_ALIVE_TAKES.to_vec())?;
     Ok(())
 }

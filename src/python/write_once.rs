@@ -1,6 +1,6 @@
 //! `write_once`: a result published with a create-if-absent write (see `crate::write_once`).
 
-use super::args::options;
+use super::args::outside_options;
 use super::asyncio::awaitable;
 use super::credentials::{access, NativeCredentials};
 use super::driver::wait;
@@ -19,14 +19,7 @@ pub(crate) fn write_once(
     storage_options: Option<HashMap<String, String>>,
     credentials: Option<Bound<'_, NativeCredentials>>,
 ) -> PyResult<bool> {
-    let opts = options(
-        30.0,
-        None,
-        "auto",
-        access(storage_options, credentials.as_ref()),
-        None,
-        None,
-    )?;
+    let opts = outside_options(access(storage_options, credentials.as_ref()))?;
     let (uri, data) = (uri.to_string(), Bytes::copy_from_slice(data));
     wait(
         py,
@@ -45,14 +38,7 @@ pub(crate) fn write_once_async<'py>(
     storage_options: Option<HashMap<String, String>>,
     credentials: Option<Bound<'_, NativeCredentials>>,
 ) -> PyResult<Bound<'py, PyAny>> {
-    let opts = options(
-        30.0,
-        None,
-        "auto",
-        access(storage_options, credentials.as_ref()),
-        None,
-        None,
-    )?;
+    let opts = outside_options(access(storage_options, credentials.as_ref()))?;
     let (uri, data) = (uri.to_string(), Bytes::copy_from_slice(data));
     awaitable(py, async move {
         crate::write_once(&uri, data, &opts.store, &opts.timing)

@@ -587,7 +587,7 @@ impl Process {
     pub fn options(&self, protocol: Protocol) -> LockOptions {
         let mut o = LockOptions::new(EXPIRE).unwrap();
         o.protocol = Some(protocol);
-        o.timing = Timing::new(EXPIRE, None, None, Some(None)).unwrap();
+        o.timing = Timing::new(EXPIRE, None, None, None).unwrap();
         o.clock = self.clock.clone();
         o
     }

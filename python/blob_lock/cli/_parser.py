@@ -5,8 +5,22 @@ from __future__ import annotations
 import argparse
 import re
 
-from blob_lock import __version__
+from blob_lock import LOCK_OPTIONS, LockOption, __version__
 from blob_lock.cli._exits import COMMON, help_text, sentence
+
+# The lock's options that `run` takes as flags: the seconds and the protocol, from their one
+# definition (blob_lock._options), so that a new one is a flag with no change here.
+RUN_OPTIONS = tuple(o for o in LOCK_OPTIONS if o.kind in ("seconds", "seconds_or_none", "protocol"))
+
+
+def _help(option: LockOption) -> str:
+    default = "" if option.default is None else f" (default {option.default})"
+    return (option.doc.replace("`", "") + default).replace("%", "%%")
+
+
+def run_options(args: argparse.Namespace) -> dict[str, object]:
+    """The lock's options given to ``run`` as flags."""
+    return {o.name: getattr(args, o.name) for o in RUN_OPTIONS if hasattr(args, o.name)}
 
 
 def storage_options(args: argparse.Namespace) -> dict[str, str] | None:
@@ -100,17 +114,21 @@ def parser() -> argparse.ArgumentParser:
     run.add_argument(
         "cmd", metavar="COMMAND", nargs="*", help="the command and its arguments, after --"
     )
-    run.add_argument("--expire", type=float, default=30.0, help="seconds (default 30)")
-    run.add_argument(
-        "--timeout", type=float, default=None, help="seconds to wait (default: for ever)"
-    )
+    for option in RUN_OPTIONS:
+        run.add_argument(
+            f"--{option.name.replace('_', '-')}",
+            type=float if option.kind != "protocol" else str,
+            choices=["auto", "cas", "lww"] if option.kind == "protocol" else None,
+            default=argparse.SUPPRESS,
+            metavar=None if option.kind == "protocol" else "S",
+            help=_help(option),
+        )
     run.add_argument(
         "--wait",
         action=argparse.BooleanOptionalAction,
         default=True,
         help="wait for the lock (default); --no-wait makes one attempt and exits 75 if it is held",
     )
-    run.add_argument("--protocol", choices=["auto", "cas", "lww"], default="auto")
     run.add_argument(
         "-l",
         "--label",

@@ -10,7 +10,7 @@ import sys
 
 from blob_lock import BlobLock, LockTimeout
 from blob_lock.cli._exits import EXIT_CANNOT_RUN, EXIT_LOST, EXIT_TIMEOUT, EXIT_USAGE
-from blob_lock.cli._parser import labels, storage_options
+from blob_lock.cli._parser import labels, run_options, storage_options
 from blob_lock.cli._progress import Progress
 from blob_lock.cli._signals import Signalled, handle_signals, restore
 
@@ -23,9 +23,7 @@ def run(args: argparse.Namespace, cmd: list[str]) -> int:
     options = storage_options(args)
     lock = BlobLock(
         args.uri,
-        expire=args.expire,
-        timeout=args.timeout,
-        protocol=args.protocol,
+        **run_options(args),  # type: ignore[arg-type]
         storage_options=options,
         raise_on_lost=False,  # a loss is reported after the command (exit 4), not raised
         labels=labels(args),

@@ -1,0 +1,129 @@
+"""The lock's options have one definition (src/lease/settings.rs): every entry point, the
+typing, the signatures, the CLI's flags and the docs agree with it."""
+
+from __future__ import annotations
+
+import inspect
+import pathlib
+import re
+import subprocess
+import sys
+from datetime import timedelta
+
+import blob_lock
+import pytest
+from blob_lock import (
+    LOCK_OPTIONS,
+    BlobLock,
+    KeepAliveOptions,
+    LockOptions,
+    _options,
+    claim_memo,
+    keep_alive,
+    locked,
+)
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+NAMES = [o.name for o in LOCK_OPTIONS]
+
+
+def test_the_typing_is_made_from_the_definition():
+    assert _options.current() == _options.render(), (
+        "python/blob_lock/_options.py is out of date with src/lease/settings.rs: run `make options`"
+    )
+    assert list(LockOptions.__annotations__) == NAMES
+    assert set(KeepAliveOptions.__annotations__) == set(blob_lock._blob_lock.KEEP_ALIVE_OPTIONS)
+
+
+@pytest.mark.parametrize("entry", [BlobLock, locked, claim_memo])
+def test_signatures_show_every_option_with_its_default(entry):
+    params = inspect.signature(entry).parameters
+    for o in LOCK_OPTIONS:
+        assert params[o.name].kind is inspect.Parameter.KEYWORD_ONLY, o.name
+        assert params[o.name].default == o.default, o.name
+
+
+def test_a_lock_made_with_no_options_uses_the_defaults(tmp_path):
+    defaults = {o.name: o.default for o in LOCK_OPTIONS}
+    assert defaults["expire"] == 30.0 and defaults["clock_skew"] == 60.0
+    plain, spelled = BlobLock(tmp_path / "a"), BlobLock(tmp_path / "b", **defaults)
+    for lock in (plain, spelled):
+        assert lock.expire == defaults["expire"]
+        assert lock.heartbeat == pytest.approx(defaults["expire"] / 3)
+        assert lock.protocol in ("auto", "cas")
+        assert lock._timeout is None and lock._raise_on_lost is True
+
+
+def test_every_entry_point_takes_each_of_its_options(tmp_path):
+    values = {
+        "expire": timedelta(seconds=6),
+        "heartbeat": 1,
+        "timeout": 0.5,
+        "protocol": "cas",
+        "storage_options": {},
+        "credential_provider": None,
+        "settle": 0.1,
+        "clock_skew": None,
+        "on_lost": print,
+        "raise_on_lost": False,
+        "labels": {"run": "1"},
+    }
+    assert set(values) == set(NAMES), "a new option needs a value here"
+    for name, value in values.items():
+        lock = locked(tmp_path / name, **{name: value})
+        assert BlobLock(tmp_path / name, **{name: value}).uri == lock.uri
+        claim_memo(tmp_path / name, done=lambda: True, **{name: value})
+    lock = BlobLock(tmp_path / "x", expire=6, timeout=0.5, raise_on_lost=False, labels={"a": "b"})
+    assert (lock.expire, lock._timeout, lock._raise_on_lost, lock.labels) == (
+        6.0,
+        0.5,
+        False,
+        {"a": "b"},
+    )
+
+
+def test_an_unknown_option_names_the_nearest_one(tmp_path):
+    with pytest.raises(TypeError, match=r'unknown option "expires": did you mean "expire"'):
+        BlobLock(tmp_path, expires=5)  # type: ignore[call-arg]
+    with pytest.raises(TypeError, match=r'unknown option "timout": did you mean "timeout"'):
+        claim_memo(tmp_path, done=lambda: True, timout=5)  # type: ignore[call-arg]
+
+
+def test_keep_alive_refuses_the_orchestrators_options(tmp_path):
+    with BlobLock(tmp_path) as held:
+        with pytest.raises(TypeError, match="keep_alive\\(\\) does not take expire"):
+            keep_alive(tmp_path, held.owner, expire=5)  # type: ignore[call-arg]
+        with keep_alive(tmp_path, held.owner, protocol="cas", on_lost=print) as kept:
+            assert not kept.lost
+
+
+def test_wrong_types_name_the_option(tmp_path):
+    for name, value, says in [
+        ("expire", "30", "expire must be seconds"),
+        ("expire", None, "expire must be seconds"),
+        ("heartbeat", True, "heartbeat must be seconds"),
+        ("protocol", 1, 'protocol must be "auto", "cas" or "lww"'),
+        ("raise_on_lost", 1, "raise_on_lost must be True or False"),
+        ("on_lost", 1, "on_lost must be callable"),
+        ("labels", ["a"], "labels must be a mapping"),
+    ]:
+        with pytest.raises(TypeError, match=re.escape(says)):
+            BlobLock(tmp_path, **{name: value})
+
+
+def test_the_cli_has_a_flag_for_each_seconds_and_protocol_option():
+    shown = subprocess.run(
+        [sys.executable, "-m", "blob_lock", "run", "--help"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    for o in LOCK_OPTIONS:
+        if o.kind in ("seconds", "seconds_or_none", "protocol"):
+            assert f"--{o.name.replace('_', '-')}" in shown, o.name
+
+
+def test_the_usage_docs_list_every_option():
+    table = (ROOT / "docs" / "usage.md").read_text()
+    for name in NAMES:
+        assert re.search(rf"^\| `{name}` \|", table, re.M), f"docs/usage.md: no row for {name}"
