@@ -406,6 +406,24 @@ def shared_backend(request, tmp_path) -> Backend:
     return _make_backend(request.param, request, tmp_path)
 
 
+def native_stacks(pid: int) -> str:
+    """Every thread's native stack in process ``pid`` (gdb attached in batch mode), or why
+    there are none."""
+    gdb = shutil.which("gdb")
+    if gdb is None:
+        return "(no gdb on PATH: native stacks not taken)"
+    try:
+        done = subprocess.run(
+            [gdb, "-p", str(pid), "-batch", "-ex", "thread apply all bt 25"],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+    except subprocess.TimeoutExpired:
+        return "(gdb took over 120 s)"
+    return (done.stdout + done.stderr)[-40000:]
+
+
 class Worker:
     """A real process running tests/worker.py; killed with real signals. ``env`` adds to
     the environment it inherits. Its stderr goes to a file, not a pipe: a worker that logs
@@ -433,12 +451,18 @@ class Worker:
         """The next JSON line the worker prints (waiting at most ``timeout``)."""
         got = self.poll(timeout)
         if got is None:
-            # The worker dumps its Python stacks on SIGUSR1 (faulthandler): say where it is.
+            # The worker dumps its Python stacks on SIGUSR1 (faulthandler), and gdb shows
+            # every native thread (the runtime's, blocked or not): say where it is.
+            native = ""
             if self.proc.poll() is None:
+                native = native_stacks(self.proc.pid)
                 self.proc.send_signal(signal.SIGUSR1)
                 time.sleep(1)
             self.kill()
-            raise AssertionError(f"worker printed nothing in {timeout}s: {self.stderr()[-20000:]}")
+            raise AssertionError(
+                f"worker printed nothing in {timeout}s: {self.stderr()[-20000:]}\n"
+                f"native threads:\n{native}"
+            )
         return got
 
     def poll(self, timeout: float) -> dict | None:

@@ -38,6 +38,7 @@ class FaultProxy(LoopbackProxy):
         self._writers: set[asyncio.StreamWriter] = set()
         self.http_failures_served = 0
         self.conditions_stripped = 0
+        self.accepted = 0  # connections taken from clients, for a test to wait on
         self._strip = False
         super().__init__(target_host, target_port)
 
@@ -77,6 +78,7 @@ class FaultProxy(LoopbackProxy):
 
     async def _client(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self._writers.add(writer)
+        self.accepted += 1
         try:
             if self._mode == "reset":
                 _abort(writer)

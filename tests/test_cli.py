@@ -195,7 +195,11 @@ def test_a_wait_with_nobody_reading_its_progress_still_runs_the_command(tmp_path
         runner = subprocess.Popen(cmd, stderr=subprocess.DEVNULL, preexec_fn=lambda: os.close(2))
     os.close(write)
     try:
-        time.sleep(2.5)  # past the first progress line, a second in
+        # Long enough for its first progress line (due a second into the wait) to fail.
+        # Not a synchronisation: standard error, the only thing it writes, is broken or
+        # closed, so there is no event to wait for; however slow the machine, the command
+        # must still be waiting here and run once the lock is released.
+        time.sleep(2.5)
         assert runner.poll() is None, "still waiting for the lock"
         lock.release()
         assert runner.wait(60) == 0

@@ -203,7 +203,9 @@ def test_prune_at_a_terminal_deletes_what_it_showed_and_nothing_that_came_after(
         # The question is on standard error; standard output has what it would delete.
         asked = ""
         while "[y/N]" not in asked:
-            asked += proc.stderr.read(1)
+            got = proc.stderr.read(1)
+            assert got, f"prune ended (exit {proc.wait(60)}) without asking: {asked!r}"
+            asked += got
         assert "token 1" in asked  # what pruning means for fencing, said before asking
         with BlobLock(tmp_path / "later"):  # released while the question waits
             pass

@@ -108,7 +108,14 @@ def test_keep_alive_refuses_wrong_owner_and_missing_lock(backend):
             backend.keep_alive(uri, "someone-else")
         with backend.keep_alive(uri, held.owner) as remote:
             assert remote.token == held.token
-            time.sleep(2.5)  # both renew across a whole expiry without a false steal
+            # Both renew across a whole expiry (2 s) without a false steal: a few writes
+            # of each, and more than the expiry gone by.
+            began, first = time.monotonic(), (held.inspect().write_count or 0)
+            deadline = began + 60
+            while time.monotonic() - began < 2.5 or (held.inspect().write_count or 0) < first + 4:
+                assert time.monotonic() < deadline, "no renewals in 60 s"
+                assert not remote.lost and not held.lost
+                time.sleep(0.05)
             assert not remote.lost and not held.lost
         assert held.release() == ReleaseStatus.RELEASED
     with pytest.raises(LockStolen, match="released"):

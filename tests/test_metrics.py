@@ -29,7 +29,10 @@ from blob_lock import BlobLock, stats
 uri, blob_lock = sys.argv[1], sys.argv[2]
 before = stats()
 with BlobLock(uri, expire=3):
-    time.sleep(2.3)  # two heartbeats (every second)
+    deadline = time.monotonic() + 60
+    while stats()["renewals"]["ok"] - before["renewals"]["ok"] < 2:  # two heartbeats
+        assert time.monotonic() < deadline, "no two renewals in 60 s"
+        time.sleep(0.02)
     assert not BlobLock(uri).try_acquire()
     assert not BlobLock(uri).acquire(timeout=0.1)
 held = BlobLock(uri, expire=3, raise_on_lost=False)

@@ -16,11 +16,13 @@ from blob_lock import (
     LockState,
     LockTimeout,
     ReleaseStatus,
+    _blob_lock,
     break_lock,
     inspect,
     inspect_async,
     keep_alive_async,
     locked,
+    stats,
     wait_free,
     wait_free_async,
 )
@@ -132,7 +134,7 @@ def test_an_acquisition_cancelled_at_the_finish_is_released(tmp_path):
                 await task
             except asyncio.CancelledError:
                 pass
-        await asyncio.sleep(1.0)  # the background releases run
+        await asyncio.to_thread(_blob_lock.drain, 60)  # the background releases have run
 
     asyncio.run(main())
     assert inspect(uri).state in (LockState.RELEASED, LockState.UNLOCKED)
@@ -149,16 +151,22 @@ def test_a_cancelled_task_never_releases_what_the_next_task_on_the_object_took(t
 
     async def main() -> None:
         shared = BlobLock(uri, expire=5)
+        reads = stats()["requests"].get("read", {}).get("ok", 0)
         first = asyncio.ensure_future(shared.acquire_async())
-        await asyncio.sleep(0.3)  # waiting for the holder
+        deadline = time.monotonic() + 60
+        while stats()["requests"].get("read", {}).get("ok", 0) == reads:  # it saw the holder
+            assert time.monotonic() < deadline, "the first acquisition never read the lock"
+            await asyncio.sleep(0.01)
+        assert not first.done()
         second = asyncio.ensure_future(shared.acquire_async(timeout=60))
-        await asyncio.sleep(0.3)  # waiting for its turn on the object
+        await asyncio.sleep(0)  # its first step: it waits for its turn on the object
+        assert not second.done()
         first.cancel()
         with pytest.raises(asyncio.CancelledError):
             await first
         assert await holder.release_async() is ReleaseStatus.RELEASED
         assert await second
-        await asyncio.sleep(1.0)  # any background release of the first has run
+        await asyncio.to_thread(_blob_lock.drain, 60)  # any release of the first has run
         assert shared.held and not shared.lost
         assert inspect(uri, owner=shared.owner).state is LockState.OURS
         assert await shared.release_async() is ReleaseStatus.RELEASED

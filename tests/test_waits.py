@@ -105,8 +105,12 @@ def test_a_signal_ends_a_wait_on_an_unreachable_store_within_a_second(moto_endpo
             stderr=subprocess.PIPE,
             text=True,
         )
-        time.sleep(1.5)  # well inside its first request's 5 s timeout
-        assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
+        # Its first request is in flight once the proxy has taken its connection.
+        deadline = time.monotonic() + 60
+        while proxy.accepted == 0:
+            assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
+            assert time.monotonic() < deadline, "blob-lock run never reached the store"
+            time.sleep(0.01)
         signalled = time.monotonic()
         proc.send_signal(signal.SIGINT)
         code = proc.wait(10)

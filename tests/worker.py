@@ -4,6 +4,7 @@ Prints one JSON line per event and flushes, so the test can follow it."""
 from __future__ import annotations
 
 import asyncio
+import errno
 import faulthandler
 import gc
 import json
@@ -21,21 +22,36 @@ def say(**kw) -> None:
     print(json.dumps(kw), flush=True)
 
 
-def open_files() -> int:
-    return len(os.listdir("/proc/self/fd"))
+def open_files(limit: int | None = None) -> int:
+    """Descriptors open. Counting them takes one: at the limit, that one fails (EMFILE), and
+    the count is the limit (an escaping EMFILE once ended the hold loop, and the exit hook
+    then released thousands of locks one by one while the test waited)."""
+    try:
+        return len(os.listdir("/proc/self/fd"))
+    except OSError as e:
+        if e.errno == errno.EMFILE and limit is not None:
+            return limit
+        raise
 
 
-async def many(uri: str, options: dict | None, n: int, hold: float, expire: float) -> None:
+async def many(
+    uri: str, options: dict | None, n: int, hold: float, expire: float, limit: int
+) -> None:
     """Acquires ``n`` locks under ``uri`` (a fresh BlobLock each, as users make them), holds
     them for ``hold`` seconds while they renew, then releases them."""
     locks = [BlobLock(f"{uri}/{i}", expire=expire, storage_options=options) for i in range(n)]
     began = time.monotonic()
+    phase = "acquiring"
 
     async def progress() -> None:  # on stderr, for a test that has to give up on us
         while True:
-            await asyncio.sleep(30)
+            await asyncio.sleep(10)
             held = sum(lock.held for lock in locks)
-            print(f"{time.monotonic() - began:.0f}s: {held} held", file=sys.stderr, flush=True)
+            print(
+                f"{time.monotonic() - began:.0f}s {phase}: {held} held, {open_files(limit)} files",
+                file=sys.stderr,
+                flush=True,
+            )
 
     reporter = asyncio.create_task(progress())
     await asyncio.gather(*(lock.acquire_async(timeout=120) for lock in locks))
@@ -43,15 +59,20 @@ async def many(uri: str, options: dict | None, n: int, hold: float, expire: floa
         event="acquired",
         held=sum(lock.held for lock in locks),
         seconds=time.monotonic() - began,
-        files=open_files(),
+        files=open_files(limit),
     )
     most = 0
+    phase = "holding"
     until = time.monotonic() + hold
     while time.monotonic() < until:
-        most = max(most, open_files())
+        most = max(most, open_files(limit))
         await asyncio.sleep(0.2)
     lost = [lock.lost_reason for lock in locks if lock.lost]
-    sample = [await inspect_async(lock.uri, storage_options=options) for lock in locks[::30]]
+    phase = "sampling"
+    sample = await asyncio.gather(
+        *(inspect_async(lock.uri, storage_options=options) for lock in locks[:: max(1, n // 100)])
+    )
+    phase = "releasing"
     statuses = await asyncio.gather(*(lock.release_async() for lock in locks))
     reporter.cancel()
     say(
@@ -90,7 +111,7 @@ def main() -> None:
             int(sys.argv[7]),
         )
         resource.setrlimit(resource.RLIMIT_NOFILE, (limit, limit))
-        asyncio.run(many(uri, options, n, hold, expire))
+        asyncio.run(many(uri, options, n, hold, expire, limit))
     elif mode == "hold":
         expire = float(sys.argv[4])
         lock = BlobLock(uri, expire=expire, storage_options=options)

@@ -375,10 +375,14 @@ impl NativeLock {
     fn let_go(&self) {
         let taken = {
             let mut holding = self.lease.lock().unwrap_or_else(|e| e.into_inner());
-            let taken = holding.lease.take();
-            holding.last_loss = taken.as_ref().and_then(|l| l.lost_reason());
-            taken
+            holding.lease.take()
         };
+        // Read with the slot's mutex free: finding the loss logs it and calls on_lost.
+        let loss = taken.as_ref().and_then(|l| l.lost_reason());
+        if loss.is_some() {
+            let mut holding = self.lease.lock().unwrap_or_else(|e| e.into_inner());
+            holding.last_loss = loss;
+        }
         if let Some(lease) = taken {
             lease.let_go();
             log::info!(

@@ -4,32 +4,35 @@ use super::dir::LockDir;
 use crate::errors::{Error, StoreErrorKind};
 use std::io;
 
+/// Whether waiting may fix `e`, met `during` a step, on Windows or not.
+fn kind_of(e: &io::Error, during: &str, windows: bool) -> StoreErrorKind {
+    // What waiting cannot fix fails at once; a full disk, a lack of file descriptors or an
+    // NFS server away may pass.
+    let permanent = errno_is_permanent(e)
+        || matches!(
+            e.kind(),
+            io::ErrorKind::PermissionDenied
+                | io::ErrorKind::ReadOnlyFilesystem
+                | io::ErrorKind::NotADirectory
+                | io::ErrorKind::IsADirectory
+                | io::ErrorKind::InvalidInput
+                | io::ErrorKind::Unsupported
+        );
+    // On Windows a rename over a lockfile that another program (an antivirus, a backup, an
+    // editor) holds open without share-delete fails with PermissionDenied until it closes
+    // it: the caller's retries (a renewal's, within its deadline) may outlast that
+    // (docs/platforms.md).
+    let held_open = windows && during == "replacing" && e.kind() == io::ErrorKind::PermissionDenied;
+    if permanent && !held_open {
+        StoreErrorKind::Permanent
+    } else {
+        StoreErrorKind::Transient
+    }
+}
+
 impl LockDir {
     pub(super) fn error(&self, e: io::Error, during: &str) -> Error {
-        // What waiting cannot fix fails at once; a full disk, a lack of file descriptors
-        // or an NFS server away may pass.
-        let permanent = errno_is_permanent(&e)
-            || matches!(
-                e.kind(),
-                io::ErrorKind::PermissionDenied
-                    | io::ErrorKind::ReadOnlyFilesystem
-                    | io::ErrorKind::NotADirectory
-                    | io::ErrorKind::IsADirectory
-                    | io::ErrorKind::InvalidInput
-                    | io::ErrorKind::Unsupported
-            );
-        // On Windows a rename over a lockfile that another program (an antivirus, a
-        // backup, an editor) holds open without share-delete fails with PermissionDenied
-        // until it closes it: the caller's retries (a renewal's, within its deadline)
-        // may outlast that (docs/platforms.md).
-        let held_open =
-            cfg!(windows) && during == "replacing" && e.kind() == io::ErrorKind::PermissionDenied;
-        let permanent = permanent && !held_open;
-        let kind = if permanent {
-            StoreErrorKind::Permanent
-        } else {
-            StoreErrorKind::Transient
-        };
+        let kind = kind_of(&e, during, cfg!(windows));
         Error::Store {
             uri: self.uri.clone(),
             message: format!("{during} {} failed: {e}", self.path.display()),
@@ -103,4 +106,31 @@ fn errno_is_permanent(_e: &io::Error) -> bool {
 #[cfg(not(unix))]
 fn errno_may_pass(_e: &io::Error) -> bool {
     false
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_rename_refused_on_windows_is_retried_and_nothing_else_forbidden_is() {
+        let denied = || io::Error::from(io::ErrorKind::PermissionDenied);
+        assert_eq!(
+            kind_of(&denied(), "replacing", true),
+            StoreErrorKind::Transient
+        );
+        assert_eq!(
+            kind_of(&denied(), "replacing", false),
+            StoreErrorKind::Permanent
+        );
+        assert_eq!(
+            kind_of(&denied(), "creating", true),
+            StoreErrorKind::Permanent
+        );
+        let busy = io::Error::from(io::ErrorKind::TimedOut);
+        assert_eq!(
+            kind_of(&busy, "replacing", false),
+            StoreErrorKind::Transient
+        );
+    }
 }
