@@ -248,6 +248,12 @@ impl LockStore for Torn {
     fn uri(&self) -> &str {
         self.inner.uri()
     }
+    async fn conditional_writes(&self, required: bool) -> blob_lock::Result<bool> {
+        self.inner.conditional_writes(required).await
+    }
+    fn known_conditional_writes(&self) -> Option<bool> {
+        self.inner.known_conditional_writes()
+    }
 }
 
 /// Under lww a half-written lockfile is a write in flight: read again, not reported as a

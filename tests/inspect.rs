@@ -169,6 +169,19 @@ impl LockStore for IgnoresConditions {
     fn uri(&self) -> &str {
         self.0.uri()
     }
+    /// Says so, as every store must: what it does with conditions is what the doctor finds.
+    async fn conditional_writes(&self, required: bool) -> blob_lock::Result<bool> {
+        if required {
+            return Err(blob_lock::Error::UnsafeStore {
+                uri: self.uri().to_string(),
+                check: "it ignores the conditions of its writes".into(),
+            });
+        }
+        Ok(false)
+    }
+    fn known_conditional_writes(&self) -> Option<bool> {
+        Some(false)
+    }
 }
 
 #[tokio::test]

@@ -7,6 +7,7 @@ mod conformance;
 mod sim;
 
 use blob_lock::store::{self, Counted, LockStore, Requests};
+use conformance::Deletes;
 use rand::rngs::StdRng;
 use rand::SeedableRng;
 use std::path::Path;
@@ -43,20 +44,21 @@ fn counted(views: conformance::Views) -> conformance::Views {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn memory_store_conforms() {
-    conformance::all(memory_views).await;
+    conformance::all(memory_views, Deletes::Unconditional).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn file_store_conforms() {
     let root = tempfile::tempdir().unwrap();
-    conformance::all(|| file_views(root.path())).await;
+    conformance::all(|| file_views(root.path()), Deletes::Conditional).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn counted_stores_conform() {
     let root = tempfile::tempdir().unwrap();
-    conformance::all(|| counted(memory_views())).await;
-    conformance::all(|| counted(file_views(root.path()))).await;
+    conformance::all(|| counted(memory_views()), Deletes::Unconditional).await;
+    // Through the wrapper a conditional delete stays conditional.
+    conformance::all(|| counted(file_views(root.path())), Deletes::Conditional).await;
 }
 
 /// The counting wrapper's own promise: one count per request, by kind.
@@ -96,5 +98,5 @@ async fn simulated_store_conforms() {
             .map(|i| sim::Process::new(&world, &format!("p{i}"), &faults, &mut rng).store(i as u64))
             .collect()
     };
-    conformance::all(views).await;
+    conformance::all(views, Deletes::None).await;
 }

@@ -184,6 +184,35 @@ def test_install_routes_every_lease_call_and_uninstall_restores_mops(adapter, tm
     assert "BLOB_LOCK_MOPS" not in os.environ
 
 
+def test_a_failed_look_after_keep_alive_starts_stops_it(adapter, tmp_path, monkeypatch):
+    """The remote's writer starts a keep-alive, then reads the lockfile's expiry: a store
+    error there is mops's CannotMaintainLease, and the keep-alive is stopped, not left
+    renewing for ever behind a handle nobody has."""
+    from datetime import timedelta
+
+    import blob_lock.mops
+    from blob_lock import StoreError, _process, inspect
+
+    uri = str(tmp_path / "lock")
+    held = lease.acquire(uri, expire=timedelta(seconds=30))
+    looks = []
+
+    def failing_second_look(*args, **kwargs):
+        looks.append(args)
+        if len(looks) == 2:  # the look after keep_alive started
+            raise StoreError("the store went away", uri, True)
+        return inspect(*args, **kwargs)
+
+    monkeypatch.setattr(blob_lock.mops, "inspect", failing_second_look)
+    live = lambda: {type(item).__name__ for item in list(_process._live)}  # noqa: E731
+    assert "KeepAlive" not in live()
+    with pytest.raises(lease.CannotMaintainLease, match="the store went away"):
+        lease.make_remote_lease_writer(uri)
+    assert len(looks) == 2
+    assert "KeepAlive" not in live(), "the keep-alive was left running"
+    lease.maintain_to_release(held)()
+
+
 def test_mops_uris_are_mapped_and_others_refused(tmp_path, monkeypatch):
     from blob_lock.mops import lock_location
 

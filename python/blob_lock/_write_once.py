@@ -43,8 +43,11 @@ def write_once(
     can never overwrite the result another run published: its ``write_once`` returns False.
     The store must honour create-if-absent writes; that is checked once per process and
     store, as for a ``cas`` lock, and ``UnsafeStore`` is raised where it does not (there a
-    second write would silently replace the first). After an error the write may have
-    landed all the same: calling again returns False if it did.
+    second write would silently replace the first). A refused write is read back: when the
+    object holds exactly ``data`` (this call's write landed and its answer was lost, a server
+    error the client retried), the answer is True; calling again after an error is True
+    likewise. Identical bytes written by another caller count as ours: they are the same
+    result.
     """
     return _blob_lock.write_once(
         _object_uri(uri),

@@ -365,7 +365,13 @@ def make_remote_lease_writer(lease_dir_uri: str, expected_writer_id: str = "") -
         raise lease.LeaseLostError(str(e)) from e
     except (LockError, OSError) as e:
         raise lease.CannotMaintainLease(str(e)) from e
-    seen = inspect(uri, storage_options=options, credential_provider=credential)
+    try:
+        seen = inspect(uri, storage_options=options, credential_provider=credential)
+    except BaseException as e:
+        kept.stop()  # nobody would hold the handle: it would renew for ever
+        if isinstance(e, (LockError, OSError)):
+            raise lease.CannotMaintainLease(str(e)) from e
+        raise
     return _Remote(kept, float(seen.expire_s or 0.0))
 
 

@@ -94,6 +94,11 @@ impl LockStore for Counted {
         self.inner.delete().await
     }
 
+    async fn delete_if(&self, expected: &Version) -> Result<bool> {
+        self.count(4);
+        self.inner.delete_if(expected).await
+    }
+
     async fn conditional_writes(&self, required: bool) -> Result<bool> {
         self.inner.conditional_writes(required).await
     }

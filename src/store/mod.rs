@@ -113,19 +113,14 @@ pub trait LockStore: Send + Sync + fmt::Debug + 'static {
     }
 
     /// Whether this store honours conditional writes (create-if-absent, update-if-match),
-    /// which the `cas` protocol needs. Stores that have them by construction (memory, files,
-    /// those brought by tests) answer at once; stores over HTTP are probed once per process
-    /// ([`probe`]). Where they are not honoured: `Error::UnsafeStore` when `required`, else
-    /// `false` (and the store says why, once).
-    async fn conditional_writes(&self, required: bool) -> Result<bool> {
-        let _ = required;
-        Ok(true)
-    }
+    /// which the `cas` protocol needs. Stores that have them by construction (memory, files)
+    /// answer at once; stores over HTTP are probed once per process ([`probe`]). Where they
+    /// are not honoured: `Error::UnsafeStore` when `required`, else `false` (and the store
+    /// says why, once). No default: a store that forgot to say would claim to be safe.
+    async fn conditional_writes(&self, required: bool) -> Result<bool>;
 
     /// What [`LockStore::conditional_writes`] answers, if that is known without a request.
-    fn known_conditional_writes(&self) -> Option<bool> {
-        Some(true)
-    }
+    fn known_conditional_writes(&self) -> Option<bool>;
 
     /// Returns once no call this store object began is still running after its caller
     /// stopped waiting for it: the release of a cancelled acquisition must come after the

@@ -154,11 +154,71 @@ pub async fn identity_and_quiesced(views: Views) {
     views[0].quiesced().await;
 }
 
+/// What a store's deletes promise (`prune` and `doctor` rely on them).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Deletes {
+    /// It has none (the simulation's store): not checked.
+    None,
+    /// `delete_if` deletes whatever the version (object_store has no conditional delete).
+    Unconditional,
+    /// `delete_if` deletes only at the version given.
+    Conditional,
+}
+
+/// `delete` removes the lockfile and a create then starts afresh; `delete_if` at the
+/// current version deletes and says so; a stale one, where deletes are conditional, leaves
+/// the lockfile and says false; every view sees what a delete did.
+pub async fn deletes(views: Views, kind: Deletes) {
+    if kind == Deletes::None {
+        return;
+    }
+    let (a, b) = (views[0].as_ref(), views[1].as_ref());
+    let Write::Done(first) = a.create(body(1)).await.unwrap() else {
+        panic!("the first create must land")
+    };
+    a.delete().await.unwrap();
+    assert!(
+        b.read().await.unwrap().is_none(),
+        "another view still reads a deleted lockfile"
+    );
+    let Write::Done(v1) = b.create(body(2)).await.unwrap() else {
+        panic!("a create after a delete must land")
+    };
+    let Write::Done(v2) = a.update(body(3), &v1).await.unwrap() else {
+        panic!("an update at the current version must land")
+    };
+    match kind {
+        Deletes::Conditional => {
+            for stale in [&first, &v1] {
+                assert!(
+                    !b.delete_if(stale).await.unwrap(),
+                    "deleted at a stale version"
+                );
+                assert_eq!(
+                    read_bytes(a).await.unwrap().0,
+                    body(3),
+                    "a stale delete_if removed it"
+                );
+            }
+        }
+        Deletes::Unconditional | Deletes::None => {}
+    }
+    assert!(
+        b.delete_if(&v2).await.unwrap(),
+        "delete_if at the current version"
+    );
+    assert!(
+        a.read().await.unwrap().is_none(),
+        "delete_if said it deleted, and it is there"
+    );
+}
+
 /// Every check above, each on fresh views from `views` (a new absent lockfile each call).
-pub async fn all(views: impl Fn() -> Views) {
+pub async fn all(views: impl Fn() -> Views, kind: Deletes) {
     writes_and_reads(views()).await;
     overwrite_creates(views()).await;
     views_agree(views()).await;
     racing_writes_have_one_winner(views()).await;
     identity_and_quiesced(views()).await;
+    deletes(views(), kind).await;
 }

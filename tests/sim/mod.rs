@@ -455,6 +455,16 @@ pub fn version_number(v: &Version) -> u64 {
 
 #[async_trait]
 impl LockStore for NodeStore {
+    /// Its creates and updates check their condition where they land, as a store that
+    /// honours conditions does (lww runs on it too, writing unconditionally).
+    async fn conditional_writes(&self, _required: bool) -> blob_lock::Result<bool> {
+        Ok(true)
+    }
+
+    fn known_conditional_writes(&self) -> Option<bool> {
+        Some(true)
+    }
+
     async fn read(&self) -> blob_lock::Result<Option<Snapshot>> {
         let fail = !self.healed() && self.roll() < self.faults.read_error_p;
         let lag = if self.healed() {

@@ -118,6 +118,15 @@ impl FileStore {
 
 #[async_trait]
 impl LockStore for FileStore {
+    /// Conditional by construction: creates are exclusive, updates compare under the guard.
+    async fn conditional_writes(&self, _required: bool) -> Result<bool> {
+        Ok(true)
+    }
+
+    fn known_conditional_writes(&self) -> Option<bool> {
+        Some(true)
+    }
+
     async fn read(&self) -> Result<Option<Snapshot>> {
         if self.inline() {
             return self.files.read_sync();
