@@ -63,8 +63,10 @@ pub fn system() -> Arc<dyn Clock> {
     Arc::new(SystemClock)
 }
 
-/// A clock that runs at `rate` times true (tokio) time from `base`, with its wall clock off
-/// by `offset`: the simulation's model of clock drift and skew between machines.
+/// A clock whose monotonic time runs at `rate` times true (tokio) time from `base`, and
+/// whose wall clock reads true time off by `offset`: the simulation's model of machines
+/// whose timers run fast or slow and whose wall clocks, disciplined by NTP, stay within a
+/// bounded offset of each other (the `clock_skew` a lock is told of).
 #[derive(Debug)]
 pub struct DriftingClock {
     base: Instant,
@@ -75,8 +77,8 @@ pub struct DriftingClock {
 }
 
 impl DriftingClock {
-    /// A clock starting now, running at `rate` (1.0 is true time), wall clock off by
-    /// `offset`, with jitter drawn from `seed`.
+    /// A clock starting now, its monotonic time running at `rate` (1.0 is true time), its
+    /// wall clock reading `wall_base` now and off by `offset`, with jitter drawn from `seed`.
     pub fn new(rate: f64, wall_base: DateTime<Utc>, offset: chrono::Duration, seed: u64) -> Self {
         use rand::SeedableRng;
         assert!(rate > 0.0, "a clock rate is positive");
@@ -95,8 +97,8 @@ impl Clock for DriftingClock {
         self.base + (Instant::now() - self.base).mul_f64(self.rate)
     }
     fn wall(&self) -> DateTime<Utc> {
-        let local = self.now() - self.base;
-        self.wall_base + chrono::Duration::from_std(local).unwrap_or_default() + self.offset
+        let elapsed = Instant::now() - self.base;
+        self.wall_base + chrono::Duration::from_std(elapsed).unwrap_or_default() + self.offset
     }
     fn sleep_until(&self, deadline: Instant) -> Sleep {
         let local = deadline.saturating_duration_since(self.base);

@@ -25,6 +25,11 @@ pub const EXPIRE: f64 = 3.0;
 /// Clocks run at a rate within this fraction of true time. The holder's margin of
 /// `expire / 10` covers a ratio of rates up to 1/0.9; 4% each way gives at most 1.083.
 pub const DRIFT: f64 = 0.04;
+/// The wall-clock allowance locks are given (`clock_skew`): the default's ratio to the
+/// default expiry (60 s to 30 s), so that the fast path for old lockfiles runs as users run
+/// it. Each process's wall clock is off by at most half of it, so any two differ by at most
+/// the allowance.
+pub const SKEW: f64 = 2.0 * EXPIRE;
 /// The launch grace of a hand-off: longer than `EXPIRE`, so that it shows.
 pub const GRACE: f64 = 4.0 * EXPIRE;
 
@@ -562,13 +567,16 @@ impl Process {
             );
         }
         let seed = rng.random();
+        // From a stream of its own, so that every other draw, and so each named seed's
+        // schedule, is what it was before wall clocks had offsets.
+        let offset = StdRng::seed_from_u64(seed ^ 0x0ff5e7).random_range(-SKEW / 2.0..=SKEW / 2.0);
         Process {
             world: world.clone(),
             name: name.to_string(),
             clock: Arc::new(DriftingClock::new(
                 rate,
-                world.wall_base,
-                chrono::Duration::zero(),
+                world.wall_at(Instant::now()),
+                chrono::Duration::milliseconds((offset * 1000.0) as i64),
                 seed,
             )),
             pauses,
@@ -597,7 +605,7 @@ impl Process {
     pub fn options(&self, protocol: Protocol) -> LockOptions {
         let mut o = LockOptions::new(EXPIRE).unwrap();
         o.protocol = Some(protocol);
-        o.timing = Timing::new(EXPIRE, None, None, None).unwrap();
+        o.timing = Timing::new(EXPIRE, None, None, Some(SKEW)).unwrap();
         o.clock = self.clock.clone();
         o
     }
