@@ -27,6 +27,7 @@ pub mod inventory;
 pub mod lease;
 pub mod lockfile;
 pub mod metrics;
+pub mod mutation;
 mod per_process;
 pub mod protocol;
 pub mod race;

@@ -169,7 +169,7 @@ async fn contend(p: Process, c: &Contender, draft: Draft, siblings: Arc<Siblings
             p.hold(
                 &lease,
                 Instant::now() + HOLD,
-                &mut rand::SeedableRng::seed_from_u64(1),
+                &mut <rand::rngs::StdRng as rand::SeedableRng>::seed_from_u64(1),
                 false,
             )
             .await;

@@ -501,3 +501,22 @@ fn cas_does_not_take_a_stale_read_of_its_own_released_write_for_an_acquisition()
         panic!("cas: {}", out.violations[0]);
     }
 }
+
+/// The seeded bugs of the model check (tests/model.rs, src/mutation.rs) against this random
+/// campaign at `SIM_SEEDS` seeds: at how many seeds it finds each (docs/guarantees.md sets
+/// the two side by side). Run by `make model`.
+#[cfg(feature = "mutations")]
+#[test]
+fn seeded_bugs_in_the_random_campaign() {
+    use blob_lock::mutation::{seed, Mutation};
+    for m in Mutation::ALL {
+        seed(Some(m));
+        let (n, bad) = campaign(Protocol::Cas, false);
+        seed(None);
+        println!(
+            "seeded {m:?}: the random simulation found it at {} of {n} seeds (first: {:?})",
+            bad.len(),
+            bad.first()
+        );
+    }
+}

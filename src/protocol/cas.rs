@@ -59,7 +59,11 @@ impl Engine {
         if let Some(busy) = self.judge(&lf, &snap, self.clock.now(), acquisition) {
             return Ok(busy);
         }
-        let token = lf.token + 1;
+        let token = if crate::mutation::active(crate::mutation::Mutation::TokenNotIncremented) {
+            lf.token
+        } else {
+            lf.token + 1
+        };
         let body = self.body(owner, token);
         let start = self.clock.now();
         acquisition.note(token, start);
@@ -68,6 +72,16 @@ impl Engine {
             .await?
         {
             Write::Done(version) => Ok(Attempt::Acquired(self.held(owner, body, version, start))),
+            Write::Conflict
+                if crate::mutation::active(crate::mutation::Mutation::ConflictAsSuccess) =>
+            {
+                Ok(Attempt::Acquired(self.held(
+                    owner,
+                    body,
+                    snap.version,
+                    start,
+                )))
+            }
             Write::Conflict => {
                 acquisition.watch = None;
                 match self.read().await? {

@@ -258,7 +258,13 @@ impl Engine {
         };
         let seen = read_done.saturating_duration_since(since);
         // The launch grace, when the holder handed the lock to a remote, lengthens the wait.
-        let lifetime = lf.lifetime();
+        let mut lifetime = lf.lifetime();
+        if crate::mutation::active(crate::mutation::Mutation::IgnoreGrace) {
+            lifetime = lf.expire();
+        }
+        if crate::mutation::active(crate::mutation::Mutation::ExpireAtHalf) {
+            lifetime /= 2;
+        }
         if seen >= lifetime {
             log::debug!(
                 "{}: {} unchanged for {:.3}s, expired",
@@ -338,6 +344,9 @@ impl Engine {
     /// A write by our owner id without a token is a co-owner that does not know tokens
     /// (mops's remote writer rewrites the whole body with its own fields): still ours.
     pub(super) fn still_ours(held: &Held, lf: &LockFile) -> bool {
+        if crate::mutation::active(crate::mutation::Mutation::AdoptForeignWrite) {
+            return !lf.is_released();
+        }
         lf.writer_id == held.owner && (lf.token == held.token || lf.token == 0) && !lf.is_released()
     }
 

@@ -17,7 +17,10 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::time::Instant;
 
+mod choice;
 mod oracle;
+#[allow(unused_imports)] // each test uses a part
+pub use choice::*;
 #[allow(unused_imports)] // tests/stores.rs uses the simulated store only
 pub use oracle::*;
 
@@ -235,10 +238,17 @@ pub struct World {
     pub events: Mutex<Vec<Event>>,
     /// Set for the final phase: every fault off.
     pub healed: AtomicBool,
+    /// The explorer's chooser, which every view of the store then shares (else each view
+    /// draws from a generator of its own).
+    pub explorer: Option<Shared>,
 }
 
 impl World {
     pub fn new() -> Arc<World> {
+        Self::with_explorer(None)
+    }
+
+    pub fn with_explorer(explorer: Option<Shared>) -> Arc<World> {
         Arc::new(World {
             start: Instant::now(),
             wall_base: Utc.with_ymd_and_hms(2026, 1, 1, 0, 0, 0).unwrap(),
@@ -246,6 +256,7 @@ impl World {
             trace: Mutex::new(Vec::new()),
             events: Mutex::new(Vec::new()),
             healed: AtomicBool::new(false),
+            explorer,
         })
     }
 
@@ -302,7 +313,7 @@ pub struct NodeStore {
     pub world: Arc<World>,
     pub name: String,
     pub faults: Faults,
-    pub rng: Arc<Mutex<StdRng>>,
+    pub rng: Shared,
     pub pauses: Arc<Pauses>,
 }
 
@@ -332,10 +343,6 @@ impl NodeStore {
         self.world.healed.load(Ordering::SeqCst)
     }
 
-    fn roll(&self) -> f64 {
-        self.rng.lock().unwrap().random::<f64>()
-    }
-
     /// One leg of a request's trip: latency, then waiting out any pause of this process.
     pub async fn travel(&self) {
         let scripted = self.script.lock().unwrap().pop_front();
@@ -345,8 +352,8 @@ impl NodeStore {
             let (slow, r) = {
                 let mut rng = self.rng.lock().unwrap();
                 (
-                    rng.random::<f64>() < self.faults.slow_p,
-                    rng.random::<f64>(),
+                    rng.chance(self.faults.slow_p, "a slow leg"),
+                    rng.fraction("a leg's latency"),
                 )
             };
             let bound = if slow {
@@ -363,16 +370,13 @@ impl NodeStore {
         if self.healed() {
             return Fate::Normal;
         }
-        let r = self.roll();
         let f = &self.faults;
-        if r < f.lost_write_p {
-            Fate::Lost
-        } else if r < f.lost_write_p + f.ghost_write_p {
-            Fate::Ghost
-        } else if r < f.lost_write_p + f.ghost_write_p + f.echo_conflict_p {
-            Fate::Echo
-        } else {
-            Fate::Normal
+        let weights = [f.lost_write_p, f.ghost_write_p, f.echo_conflict_p];
+        match self.rng.lock().unwrap().pick(&weights, "a write's fate") {
+            Some(0) => Fate::Lost,
+            Some(1) => Fate::Ghost,
+            Some(_) => Fate::Echo,
+            None => Fate::Normal,
         }
     }
 
@@ -471,14 +475,21 @@ impl LockStore for NodeStore {
     }
 
     async fn read(&self) -> blob_lock::Result<Option<Snapshot>> {
-        let fail = !self.healed() && self.roll() < self.faults.read_error_p;
+        let fail = !self.healed()
+            && (self.rng.lock().unwrap()).chance(self.faults.read_error_p, "a read fails");
         let lag = if self.healed() {
             Duration::ZERO
         } else {
             self.faults.stale_for.mul_f64(if self.faults.exact_lag {
                 1.0
+            } else if self.faults.stale_for.is_zero() {
+                // No draw where nothing is stale: keeps the random stream (a draw times
+                // zero) and spares the explorer a point.
+                let mut rng = self.rng.lock().unwrap();
+                rng.spare();
+                0.0
             } else {
-                self.roll()
+                self.rng.lock().unwrap().extent("how stale a read is")
             })
         };
         self.travel().await;
@@ -550,12 +561,13 @@ pub struct Process {
 }
 
 impl Process {
-    pub fn new(world: &Arc<World>, name: &str, faults: &Faults, rng: &mut StdRng) -> Process {
-        let rate = 1.0 + rng.random_range(-DRIFT..=DRIFT);
+    pub fn new(world: &Arc<World>, name: &str, faults: &Faults, rng: &mut dyn Chooser) -> Process {
+        let rate = 1.0 + rng.within(-DRIFT, DRIFT, true, "a clock's rate");
         let pauses = Arc::new(Pauses::default());
-        if faults.pauses && rng.random::<f64>() < 0.3 {
-            let at = Instant::now() + Duration::from_secs_f64(rng.random_range(0.0..12.0) * EXPIRE);
-            let len = Duration::from_secs_f64(rng.random_range(0.5..3.0) * EXPIRE);
+        if faults.pauses && rng.chance(0.3, "a process pauses") {
+            let at = Instant::now()
+                + Duration::from_secs_f64(rng.within(0.0, 12.0, false, "when") * EXPIRE);
+            let len = Duration::from_secs_f64(rng.within(0.5, 3.0, false, "how long") * EXPIRE);
             pauses.0.lock().unwrap().push((at, at + len));
             world.log(
                 name,
@@ -566,10 +578,13 @@ impl Process {
                 ),
             );
         }
-        let seed = rng.random();
-        // From a stream of its own, so that every other draw, and so each named seed's
-        // schedule, is what it was before wall clocks had offsets.
-        let offset = StdRng::seed_from_u64(seed ^ 0x0ff5e7).random_range(-SKEW / 2.0..=SKEW / 2.0);
+        let seed = rng.seed();
+        // Random: from a stream of its own, so that every other draw, and so each named
+        // seed's schedule, is what it was before wall clocks had offsets.
+        let offset = match world.explorer.as_ref() {
+            None => StdRng::seed_from_u64(seed ^ 0x0ff5e7).random_range(-SKEW / 2.0..=SKEW / 2.0),
+            Some(_) => rng.within(-SKEW / 2.0, SKEW / 2.0, true, "a wall clock's offset"),
+        };
         Process {
             world: world.clone(),
             name: name.to_string(),
@@ -597,7 +612,10 @@ impl Process {
             world: self.world.clone(),
             name: self.name.clone(),
             faults: self.faults.clone(),
-            rng: Arc::new(Mutex::new(StdRng::seed_from_u64(self.seed ^ salt))),
+            rng: match self.world.explorer.as_ref() {
+                Some(shared) => shared.clone(),
+                None => Arc::new(Mutex::new(StdRng::seed_from_u64(self.seed ^ salt))),
+            },
             pauses: self.pauses.clone(),
         })
     }
@@ -616,11 +634,11 @@ impl Process {
         &self,
         lease: &blob_lock::Lease,
         until: Instant,
-        rng: &mut StdRng,
+        rng: &mut dyn Chooser,
         remote: bool,
     ) -> bool {
         while Instant::now() < until {
-            let step = Duration::from_secs_f64(rng.random_range(0.01..0.15) * EXPIRE);
+            let step = Duration::from_secs_f64(rng.step(0.01, 0.15) * EXPIRE);
             tokio::time::sleep(step).await;
             self.pauses.wait().await;
             if lease.is_lost() {
