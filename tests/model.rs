@@ -241,8 +241,45 @@ async fn scenario(
     }
     let events = world.events.lock().unwrap().clone();
     violations.extend(check(&events, Mode::Eventual));
+    violations.extend(no_revival(&world));
     let trace = world.trace.lock().unwrap().clone();
     (violations, trace)
+}
+
+/// A remote's keep_alive never revives a lock: each write of a remote lands on a write of
+/// the same owner and acquisition that is not a release (from the store's true history).
+fn no_revival(world: &World) -> Vec<String> {
+    let history = world.history.lock().unwrap();
+    let decoded: Vec<_> = history
+        .iter()
+        .map(|s| blob_lock::LockFile::decode(&s.bytes).ok())
+        .collect();
+    let mut found = Vec::new();
+    for pair in decoded.windows(2) {
+        let (Some(before), Some(after)) = (&pair[0], &pair[1]) else {
+            continue;
+        };
+        let by_remote = after.writer_name.as_deref() == Some(blob_lock::protocol::REMOTE);
+        if by_remote
+            && (before.writer_id != after.writer_id
+                || before.token != after.token
+                || before.is_released())
+        {
+            found.push(format!(
+                "a remote's write revived {} (token {}) over {} (token {}{})",
+                after.writer_id,
+                after.token,
+                before.writer_id,
+                before.token,
+                if before.is_released() {
+                    ", released"
+                } else {
+                    ""
+                }
+            ));
+        }
+    }
+    found
 }
 
 fn run(
