@@ -229,3 +229,16 @@ def test_ls_on_a_typo_in_the_endpoint_fails_at_once_naming_it():
     )  # fmt: skip
     assert done.returncode == 1, done.stderr
     assert f"127.0.0.1:{port}" in done.stderr and "check the endpoint" in done.stderr
+
+
+def test_prune_only_deletes_the_locks_named_and_judges_the_rest(tmp_path):
+    """``only``: what a person confirmed after a dry run is all that may be deleted."""
+    for name in ("a", "b"):
+        with BlobLock(tmp_path / name):
+            pass
+    a, b = str(tmp_path / "a"), str(tmp_path / "b")
+    done = {p.uri: p.outcome for p in prune_locks(tmp_path, older_than=0, only={a})}
+    assert done[a] is PruneOutcome.DELETED and done[b] is PruneOutcome.WOULD_DELETE
+    assert inspect(a).state == "unlocked" and inspect(b).state == "released"
+    with pytest.raises(TypeError, match="only must be a collection of lock URIs"):
+        prune_locks(tmp_path, older_than=0, only=a)  # a str is not a collection of URIs

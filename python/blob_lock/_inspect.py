@@ -20,6 +20,7 @@ __all__ = [
     "Inspection",
     "LockState",
     "break_lock",
+    "duration_text",
     "inspect",
     "inspect_async",
     "wait_free",
@@ -126,14 +127,14 @@ class Inspection:
         line = f"{self.uri}: {self.state.value}, {who}, token {self.token}"
         held_for = self.held_for()
         if held_for is not None:
-            line += f", held for {_duration(held_for)}"
+            line += f", held for {duration_text(held_for)}"
         if self.handed_off and self.grace_until is not None:
             line += f", handed off, grace until {self.grace_until.isoformat(timespec='seconds')}"
         if self.expires_in is not None:
             if self.expires_in > 0:
-                line += f", expires in {_duration(self.expires_in)} unless renewed"
+                line += f", expires in {duration_text(self.expires_in)} unless renewed"
             else:
-                line += f", expired {_duration(-self.expires_in)} ago"
+                line += f", expired {duration_text(-self.expires_in)} ago"
         return line + self._labels_text()
 
     def _labels_text(self) -> str:
@@ -154,7 +155,8 @@ class Inspection:
         return out
 
 
-def _duration(seconds: float) -> str:
+def duration_text(seconds: float) -> str:
+    """A duration as blob-lock's messages write it: ``4.2s``, ``45s``, ``7m05s``, ``3h20m``."""
     s = round(seconds)
     if s < 60:
         return f"{max(seconds, 0):.1f}s" if seconds < 10 else f"{s}s"

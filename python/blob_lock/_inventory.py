@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import enum
 import os
-from collections.abc import Iterator, Mapping
+from collections.abc import Collection, Iterator, Mapping
 from dataclasses import dataclass
 
 from blob_lock import _args, _blob_lock, _credentials
@@ -108,6 +108,7 @@ def prune_locks(
     *,
     older_than: Seconds,
     dry_run: bool = False,
+    only: Collection[str] | None = None,
     storage_options: Mapping[str, str] | None = None,
     credential_provider: CredentialProvider | object | None = None,
 ) -> Iterator[Pruned]:
@@ -117,7 +118,9 @@ def prune_locks(
     as a waiter takes over a free lock, and deleted while held, so a lock someone took
     meanwhile is never deleted from under them. Held and unreadable lockfiles are kept.
     Yields what it did with each lock, page by page as the iterator is consumed (nothing
-    is deleted before that); ``dry_run`` writes nothing.
+    is deleted before that); ``dry_run`` writes nothing. ``only`` limits the deletions to
+    those lock URIs (the ones a person confirmed after a dry run); the others are judged as
+    in a dry run.
 
     Deleting a lockfile drops its fencing token: the next acquisition of that lock gets
     token 1. Do not prune locks whose tokens fence a resource that refuses tokens lower
@@ -127,7 +130,10 @@ def prune_locks(
         raise TypeError("older_than must be seconds (a number) or a timedelta, got None")
     if not isinstance(dry_run, bool):
         raise TypeError(f"dry_run must be a bool, got {dry_run!r}")
-    return _prune(prefix, older_than, dry_run, storage_options, None, credential_provider)
+    if only is not None and (isinstance(only, str) or not all(isinstance(u, str) for u in only)):
+        raise TypeError(f"only must be a collection of lock URIs (str), got {only!r}")
+    chosen = None if only is None else set(only)
+    return _prune(prefix, older_than, dry_run, storage_options, chosen, credential_provider)
 
 
 def _prune(

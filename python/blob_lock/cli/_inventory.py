@@ -9,9 +9,7 @@ import json
 import sys
 from datetime import datetime, timezone
 
-from blob_lock import Inspection, LockState, PruneOutcome, list_locks
-from blob_lock._inspect import _duration
-from blob_lock._inventory import _prune
+from blob_lock import Inspection, LockState, PruneOutcome, duration_text, list_locks, prune_locks
 from blob_lock.cli._exits import EXIT_ERROR, EXIT_REFUSED
 from blob_lock.cli._parser import storage_options
 
@@ -42,13 +40,15 @@ def _row(seen: Inspection, now: datetime) -> list[str]:
     if seen.pid:
         holder += f":{seen.pid}"
     expires = (
-        _duration(seen.expires_in) if seen.expires_in is not None and seen.expires_in > 0 else "-"
+        duration_text(seen.expires_in)
+        if seen.expires_in is not None and seen.expires_in > 0
+        else "-"
     )
     labels = ",".join(f"{k}={v}" for k, v in seen.labels.items())
     return [
         seen.state.value,
         str(seen.token) if seen.token is not None else "-",
-        _duration(age) if age is not None else "-",
+        duration_text(age) if age is not None else "-",
         expires,
         holder,
         seen.uri,
@@ -95,13 +95,15 @@ def prune_command(args: argparse.Namespace) -> int:
     """``blob-lock prune``: deletes lockfiles released or expired longer ago than
     ``--older-than``; without ``--yes``, shows them and asks first."""
     options = storage_options(args)
-    age = _duration(args.older_than)
+    age = duration_text(args.older_than)
     # What was shown and confirmed is all that may be deleted: a lock that ages past
     # --older-than while the question is read waits for the next prune.
     confirmed: set[str] | None = None
     if not args.yes:
         confirmed = set()
-        for p in _prune(args.uri, args.older_than, True, options, None):
+        for p in prune_locks(
+            args.uri, older_than=args.older_than, dry_run=True, storage_options=options
+        ):
             if p.outcome is PruneOutcome.WOULD_DELETE:
                 confirmed.add(p.uri)
                 print(f"would delete {p.found.describe()}", flush=True)
@@ -112,7 +114,9 @@ def prune_command(args: argparse.Namespace) -> int:
         if not _ask(f"delete these {len(confirmed)} lockfiles?"):
             return EXIT_REFUSED
     counts: dict[PruneOutcome, int] = {}
-    for p in _prune(args.uri, args.older_than, False, options, confirmed):
+    for p in prune_locks(
+        args.uri, older_than=args.older_than, only=confirmed, storage_options=options
+    ):
         if confirmed is not None and p.uri not in confirmed:
             continue
         counts[p.outcome] = counts.get(p.outcome, 0) + 1
