@@ -2,10 +2,9 @@
 //! URIs of the locks whose `lock.json` lies anywhere below it. A page is read when asked
 //! for, so a prefix with millions of objects costs memory for one page, not for all.
 
-use super::client::{self, Options};
+use super::client;
 use super::gate::Gate;
-use super::open::{memory, refuse_options};
-use super::uri::Location;
+use super::open::{Place, Sharing};
 use crate::errors::{Error, Result};
 use crate::lockfile::LOCKFILE_NAME;
 use futures_util::stream::{BoxStream, StreamExt};
@@ -53,20 +52,18 @@ impl Listing {
         options: &super::Access,
         request_timeout: Duration,
     ) -> Result<Listing> {
-        let location = Location::parse(prefix).map_err(|e| match e {
+        let place = Place::of(prefix, options, Sharing::Shared).map_err(|e| match e {
             Error::InvalidArgument(why) => {
                 Error::InvalidArgument(why.replacen("invalid lock URI", "invalid prefix", 1))
             }
             other => other,
         })?;
-        let options = Options::split(options)?;
         let mut shown = prefix.trim_end_matches('/').to_string();
         if shown.ends_with(':') {
             shown.push_str("//"); // `file:///`: the root, named `file://` + `/name`
         }
-        let source = match location {
-            Location::File(root) => {
-                refuse_options(prefix, "file://", &options)?;
+        let source = match place {
+            Place::Folder(root) => {
                 if !root.is_dir() {
                     return Err(Error::InvalidArgument(format!(
                         "prefix {prefix}: no folder at {}; check the path",
@@ -78,19 +75,7 @@ impl Listing {
                     root,
                 }
             }
-            Location::Memory { name, key } => {
-                refuse_options(prefix, "memory://", &options)?;
-                objects(memory(&name), key, &shown, request_timeout)?
-            }
-            Location::Cloud {
-                kind,
-                scheme,
-                authority,
-                key,
-            } => {
-                let client = client::client(kind, &scheme, &authority, &options)?;
-                objects(client, key, &shown, request_timeout)?
-            }
+            Place::Objects { client, key } => objects(client, key, &shown, request_timeout)?,
         };
         Ok(Listing {
             prefix: shown,

@@ -12,39 +12,75 @@ use crate::per_process::PerProcess;
 use crate::timing::Timing;
 use object_store::memory::InMemory;
 use std::collections::HashMap;
+use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
+
+/// Where a URI's lockfiles are, reached: a folder on this machine, or a client of an object
+/// store and the key under it. The one match from a URI's scheme to a store: opening a
+/// lock, an object, a private client and a listing all start here.
+pub(super) enum Place {
+    /// A folder (or file) on this machine.
+    Folder(PathBuf),
+    /// Objects under `key` in `client`'s store (memory or a cloud).
+    Objects { client: Arc<Client>, key: String },
+}
+
+/// Whose client a [`Place`] reaches its objects with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Sharing {
+    /// The process's one client for the store.
+    Shared,
+    /// A client of its own (independent connections), for `doctor --race`.
+    Private,
+}
+
+impl Place {
+    /// The place `uri` names, with `options`: storage options and credentials are refused
+    /// for stores that take none. Makes no request.
+    pub(super) fn of(uri: &str, options: &Access, sharing: Sharing) -> Result<Place> {
+        let location = Location::parse(uri)?;
+        let options = Options::split(options)?;
+        Ok(match location {
+            Location::Memory { name, key } => {
+                refuse_options(uri, "memory://", &options)?;
+                Place::Objects {
+                    client: memory(&name),
+                    key,
+                }
+            }
+            Location::File(path) => {
+                refuse_options(uri, "file://", &options)?;
+                Place::Folder(path)
+            }
+            Location::Cloud {
+                kind,
+                scheme,
+                authority,
+                key,
+            } => {
+                let client = match sharing {
+                    Sharing::Shared => client::client(kind, &scheme, &authority, &options)?,
+                    Sharing::Private => {
+                        Arc::new(client::private_client(kind, &scheme, &authority, &options)?)
+                    }
+                };
+                Place::Objects { client, key }
+            }
+        })
+    }
+}
 
 /// Opens the store that holds `<uri>/lock.json`. `options` are object_store configuration
 /// keys (`aws_endpoint`, `azure_storage_account_name`, ...) on top of the environment, and
 /// blob-lock's own `blob_lock_conditional_writes`. Makes no request: a store already in use
 /// in this process is only looked up.
 pub fn open(uri: &str, options: &Access, timing: &Timing) -> Result<Arc<dyn LockStore>> {
-    let location = Location::parse(uri)?;
-    let options = Options::split(options)?;
     let lock_uri = format!("{}/{LOCKFILE_NAME}", uri.trim_end_matches('/'));
     let timeout = timing.request_timeout();
-    Ok(match location {
-        Location::Memory { name, key } => {
-            refuse_options(uri, "memory://", &options)?;
-            Arc::new(ObjectLockStore::new(
-                memory(&name),
-                &key,
-                lock_uri,
-                timeout,
-            )?)
-        }
-        Location::File(dir) => {
-            refuse_options(uri, "file://", &options)?;
-            Arc::new(FileStore::new(dir.join(LOCKFILE_NAME), lock_uri, timeout))
-        }
-        Location::Cloud {
-            kind,
-            scheme,
-            authority,
-            key,
-        } => {
-            let client = client::client(kind, &scheme, &authority, &options)?;
+    Ok(match Place::of(uri, options, Sharing::Shared)? {
+        Place::Folder(dir) => Arc::new(FileStore::new(dir.join(LOCKFILE_NAME), lock_uri, timeout)),
+        Place::Objects { client, key } => {
             Arc::new(ObjectLockStore::new(client, &key, lock_uri, timeout)?)
         }
     })
@@ -63,38 +99,22 @@ pub fn open_object(uri: &str, options: &Access, timeout: Duration) -> Result<Arc
     if uri.ends_with('/') {
         return Err(not_an_object("a folder (it ends with /)"));
     }
-    let location = Location::parse(uri)?;
-    let options = Options::split(options)?;
-    Ok(match location {
-        Location::Memory { name, key } => {
-            refuse_options(uri, "memory://", &options)?;
-            if key.is_empty() {
-                return Err(not_an_object("a store"));
-            }
-            Arc::new(ObjectLockStore::object(
-                memory(&name),
-                &key,
-                uri.to_string(),
-                timeout,
-            )?)
-        }
-        Location::File(path) => {
-            refuse_options(uri, "file://", &options)?;
+    Ok(match Place::of(uri, options, Sharing::Shared)? {
+        Place::Folder(path) => {
             if path.is_dir() {
                 return Err(not_an_object("a folder"));
             }
             Arc::new(FileStore::durable(path, uri.to_string(), timeout))
         }
-        Location::Cloud {
-            kind,
-            scheme,
-            authority,
-            key,
-        } => {
+        Place::Objects { client, key } => {
             if key.is_empty() {
-                return Err(not_an_object("a bucket or container"));
+                let what = if client.cloud.is_some() {
+                    "a bucket or container"
+                } else {
+                    "a store"
+                };
+                return Err(not_an_object(what));
             }
-            let client = client::client(kind, &scheme, &authority, &options)?;
             Arc::new(ObjectLockStore::object(
                 client,
                 &key,
@@ -109,38 +129,16 @@ pub fn open_object(uri: &str, options: &Access, timeout: Duration) -> Result<Arc
 /// process: `doctor --race` races several of these as independent clients would.
 pub struct Private {
     uri: String,
-    location: Location,
-    client: Option<Arc<Client>>,
+    place: Place,
     timing: Timing,
 }
 
 impl Private {
     /// A private client for the store of `uri`.
     pub fn new(uri: &str, options: &Access, timing: &Timing) -> Result<Private> {
-        let location = Location::parse(uri)?;
-        let options = Options::split(options)?;
-        let client = match &location {
-            Location::Memory { name, .. } => {
-                refuse_options(uri, "memory://", &options)?;
-                Some(memory(name))
-            }
-            Location::File(_) => {
-                refuse_options(uri, "file://", &options)?;
-                None
-            }
-            Location::Cloud {
-                kind,
-                scheme,
-                authority,
-                ..
-            } => Some(Arc::new(client::private_client(
-                *kind, scheme, authority, &options,
-            )?)),
-        };
         Ok(Private {
             uri: uri.trim_end_matches('/').to_string(),
-            location,
-            client,
+            place: Place::of(uri, options, Sharing::Private)?,
             timing: *timing,
         })
     }
@@ -149,13 +147,13 @@ impl Private {
     pub fn open(&self, sub: &str) -> Result<Arc<dyn LockStore>> {
         let lock_uri = format!("{}/{sub}/{LOCKFILE_NAME}", self.uri);
         let timeout = self.timing.request_timeout();
-        Ok(match (&self.location, &self.client) {
-            (Location::File(dir), _) => Arc::new(FileStore::new(
+        Ok(match &self.place {
+            Place::Folder(dir) => Arc::new(FileStore::new(
                 dir.join(sub).join(LOCKFILE_NAME),
                 lock_uri,
                 timeout,
             )),
-            (Location::Memory { key, .. } | Location::Cloud { key, .. }, Some(client)) => {
+            Place::Objects { client, key } => {
                 let key = if key.is_empty() {
                     sub.to_string()
                 } else {
@@ -168,12 +166,11 @@ impl Private {
                     timeout,
                 )?)
             }
-            _ => unreachable!("object stores have a client"),
         })
     }
 }
 
-pub(super) fn refuse_options(uri: &str, scheme: &str, options: &Options) -> Result<()> {
+fn refuse_options(uri: &str, scheme: &str, options: &Options) -> Result<()> {
     if let Some((key, _)) = options.store.first() {
         return Err(Error::InvalidArgument(format!(
             "storage option {key:?} given for {uri}, but {scheme} stores take no object_store options"
