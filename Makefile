@@ -83,12 +83,14 @@ SIM_MATRIX_SEEDS ?= 100
 
 # No test reaches a cloud's metadata service (its address is off this machine): for the
 # Rust tests a closed loopback port; the Python tests point it at a trap (tests/conftest.py).
+# tests/servers.py runs `cargo test` with moto, Azurite and the GCS fake up, on which the
+# store conformance suite (tests/stores.rs) runs as on memory and files.
 rust-test: export AWS_METADATA_ENDPOINT = http://127.0.0.1:9
 rust-test: export AZURE_MSI_ENDPOINT = http://127.0.0.1:9/metadata/identity/oauth2/token
 rust-test: export GCE_METADATA_HOST = 127.0.0.1:9
 rust-test: export GCE_METADATA_IP = 127.0.0.1:9
-rust-test:
-	cargo test
+rust-test: install-test-deps azurite
+	$(PY) tests/servers.py cargo test
 	SIM_SEEDS=$(SIM_SEEDS) SIM_MATRIX_SEEDS=$(SIM_MATRIX_SEEDS) MODEL_FAULTS=1 \
 		cargo test --release --test simulation --test model -- --nocapture
 

@@ -4,12 +4,10 @@ here on free loopback ports and stopped after the session. Every test that takes
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -21,97 +19,28 @@ from typing import Callable
 
 import pytest
 from metadata_trap import MetadataTrap
-
-ROOT = Path(__file__).resolve().parent.parent
+from servers import (
+    azurite_service,
+    boto3_s3,
+    free_port,
+    npm_command,
+    running_azurite,
+    running_moto,
+    s3_options,
+    stop,
+    wait_for_port,
+)
 
 # Before any client is made: every cloud's metadata service is this loopback trap, for this
 # process and every process it starts (tests/metadata_trap.py).
 METADATA = MetadataTrap()
 os.environ.update(METADATA.environment())
-AZURITE_ACCOUNT = "devstoreaccount1"
-AZURITE_KEY = (
-    "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw=="
-)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def wait_for_port(port: int, proc: subprocess.Popen, what: str, timeout: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"{what} exited with {proc.returncode} before listening")
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
-                return
-        except OSError:
-            time.sleep(0.1)
-    raise RuntimeError(f"{what} did not listen on port {port} within {timeout}s")
-
-
-def stop(proc: subprocess.Popen) -> None:
-    if proc.poll() is None:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
 
 
 @pytest.fixture(scope="session")
 def moto_endpoint(tmp_path_factory):
-    port = free_port()
-    log = open(tmp_path_factory.mktemp("moto") / "moto.log", "w")
-    # moto's server, with PutObject's conditions made atomic (see tests/moto_server.py).
-    server = ROOT / "tests" / "moto_server.py"
-    proc = subprocess.Popen(
-        [sys.executable, str(server), "-H", "127.0.0.1", "-p", str(port)],
-        stdout=log,
-        stderr=subprocess.STDOUT,
-    )
-    try:
-        wait_for_port(port, proc, "moto_server")
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        stop(proc)
-
-
-def npm_command(variable: str, package: str, program: str) -> list[str]:
-    """A program the test command installs with npm into .cache/ (or ``$variable``)."""
-    explicit = os.environ.get(variable)
-    candidates = [explicit] if explicit else []
-    candidates += [
-        str(ROOT / ".cache" / package / "node_modules" / ".bin" / program),
-        shutil.which(program) or "",
-    ]
-    for c in candidates:
-        if c and Path(c).exists():
-            return [c]
-    raise RuntimeError(
-        f"{program} not found: run the test command of the README (make test), which "
-        f"installs it with npm, or set {variable} to its path"
-    )
-
-
-def azurite_command() -> list[str]:
-    return npm_command("AZURITE_BLOB", "azurite", "azurite-blob")
-
-
-def s3_options(endpoint: str, key: str = "testing") -> dict[str, str]:
-    """object_store's options for an S3-compatible server on loopback."""
-    return {
-        "aws_endpoint": endpoint,
-        "aws_allow_http": "true",
-        "aws_region": "us-east-1",
-        "aws_access_key_id": key,
-        "aws_secret_access_key": key,
-        "aws_virtual_hosted_style_request": "false",
-    }
+    with running_moto(tmp_path_factory.mktemp("moto")) as endpoint:
+        yield endpoint
 
 
 @dataclass
@@ -169,19 +98,10 @@ def s3rver(tmp_path_factory) -> S3Server:
 def start_moto(tmp_path_factory, name: str, command: list[str]):
     """A moto server from `command` (plus host and port) on a free loopback port, with one
     bucket; yields its S3Server and stops it after."""
-    port = free_port()
-    log = open(tmp_path_factory.mktemp(name) / "moto.log", "w")
-    proc = subprocess.Popen(
-        [*command, "-H", "127.0.0.1", "-p", str(port)], stdout=log, stderr=subprocess.STDOUT
-    )
-    try:
-        wait_for_port(port, proc, name)
-        endpoint = f"http://127.0.0.1:{port}"
+    with running_moto(tmp_path_factory.mktemp(name), command) as endpoint:
         bucket = f"{name}-bucket"
         boto3_s3(endpoint).create_bucket(Bucket=bucket)
         yield S3Server(endpoint, bucket, s3_options(endpoint))
-    finally:
-        stop(proc)
 
 
 @pytest.fixture(scope="session")
@@ -199,34 +119,6 @@ def racy_moto(tmp_path_factory) -> S3Server:
     racing conditional writes both land in every race."""
     server = Path(__file__).parent / "racy_moto_server.py"
     yield from start_moto(tmp_path_factory, "racy-moto", [sys.executable, str(server)])
-
-
-@contextlib.contextmanager
-def running_azurite(work: Path):
-    """Azurite on a free loopback port, in memory; yields its URL."""
-    port = free_port()
-    log = open(work / "azurite.log", "w")
-    proc = subprocess.Popen(
-        [
-            *azurite_command(),
-            "--blobHost",
-            "127.0.0.1",
-            "--blobPort",
-            str(port),
-            "--inMemoryPersistence",
-            "--skipApiVersionCheck",
-            "--disableTelemetry",
-            "--silent",  # no access log: a line written per request slows it under load
-        ],
-        cwd=work,  # Azurite writes its debug log and temp files into its working folder
-        stdout=log,
-        stderr=subprocess.STDOUT,
-    )
-    try:
-        wait_for_port(port, proc, "azurite-blob")
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        stop(proc)
 
 
 @pytest.fixture(scope="session")
@@ -288,19 +180,6 @@ class Backend:
         return json.dumps(self.storage_options)
 
 
-def boto3_s3(endpoint: str, key: str = "testing"):
-    """boto3's S3 client for a server on loopback: the tool users reach S3 with."""
-    import boto3
-
-    return boto3.client(
-        "s3",
-        endpoint_url=endpoint,
-        region_name="us-east-1",
-        aws_access_key_id=key,
-        aws_secret_access_key=key,
-    )
-
-
 def _s3_backend(endpoint: str) -> Backend:
     bucket = f"b-{uuid.uuid4().hex[:12]}"
     opts = s3_options(endpoint)
@@ -322,13 +201,7 @@ def _s3_backend(endpoint: str) -> Backend:
 
 
 def _az_backend(url: str) -> Backend:
-    from azure.storage.blob import BlobServiceClient
-
-    conn = (
-        f"DefaultEndpointsProtocol=http;AccountName={AZURITE_ACCOUNT};"
-        f"AccountKey={AZURITE_KEY};BlobEndpoint={url}/{AZURITE_ACCOUNT};"
-    )
-    service = BlobServiceClient.from_connection_string(conn)
+    service = azurite_service(url)
     container = f"c-{uuid.uuid4().hex[:12]}"
     service.create_container(container)
     b = Backend("az", f"az://{container}", {"azure_storage_use_emulator": "true"})

@@ -1,12 +1,13 @@
 //! The store conformance suite (tests/conformance) run for every store the lock core has:
-//! memory, local files, the counting wrapper over each, and the simulation's store. The
-//! cloud stores run the same contract over HTTP in the Python tests (moto, Azurite, the GCS
-//! fake) and in the probe every process makes before its first cas write.
+//! memory, local files, S3 on moto, Azure on Azurite and GCS on the fake, over HTTP; the
+//! counting wrapper over each; and the simulation's store. The servers are started by
+//! tests/servers.py, which runs this test with their addresses in `BLOB_LOCK_TEST_STORES`
+//! (`make test-rust` does: `python tests/servers.py cargo test`).
 
 mod conformance;
 mod sim;
 
-use blob_lock::store::{self, Counted, LockStore, Requests};
+use blob_lock::store::{self, Access, Counted, LockStore, Requests};
 use conformance::Deletes;
 use rand::rngs::StdRng;
 use rand::SeedableRng;
@@ -15,24 +16,85 @@ use std::sync::Arc;
 
 const VIEWS: usize = 8;
 
-fn open(uri: &str) -> Arc<dyn LockStore> {
+fn open(uri: &str, access: &Access) -> Arc<dyn LockStore> {
     store::open(
         uri,
-        &store::Access::default(),
+        access,
         &blob_lock::LockOptions::new(30.0).unwrap().timing,
     )
     .unwrap()
 }
 
+fn fresh(root: &str) -> String {
+    format!("{root}/{}", uuid::Uuid::new_v4().simple())
+}
+
+/// Views of a new lock below `root`.
+fn views(root: &str, access: &Access) -> conformance::Views {
+    let uri = fresh(root);
+    (0..VIEWS).map(|_| open(&uri, access)).collect()
+}
+
 fn memory_views() -> conformance::Views {
-    let uri = format!("memory://conformance/{}", uuid::Uuid::new_v4().simple());
-    (0..VIEWS).map(|_| open(&uri)).collect()
+    views("memory://conformance", &Access::default())
 }
 
 fn file_views(root: &Path) -> conformance::Views {
-    let dir = root.join(uuid::Uuid::new_v4().simple().to_string());
-    let uri = dir.to_str().unwrap().to_string();
-    (0..VIEWS).map(|_| open(&uri)).collect()
+    views(root.to_str().unwrap(), &Access::default())
+}
+
+/// A store of tests/servers.py: its root URI (an empty bucket) and storage options.
+fn served(name: &str) -> (String, Access) {
+    let Ok(stores) = std::env::var("BLOB_LOCK_TEST_STORES") else {
+        panic!(
+            "BLOB_LOCK_TEST_STORES is not set: run the Rust tests as `make test-rust` does, \
+             `python tests/servers.py cargo test`, which starts moto, Azurite and the GCS fake"
+        )
+    };
+    let stores: serde_json::Value = serde_json::from_str(&stores).unwrap();
+    let store = &stores[name];
+    let options = store["options"]
+        .as_object()
+        .unwrap_or_else(|| panic!("no store {name} in BLOB_LOCK_TEST_STORES"))
+        .iter()
+        .map(|(k, v)| (k.clone(), v.as_str().unwrap().to_string()))
+        .collect();
+    (
+        store["root"].as_str().unwrap().to_string(),
+        Access::options(options),
+    )
+}
+
+async fn served_store_conforms(name: &str) {
+    let (root, access) = served(name);
+    // object_store has no conditional delete: prune's lease is what excludes other writers.
+    conformance::all(|| views(&root, &access), Deletes::Unconditional).await;
+    conformance::all(|| counted(views(&root, &access)), Deletes::Unconditional).await;
+    conformance::lists(&fresh(&root), &access).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn s3_on_moto_conforms() {
+    served_store_conforms("s3").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn azure_on_azurite_conforms() {
+    served_store_conforms("az").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn gcs_on_the_fake_conforms() {
+    served_store_conforms("gs").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn memory_and_files_list() {
+    conformance::lists(&fresh("memory://conformance"), &Access::default()).await;
+    let root = tempfile::tempdir().unwrap();
+    let prefix = fresh(root.path().to_str().unwrap());
+    std::fs::create_dir(&prefix).unwrap();
+    conformance::lists(&prefix, &Access::default()).await;
 }
 
 fn counted(views: conformance::Views) -> conformance::Views {

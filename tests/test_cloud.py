@@ -14,7 +14,8 @@ from pathlib import Path
 import blob_lock
 import pytest
 from blob_lock import BlobLock, keep_alive, write_once
-from conftest import AZURITE_ACCOUNT, AZURITE_KEY, METADATA, boto3_s3
+from conftest import METADATA
+from servers import AZURITE_ACCOUNT, AZURITE_KEY, boto3_s3
 
 VARIABLES = {
     "s3": "BLOB_LOCK_TEST_S3",

@@ -20,14 +20,8 @@ from pathlib import Path
 import blob_lock
 import pytest
 from blob_lock import BlobLock, CredentialsError, keep_alive
-from conftest import (
-    METADATA,
-    ROOT,
-    boto3_s3,
-    free_port,
-    stop,
-    wait_for_port,
-)
+from conftest import METADATA
+from servers import ROOT, boto3_s3, free_port, stop, wait_for_port
 from sso_portal import ROLE_KEY, SsoPortal
 
 PROFILE_KEY = "AKIAPROFILEKEY000001"

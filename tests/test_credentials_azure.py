@@ -17,15 +17,8 @@ from pathlib import Path
 import blob_lock
 import pytest
 from blob_lock import BlobLock, CredentialsError
-from conftest import (
-    AZURITE_ACCOUNT,
-    AZURITE_KEY,
-    METADATA,
-    azurite_command,
-    free_port,
-    stop,
-    wait_for_port,
-)
+from conftest import METADATA
+from servers import AZURITE_ACCOUNT, AZURITE_KEY, azurite_command, free_port, stop, wait_for_port
 
 HERE = Path(__file__).resolve().parent
 

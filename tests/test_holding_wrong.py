@@ -102,7 +102,7 @@ def test_every_async_context_manager_takes_async_with_x_async(tmp_path):
 
 
 def test_doctor_says_what_a_sequential_probe_did_not_check(moto_endpoint):
-    from conftest import boto3_s3, s3_options
+    from servers import boto3_s3, s3_options
 
     boto3_s3(moto_endpoint).create_bucket(Bucket="doctor-words")
     options = s3_options(moto_endpoint)
@@ -128,7 +128,7 @@ def test_an_invalid_lockfile_is_reported_after_a_few_reads_not_a_request_timeout
     """A look from outside reads as lww does (a read may meet a write in flight), but the
     same undecodable version read three times is no write in flight: it used to be read
     again for a whole request timeout (about 100 reads, 5 s) by inspect, status and ls."""
-    from conftest import boto3_s3, s3_options
+    from servers import boto3_s3, s3_options
 
     client = boto3_s3(moto_endpoint)
     client.create_bucket(Bucket="invalid-looks")
@@ -143,7 +143,7 @@ def test_an_invalid_lockfile_is_reported_after_a_few_reads_not_a_request_timeout
 
 
 def test_ls_of_a_missing_bucket_says_so_before_any_header(moto_endpoint):
-    from conftest import s3_options
+    from servers import s3_options
 
     done = subprocess.run(
         [sys.executable, "-m", "blob_lock", "ls", "s3://no-such-bucket-here",
@@ -159,7 +159,7 @@ def test_ls_of_a_missing_bucket_says_so_before_any_header(moto_endpoint):
 def test_a_look_never_says_free_when_it_could_not_see(moto_endpoint, azurite_url, tmp_path):
     """inspect, wait_free and `status` on a bucket or container that does not exist, or
     through an Azure endpoint without the account's path, raise what acquire raises."""
-    from conftest import AZURITE_ACCOUNT, AZURITE_KEY, s3_options
+    from servers import AZURITE_ACCOUNT, AZURITE_KEY, s3_options
 
     cases = [
         ("s3://no-such-bucket-look/lock", s3_options(moto_endpoint), "does not exist"),

@@ -18,7 +18,8 @@ from blob_lock import (
     list_locks,
     prune_locks,
 )
-from conftest import BLOB_LOCK, cli, free_port
+from conftest import BLOB_LOCK, cli
+from servers import free_port
 
 
 def plant(backend, prefix: str) -> dict[str, BlobLock]:

@@ -11,7 +11,8 @@ import sys
 import urllib.request
 
 from blob_lock import BlobLock, stats
-from conftest import BLOB_LOCK, free_port
+from conftest import BLOB_LOCK
+from servers import free_port
 
 
 def delta(before: dict, after: dict, *path: str):
@@ -75,6 +76,21 @@ def test_stats_count_acquisitions_requests_renewals_releases_and_losses(tmp_path
     buckets = after["acquire_wait_seconds"]["buckets"]
     assert [n for _, n in buckets] == sorted(n for _, n in buckets)
     assert buckets[-1][1] == after["acquire_wait_seconds"]["count"]
+
+
+def test_stats_has_exactly_the_keys_its_type_names():
+    """``Stats`` and ``Histogram`` are what type checkers hold ``stats()`` to: a key added or
+    dropped on the native side without them fails here."""
+    from typing import get_type_hints
+
+    from blob_lock import Histogram, Stats, stats
+
+    seen = stats()
+    assert set(seen) == set(Stats.__annotations__)
+    histograms = [k for k, t in get_type_hints(Stats).items() if t is Histogram]
+    assert len(histograms) == 4
+    for name in histograms:
+        assert set(seen[name]) == set(Histogram.__annotations__), name
 
 
 def test_requests_on_s3_are_counted(moto_endpoint):

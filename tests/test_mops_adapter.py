@@ -335,7 +335,8 @@ def test_adls_uris_lock_on_azure_with_the_environments_credentials(
     credentials in the environment (here Azurite's), orchestrator and remote alike."""
     from datetime import timedelta
 
-    from conftest import AZURITE_ACCOUNT, _az_backend
+    from conftest import _az_backend
+    from servers import AZURITE_ACCOUNT
 
     monkeypatch.setenv("AZURE_STORAGE_USE_EMULATOR", "true")
     backend = _az_backend(azurite_url)

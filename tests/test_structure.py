@@ -57,3 +57,23 @@ def test_stores_import_neither_protocols_nor_leases():
         if re.search(r"crate::(protocol|lease)\b", line) and not line.lstrip().startswith("//")
     ]
     assert not found, "src/store depends on protocol/ or lease/: " + ", ".join(found)
+
+
+def test_every_file_architecture_names_exists():
+    """ARCHITECTURE.md's map names files and folders in backticks (`store/gate.rs`,
+    `cas.rs`, `cli/`): each must still be there, so that a rename or a removal that forgets
+    the map fails here instead of leaving it to drift."""
+    text = (ROOT / "ARCHITECTURE.md").read_text()
+    names = set(re.findall(r"`([\w./-]+(?:\.rs|\.py|\.md|/))`", text))
+    files = [
+        p.relative_to(ROOT).as_posix()
+        for p in ROOT.rglob("*")
+        if not any(part in {".git", ".venv", ".cache", "target"} for part in p.parts)
+    ]
+    missing = [
+        n
+        for n in sorted(names)
+        if not any(f == n.rstrip("/") or f.endswith("/" + n.rstrip("/")) for f in files)
+    ]
+    assert len(names) > 40, sorted(names)
+    assert not missing, f"ARCHITECTURE.md names what is not there: {missing}"

@@ -251,6 +251,26 @@ def test_inspect_tells_held_expired_ours_and_never_writes(shared_backend):
     assert "expired" in seen.describe()
 
 
+def test_every_field_the_native_layer_reads_reaches_the_inspection(tmp_path):
+    """Inspection's fields are the one list of what an inspection holds: the native dict of
+    a held lock has each of them (a field added on one side only fails here), and each value
+    arrives in the Inspection."""
+    from blob_lock._inspect import NATIVE_FIELDS
+
+    uri = str(tmp_path / "lock")
+    with BlobLock(uri, labels={"run": "r1"}) as held:
+        held.hand_off(grace=600)
+        native = held._native.inspect()
+        seen = held.inspect()
+    assert set(native) == NATIVE_FIELDS
+    given = [name for name in NATIVE_FIELDS - {"state"} if native[name] is not None]
+    assert len(given) >= 14, given
+    for name in given:
+        assert getattr(seen, name) is not None, f"{name} did not reach the Inspection"
+    assert seen.labels == {"run": "r1"} and seen.state is LockState.OURS
+    assert seen.grace_until is not None and seen.grace_until.tzinfo is not None
+
+
 def test_inspect_reports_a_corrupt_lockfile(tmp_path):
     from blob_lock import InvalidLockFile
 

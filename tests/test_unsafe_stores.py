@@ -11,8 +11,9 @@ import uuid
 
 import pytest
 from blob_lock import BlobLock, UnsafeStore, doctor, keep_alive
-from conftest import S3Server, boto3_s3, cli, count_in_processes, proxied_moto
+from conftest import S3Server, cli, count_in_processes, proxied_moto
 from count_proxy import CountProxy
+from servers import boto3_s3
 
 
 def s3_client(server: S3Server):

@@ -25,7 +25,7 @@ from blob_lock._keep_alive import KeepAlive, KeepAliveStarting, keep_alive, keep
 from blob_lock._lock import BlobLock, locked
 from blob_lock._options import LOCK_OPTIONS, KeepAliveOptions, LockOption, LockOptions
 from blob_lock._release_status import ReleaseStatus
-from blob_lock._stats import stats
+from blob_lock._stats import Histogram, Stats, stats
 from blob_lock._write_once import write_once, write_once_async
 from blob_lock.exceptions import (
     CredentialsError,
@@ -47,6 +47,7 @@ __all__ = [
     "CredentialProvider",
     "CredentialsError",
     "DoctorReport",
+    "Histogram",
     "Inspection",
     "InvalidLockFile",
     "KeepAlive",
@@ -66,6 +67,7 @@ __all__ = [
     "Pruned",
     "RaceReport",
     "ReleaseStatus",
+    "Stats",
     "StoreError",
     "UnsafeStore",
     "__version__",

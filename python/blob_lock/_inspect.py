@@ -6,9 +6,9 @@ from __future__ import annotations
 import enum
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from datetime import datetime, timezone
-from typing import Any
+from typing import Any, Callable
 
 from blob_lock import _args, _blob_lock, _credentials, _process
 from blob_lock._args import Seconds, seconds
@@ -169,32 +169,35 @@ def _ours(owner: str) -> bool:
     return owner in _process.owners_here()
 
 
+# How each field of Inspection is read from the native layer's dict, beside the default
+# (taken as given): times come as Unix seconds, and an empty hostname or pid means unknown.
+_FROM_NATIVE: dict[str, Callable[[Any], Any]] = {
+    "written_at": _time,
+    "released_at": _time,
+    "first_acquired_at": _time,
+    "last_modified": _time,
+    "grace_until": _time,
+    "hostname": lambda v: v or None,
+    "pid": lambda v: v or None,
+    "labels": lambda v: v or {},
+}
+
+# The fields the native layer gives: every field of Inspection but the two given here.
+NATIVE_FIELDS = frozenset(f.name for f in fields(Inspection)) - {"uri", "problem"}
+
+
 def _inspection(uri: str, d: dict[str, Any], owner: str | None) -> Inspection:
+    """An Inspection from the native layer's dict: Inspection's fields are the one list of
+    what an inspection holds (tests/test_inspect.py checks the native dict has each)."""
     state = LockState(d["state"])
     if state is LockState.HELD and (d.get("owner") == owner or _ours(d.get("owner", ""))):
         state = LockState.OURS
-    return Inspection(
-        uri=uri,
-        state=state,
-        owner=d.get("owner"),
-        hostname=d.get("hostname") or None,
-        pid=d.get("pid") or None,
-        token=d.get("token"),
-        written_at=_time(d.get("written_at")),
-        expire_s=d.get("expire_s"),
-        expires_in=d.get("expires_in"),
-        released_at=_time(d.get("released_at")),
-        first_acquired_at=_time(d.get("first_acquired_at")),
-        writer_name=d.get("writer_name"),
-        protocol=d.get("protocol"),
-        last_modified=_time(d.get("last_modified")),
-        broken_by=d.get("broken_by"),
-        write_count=d.get("write_count"),
-        grace_s=d.get("grace_s"),
-        grace_until=_time(d.get("grace_until")),
-        labels=d.get("labels") or {},
-        problem=d.get("problem"),
-    )
+    values = {
+        name: _FROM_NATIVE.get(name, lambda v: v)(d[name])
+        for name in NATIVE_FIELDS | {"problem"}
+        if name in d and name != "state"
+    }
+    return Inspection(uri=uri, state=state, **values)
 
 
 def _lockfile(

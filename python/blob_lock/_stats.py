@@ -2,14 +2,37 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TypedDict, cast
 
 from blob_lock import _blob_lock
 
-__all__ = ["stats"]
+__all__ = ["Histogram", "Stats", "stats"]
 
 
-def stats() -> dict[str, Any]:
+class Histogram(TypedDict):
+    """Observations in seconds: how many, their sum, and cumulative counts by upper bound."""
+
+    count: int
+    sum: float
+    buckets: list[tuple[float, int]]
+    """``(upper bound in seconds, observations at most that)``, the last bound ``inf``."""
+
+
+class Stats(TypedDict):
+    """What ``stats()`` returns (each key is described there)."""
+
+    requests: dict[str, dict[str, int]]
+    acquisitions: dict[str, int]
+    releases: int
+    renewals: dict[str, int]
+    losses: dict[str, int]
+    acquire_wait_seconds: Histogram
+    hold_seconds: Histogram
+    renewal_latency_seconds: Histogram
+    renewal_margin_seconds: Histogram
+
+
+def stats() -> Stats:
     """Process-wide counters and histograms, since the process started (a child made by
     fork starts with its parent's). Reading them makes no request and takes no lock.
 
@@ -32,4 +55,4 @@ def stats() -> dict[str, Any]:
       renewal), ``renewal_margin_seconds`` (time left before the lease deadline when each
       renewal succeeded: a margin near zero means renewals barely make it).
     """
-    return _blob_lock.stats()
+    return cast(Stats, _blob_lock.stats())

@@ -14,7 +14,7 @@ cumulative count at or below each bound, as Prometheus has it).
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 try:
@@ -37,14 +37,14 @@ _HISTOGRAMS = (
     "renewal_margin_seconds",
 )
 
-Read = Callable[[dict[str, Any]], Iterable[Observation]]
+Read = Callable[[Mapping[str, Any]], Iterable[Observation]]
 
 
 def _callback(read: Read) -> Callable[[CallbackOptions], Iterable[Observation]]:
     return lambda _options: list(read(stats()))
 
 
-def _requests(s: dict[str, Any]) -> Iterable[Observation]:
+def _requests(s: Mapping[str, Any]) -> Iterable[Observation]:
     for kind, outcomes in s["requests"].items():
         for outcome, n in outcomes.items():
             yield Observation(n, {"kind": kind, "outcome": outcome})
@@ -59,7 +59,7 @@ def _field(name: str, field: str) -> Read:
 
 
 def _bucket(name: str) -> Read:
-    def read(s: dict[str, Any]) -> Iterable[Observation]:
+    def read(s: Mapping[str, Any]) -> Iterable[Observation]:
         for le, n in s[name]["buckets"]:
             yield Observation(n, {"le": "+Inf" if math.isinf(le) else repr(le)})
 

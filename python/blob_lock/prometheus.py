@@ -12,7 +12,7 @@ Metrics: ``blob_lock_requests_total{kind, outcome}``,
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 try:
@@ -44,7 +44,7 @@ class BlobLockCollector(Collector):
     """Reads ``blob_lock.stats()`` at each collection."""
 
     def collect(self) -> Iterator[Metric]:
-        s = stats()
+        s: Mapping[str, Any] = stats()
         requests = CounterMetricFamily(
             "blob_lock_requests",
             "Store requests made by the lock protocol, by kind and outcome.",
@@ -68,7 +68,7 @@ class BlobLockCollector(Collector):
             )
 
 
-def _by(name: str, doc: str, label: str, s: dict[str, Any]) -> CounterMetricFamily:
+def _by(name: str, doc: str, label: str, s: Mapping[str, Any]) -> CounterMetricFamily:
     family = CounterMetricFamily(f"blob_lock_{name}", doc, labels=[label])
     for value, n in s[name].items():
         family.add_metric([value], n)

@@ -194,7 +194,7 @@ impl Engine {
             last = Some(snap);
             let now = self.clock.now();
             let first = *since.get_or_insert(now);
-            let lww = self.protocol == Protocol::Lww;
+            let lww = !self.protocol.steps().conditional();
             let settled = look && same >= 2;
             if lww && !settled && now - first < self.timing.request_timeout() {
                 log::debug!(
@@ -221,10 +221,10 @@ impl Engine {
     /// One acquisition attempt for `owner`. `acquisition` carries what this acquisition has
     /// seen and written between attempts.
     pub async fn attempt(&self, owner: &str, acquisition: &mut Acquisition) -> Result<Attempt> {
-        match self.protocol {
-            Protocol::Cas => self.attempt_cas(owner, acquisition).await,
-            Protocol::Lww => self.attempt_lww(owner, acquisition).await,
-        }
+        self.protocol
+            .steps()
+            .attempt(self, owner, acquisition)
+            .await
     }
 
     /// Decides whether the lock read at `read_done` may be taken: `None` when it is free
@@ -245,7 +245,7 @@ impl Engine {
                 // An earlier acquisition in this process may have seen this version first.
                 // Under cas only: a stale read (lww's stores promise less) of a version seen
                 // long ago must not count as a long watch.
-                let watched = (self.protocol == Protocol::Cas).then_some(&self.watched);
+                let watched = self.protocol.steps().conditional().then_some(&self.watched);
                 let since = watched
                     .and_then(|w| w.since(&snap.version))
                     .unwrap_or(read_done);
@@ -397,10 +397,7 @@ impl Engine {
     /// One renewal (heartbeat) of `held`. `Err(Error::Lost)` when the lock is no longer
     /// ours; other errors are store errors the caller may retry.
     pub async fn renew(&self, held: &mut Held, writer_name: Option<&str>) -> Result<()> {
-        match self.protocol {
-            Protocol::Cas => self.renew_cas(held, writer_name).await,
-            Protocol::Lww => self.renew_lww(held, writer_name).await,
-        }
+        self.protocol.steps().renew(self, held, writer_name).await
     }
 
     /// Hands the lock to a remote that may take `grace` to start: renews it now with a launch

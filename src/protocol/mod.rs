@@ -15,8 +15,11 @@
 //!   an earlier acquisition's write by the same owner).
 //! - A release never deletes the lockfile, so the fencing token keeps growing.
 //!
-//! A new protocol is a variant of [`Protocol`], a file beside `cas.rs` with its attempt and
-//! renewal, and an arm in the dispatches of `engine.rs` and `release.rs`.
+//! A protocol is what differs between cas and lww, its [`Steps`]: an acquisition attempt, a
+//! renewal, and how a write that ends a hold goes over the lockfile. Everything else (reading,
+//! judging a holder, the bodies written, releasing, breaking) is the engine's, shared. A new
+//! protocol is a variant of [`Protocol`], a file beside `cas.rs` implementing `Steps`, and
+//! its arm in [`Protocol::steps`], the one dispatch.
 
 mod cas;
 pub mod engine;
@@ -27,7 +30,34 @@ pub use engine::{Acquisition, Attempt, Engine, Held, REMOTE};
 pub use release::{Broken, ReleaseStatus};
 
 use crate::errors::Result;
-use crate::store::LockStore;
+use crate::store::{LockStore, Version, Write};
+use async_trait::async_trait;
+use bytes::Bytes;
+
+/// The steps in which the protocols differ, over the engine's shared reads and writes.
+#[async_trait]
+pub(crate) trait Steps: Send + Sync {
+    /// Whether every write is conditional on the version it replaces (cas), so that a write
+    /// that lands proves the lockfile was still what we had; else (lww) writes are blind and
+    /// must be preceded by a read.
+    fn conditional(&self) -> bool;
+    /// One acquisition attempt for `owner` (see [`Engine::attempt`]).
+    async fn attempt(
+        &self,
+        engine: &Engine,
+        owner: &str,
+        acquisition: &mut Acquisition,
+    ) -> Result<Attempt>;
+    /// One renewal of `held` (see [`Engine::renew`]).
+    async fn renew(
+        &self,
+        engine: &Engine,
+        held: &mut Held,
+        writer_name: Option<&str>,
+    ) -> Result<()>;
+    /// Writes `body` (a release or a break) over the lockfile read at `version`.
+    async fn write_over(&self, engine: &Engine, body: Bytes, version: &Version) -> Result<Write>;
+}
 
 /// The two protocols. Written into the lockfile so that a person (or `inspect`) can tell.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -44,6 +74,14 @@ impl Protocol {
         match self {
             Protocol::Cas => "cas",
             Protocol::Lww => "lww",
+        }
+    }
+
+    /// Its steps: the one place a protocol is matched to its code.
+    pub(crate) fn steps(self) -> &'static dyn Steps {
+        match self {
+            Protocol::Cas => &cas::Cas,
+            Protocol::Lww => &lww::Lww,
         }
     }
 

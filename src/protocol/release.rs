@@ -3,7 +3,6 @@
 //! gets a larger one (fencing).
 
 use super::engine::{Engine, Held};
-use super::Protocol;
 use crate::errors::{Error, Result};
 use crate::lockfile::LockFile;
 use crate::store::{Version, Write};
@@ -65,8 +64,9 @@ impl Engine {
     ) -> Result<(ReleaseStatus, Option<LockFile>)> {
         // cas starts from the version we hold (its write is conditional on it); lww reads
         // first, as its renewals do, and writes only over a lockfile that is still ours.
+        let steps = self.protocol.steps();
         let mut known: Option<(LockFile, Version)> = held
-            .filter(|_| self.protocol == Protocol::Cas)
+            .filter(|_| steps.conditional())
             .map(|h| (h.body.clone(), h.version.clone()));
         let token = held.map(|h| h.token);
         for _ in 0..8 {
@@ -92,28 +92,23 @@ impl Engine {
                 lf.token = t; // a co-owner may have dropped it (mops); the next token follows ours
             }
             let body = lf.released(self.clock.wall());
-            match self.protocol {
-                Protocol::Lww => {
-                    self.overwrite_lockfile(Bytes::from(body.encode())).await?;
+            match steps
+                .write_over(self, Bytes::from(body.encode()), &version)
+                .await?
+            {
+                Write::Done(version) => {
+                    // Only a conditional write proves what the lockfile held after it.
+                    if steps.conditional() {
+                        self.last_release.set(body, version);
+                    }
                     return Ok((ReleaseStatus::Released, None));
                 }
-                Protocol::Cas => {
-                    match self
-                        .update_lockfile(Bytes::from(body.encode()), &version)
-                        .await?
-                    {
-                        Write::Done(version) => {
-                            self.last_release.set(body, version);
+                Write::Conflict => {
+                    // Settle by reading: a co-owner's renewal (write again over it), our
+                    // own retried release that landed, or a takeover.
+                    if let Some((now, _)) = self.read().await? {
+                        if now == body {
                             return Ok((ReleaseStatus::Released, None));
-                        }
-                        Write::Conflict => {
-                            // Settle by reading: a co-owner's renewal (write again over it),
-                            // our own retried release that landed, or a takeover.
-                            if let Some((now, _)) = self.read().await? {
-                                if now == body {
-                                    return Ok((ReleaseStatus::Released, None));
-                                }
-                            }
                         }
                     }
                 }
@@ -144,17 +139,16 @@ impl Engine {
             let mut body = lf.released(self.clock.wall());
             body.broken_by = Some(crate::lockfile::this_process());
             let bytes = Bytes::from(body.encode());
-            match self.protocol {
-                Protocol::Lww => {
-                    self.overwrite_lockfile(bytes).await?;
-                    return Ok(Broken::Broken(lf));
-                }
-                Protocol::Cas => match self.update_lockfile(bytes, &snap.version).await? {
-                    Write::Done(_) => return Ok(Broken::Broken(lf)),
-                    // A renewal got in first (same acquisition: break the new version), or our own
-                    // retried write landed (the next read shows it released).
-                    Write::Conflict => continue,
-                },
+            match self
+                .protocol
+                .steps()
+                .write_over(self, bytes, &snap.version)
+                .await?
+            {
+                Write::Done(_) => return Ok(Broken::Broken(lf)),
+                // A renewal got in first (same acquisition: break the new version), or our own
+                // retried write landed (the next read shows it released).
+                Write::Conflict => continue,
             }
         }
         Err(Error::Store {

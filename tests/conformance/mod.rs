@@ -5,9 +5,10 @@
 //! Each check takes *views*: store objects that name the same, initially absent, lockfile
 //! (as two processes' stores would); most use one.
 
-use blob_lock::store::{LockStore, Version, Write};
+use blob_lock::store::{self, Access, Listing, LockStore, Version, Write};
 use bytes::Bytes;
 use std::sync::Arc;
+use std::time::Duration;
 
 /// Views of one absent lockfile.
 pub type Views = Vec<Arc<dyn LockStore>>;
@@ -54,9 +55,11 @@ pub async fn writes_and_reads(views: Views) {
         Write::Conflict,
         "stale"
     );
+    // A version never written, in the shape the store's versions have (GCS's carry a
+    // generation number, which its conditional update requires).
     let never = Version {
-        e_tag: Some("never-written".into()),
-        version: None,
+        e_tag: Some("\"never-written\"".into()),
+        version: v1.version.as_ref().map(|_| "987654321".into()),
     };
     assert_eq!(s.update(body(5), &never).await.unwrap(), Write::Conflict);
     assert_eq!(
@@ -65,11 +68,13 @@ pub async fn writes_and_reads(views: Views) {
         "refused updates wrote nothing"
     );
 
-    // The same bytes again are a new version: versions name writes, not contents.
+    // The same bytes again land on the current version; the version may stay (S3's ETag is
+    // the bytes' MD5), so the protocol never writes the same bytes twice: every body it
+    // writes carries a new write count and time.
     let Write::Done(v3) = s.update(body(3), &v2).await.unwrap() else {
         panic!("an update on the current version must land")
     };
-    assert_ne!(v3, v2);
+    assert_eq!(read_bytes(s).await.unwrap(), (body(3), v3.clone()));
 
     // Overwrite lands whatever is there, and its version is current.
     let v4 = s.overwrite(body(6)).await.unwrap();
@@ -107,14 +112,16 @@ pub async fn views_agree(views: Views) {
 /// Views racing the same conditional write: exactly one lands, and the lockfile holds its
 /// body. (A store whose conditions fail here would let two owners hold a cas lock.)
 pub async fn racing_writes_have_one_winner(views: Views) {
-    async fn race(views: &Views, expected: Option<Version>) -> Vec<usize> {
+    // Each round writes bytes of its own: the same bytes again may keep the version (S3's
+    // ETag is their MD5), and a second update on it would land too.
+    async fn race(views: &Views, round: u32, expected: Option<Version>) -> Vec<usize> {
         let tasks: Vec<_> = views
             .iter()
             .enumerate()
             .map(|(i, s)| {
                 let (s, expected) = (s.clone(), expected.clone());
                 tokio::spawn(async move {
-                    let b = body(100 + i as u32);
+                    let b = body(round + i as u32);
                     let w = match expected {
                         None => s.create(b).await.unwrap(),
                         Some(v) => s.update(b, &v).await.unwrap(),
@@ -131,15 +138,15 @@ pub async fn racing_writes_have_one_winner(views: Views) {
         }
         won
     }
-    let won = race(&views, None).await;
+    let won = race(&views, 100, None).await;
     assert_eq!(won.len(), 1, "racing creates: winners {won:?}");
     let (bytes, version) = read_bytes(views[0].as_ref()).await.unwrap();
     assert_eq!(bytes, body(100 + won[0] as u32));
-    let won = race(&views, Some(version)).await;
+    let won = race(&views, 200, Some(version)).await;
     assert_eq!(won.len(), 1, "racing updates: winners {won:?}");
     assert_eq!(
         read_bytes(views[0].as_ref()).await.unwrap().0,
-        body(100 + won[0] as u32)
+        body(200 + won[0] as u32)
     );
 }
 
@@ -213,8 +220,69 @@ pub async fn deletes(views: Views, kind: Deletes) {
     );
 }
 
+/// The store says it honours conditional writes (the probe of a store over HTTP agrees):
+/// cas runs on it.
+pub async fn honours_conditions(views: Views) {
+    assert!(
+        views[0].conditional_writes(true).await.unwrap(),
+        "the store says it does not honour conditional writes"
+    );
+}
+
+async fn list_all(prefix: &str, access: &Access, page: usize) -> Vec<String> {
+    let mut listing = Listing::new(prefix, access, Duration::from_secs(30)).unwrap();
+    let mut all = Vec::new();
+    loop {
+        let next = listing.next_page(page).await.unwrap();
+        if next.is_empty() {
+            break;
+        }
+        all.extend(next);
+    }
+    all.sort();
+    all
+}
+
+/// `Listing` (`ls`, `prune`) finds every lock below a prefix, at any depth, in pages of any
+/// size, and nothing that is not a lockfile; a deleted lock is gone from the next listing.
+/// `prefix` is an empty place (a new folder, or a new key prefix in a bucket).
+pub async fn lists(prefix: &str, access: &Access) {
+    let timing = blob_lock::LockOptions::new(30.0).unwrap().timing;
+    let names = ["a", "b/c", "b/d/e", "f"];
+    let mut stores = Vec::new();
+    for name in names {
+        let s = store::open(&format!("{prefix}/{name}"), access, &timing).unwrap();
+        assert!(matches!(s.create(body(1)).await.unwrap(), Write::Done(_)));
+        stores.push(s);
+    }
+    // A result beside the locks, as mops keeps them: not a lock.
+    let result = format!("{prefix}/b/result.json");
+    let other = store::open_object(&result, access, Duration::from_secs(30)).unwrap();
+    assert!(matches!(
+        other.create(body(2)).await.unwrap(),
+        Write::Done(_)
+    ));
+
+    let want: Vec<String> = names.iter().map(|n| format!("{prefix}/{n}")).collect();
+    for page in [1, 2, 1000] {
+        assert_eq!(
+            list_all(prefix, access, page).await,
+            want,
+            "pages of {page}"
+        );
+    }
+    stores[1].delete().await.unwrap();
+    let left: Vec<String> = want
+        .iter()
+        .filter(|u| !u.ends_with("/b/c"))
+        .cloned()
+        .collect();
+    assert_eq!(list_all(prefix, access, 2).await, left, "after a delete");
+}
+
 /// Every check above, each on fresh views from `views` (a new absent lockfile each call).
 pub async fn all(views: impl Fn() -> Views, kind: Deletes) {
+    honours_conditions(views()).await;
     writes_and_reads(views()).await;
     overwrite_creates(views()).await;
     views_agree(views()).await;
