@@ -12,13 +12,25 @@ AZURITE := .cache/azurite/node_modules/.bin/azurite-blob
 S3RVER_VERSION := 3.7.1
 S3RVER := .cache/s3rver/node_modules/.bin/s3rver
 
-.PHONY: lint-rust lint-python test-rust test-python model options test install-test-deps build-dev lint docs format rust-test typecheck py-test azurite s3rver
+.PHONY: test-fast lint-rust lint-python test-rust test-python model options test install-test-deps build-dev lint docs format rust-test typecheck py-test azurite s3rver
 
 test: lint docs rust-test typecheck py-test
 
 # The halves, as pydantic-core names them: each language's linters and tests.
 test-rust: rust-test
 test-python: typecheck py-test
+
+# The inner loop, in under 3 minutes once built: the Rust unit tests, the conformance suite
+# on memory and files and the request counts, then the Python tests on memory:// and local
+# files (tests/conftest.py marks what it leaves out as slow: the stores over HTTP, many
+# processes, scale). `make test` runs everything.
+test-fast: export AWS_METADATA_ENDPOINT = http://127.0.0.1:9
+test-fast: export AZURE_MSI_ENDPOINT = http://127.0.0.1:9/metadata/identity/oauth2/token
+test-fast: export GCE_METADATA_HOST = 127.0.0.1:9
+test-fast: export GCE_METADATA_IP = 127.0.0.1:9
+test-fast: build-dev
+	cargo test --lib --test stores --test requests --test new_locks -- --skip _on_
+	$(PY) -m pytest -q -m "not slow"
 
 $(PY):
 	python3 -m venv $(VENV)

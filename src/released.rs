@@ -7,10 +7,20 @@
 //!
 //! The record is safe to use by any owner: the update lands only on the exact version that
 //! was released, which is free.
+//!
+//! Beside it, one guess: whether the last acquisition that had no record of its own found no
+//! lockfile. New locks come in runs (a memo's lock per invocation, a lock per task), and a
+//! new lock is taken in one request by creating it first (create and release: two), where
+//! reading first costs three; a lock that exists costs a refused create more if created
+//! first. So an acquisition without a record creates first while the last such one found
+//! nothing, and reads first once one found a lockfile: a run of new locks costs two
+//! requests each after its first, a run of existing ones three, and a change of run one
+//! request more, once. The guess only orders requests: either way the same writes decide.
 
 use crate::lockfile::LockFile;
 use crate::store::Version;
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, TryLockError};
 
 /// A released lockfile and its version.
@@ -23,8 +33,18 @@ pub enum Record {
     Process(Arc<str>),
     /// With this lock and its leases only (stores brought by tests and simulations, whose
     /// "processes" share one real process).
-    Own(Arc<Mutex<Option<Box<Released>>>>),
+    Own(Arc<Own>),
 }
+
+/// A lock's own record and guess.
+#[derive(Debug, Default)]
+pub struct Own {
+    released: Mutex<Option<Box<Released>>>,
+    likely_new: AtomicBool,
+}
+
+/// The process-wide guess (see the module's header): read first until a lock turns out new.
+static LIKELY_NEW: AtomicBool = AtomicBool::new(false);
 
 impl Default for Record {
     fn default() -> Self {
@@ -43,8 +63,9 @@ impl Record {
     /// Notes a release.
     pub fn set(&self, lf: LockFile, version: Version) {
         match self {
-            Record::Own(slot) => {
-                *slot.lock().unwrap_or_else(|e| e.into_inner()) = Some(Box::new((lf, version)))
+            Record::Own(own) => {
+                *own.released.lock().unwrap_or_else(|e| e.into_inner()) =
+                    Some(Box::new((lf, version)))
             }
             Record::Process(key) => {
                 let Some(mut table) = table() else { return };
@@ -61,10 +82,32 @@ impl Record {
     /// Takes the record, if any: one acquisition uses it.
     pub fn take(&self) -> Option<Released> {
         let taken = match self {
-            Record::Own(slot) => slot.lock().unwrap_or_else(|e| e.into_inner()).take(),
+            Record::Own(own) => own
+                .released
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .take(),
             Record::Process(key) => table()?.as_mut()?.remove(key),
         };
         taken.map(|b| *b)
+    }
+
+    /// Whether an acquisition with no record should create the lockfile first: the last
+    /// such acquisition found none.
+    pub fn likely_new(&self) -> bool {
+        self.guess().load(Ordering::Relaxed)
+    }
+
+    /// Notes what an acquisition with no record found: no lockfile (`true`) or one.
+    pub fn found_new(&self, new: bool) {
+        self.guess().store(new, Ordering::Relaxed);
+    }
+
+    fn guess(&self) -> &AtomicBool {
+        match self {
+            Record::Own(own) => &own.likely_new,
+            Record::Process(_) => &LIKELY_NEW,
+        }
     }
 }
 

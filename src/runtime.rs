@@ -24,9 +24,9 @@ pub fn runtime() -> &'static Runtime {
 fn start() -> Runtime {
     tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
-        // File calls run on the blocking pool. Tokio's default of 512 threads let 10,000
-        // locks on files heartbeating at once grow it to the limit, most of their memory
-        // the threads' stacks (BENCHMARKS.md, scale).
+        // File calls run on the blocking pool. With tokio's default of 512 threads, thousands
+        // of locks on files heartbeating at once would grow it to the limit, and the threads'
+        // stacks would outweigh the locks.
         .max_blocking_threads(BLOCKING_THREADS)
         .thread_name("blob-lock")
         .on_thread_start(|| ON_RUNTIME.with(|on| on.set(true)))

@@ -5,8 +5,8 @@
 //! lease away, and most locks taken by a blocking caller are released long before that.
 //! Spawning the heartbeat task from the caller's thread wakes a runtime thread, and the
 //! release wakes it again to stop the task, a measurable part of an acquire+release on
-//! local files (BENCHMARKS.md). Here the caller only files the start under its instant; a release before then takes it back, and no
-//! runtime thread hears of either. The starter task wakes when the earliest start is due
+//! local files. Here the caller only files the start under its instant; a release before
+//! then takes it back, and no runtime thread hears of either. The starter task wakes when the earliest start is due
 //! (or when an earlier one is filed), so filing a start later than all others wakes nobody.
 
 use crate::per_process::PerProcess;

@@ -37,6 +37,44 @@ METADATA = MetadataTrap()
 os.environ.update(METADATA.environment())
 
 
+# What `make test-fast` leaves out (`-m "not slow"`): the stores over HTTP (their tests run
+# against moto, Azurite and the GCS fake), and the files whose tests start many processes,
+# kill them or hold thousands of locks. What stays runs on memory:// and local files.
+SLOW_FILES = {
+    "test_bad_input.py",
+    "test_cloud.py",
+    "test_credentials.py",
+    "test_credentials_azure.py",
+    "test_credentials_gcs.py",
+    "test_faults.py",
+    "test_launch_gap.py",
+    "test_mops.py",
+    "test_mops_adapter.py",
+    "test_pairing.py",
+    "test_processes.py",
+    "test_readme.py",
+    "test_scale.py",
+    "test_unsafe_stores.py",
+}
+HTTP_FIXTURES = {"moto_endpoint", "azurite_url", "own_azurite", "fake_gcs", "s3rver"}
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        params = getattr(getattr(item, "callspec", None), "params", {})
+        over_http = params.get("backend") in {"s3", "az", "gs"} or params.get("shared_backend") in {
+            "s3",
+            "az",
+            "gs",
+        }
+        if (
+            item.path.name in SLOW_FILES
+            or over_http
+            or HTTP_FIXTURES & set(getattr(item, "fixturenames", ()))
+        ):
+            item.add_marker(pytest.mark.slow)
+
+
 @pytest.fixture(scope="session")
 def moto_endpoint(tmp_path_factory):
     with running_moto(tmp_path_factory.mktemp("moto")) as endpoint:

@@ -5,7 +5,7 @@ two requests, as one lock object taken again does."""
 from __future__ import annotations
 
 from blob_lock import BlobLock
-from conftest import proxied_moto
+from conftest import cli, proxied_moto
 
 
 def test_constructing_a_lock_on_a_store_in_use_opens_no_connection(moto_endpoint):
@@ -43,5 +43,42 @@ def test_a_fresh_lock_per_with_takes_two_requests_after_our_own_release(moto_end
             assert held.token == 8
         kinds = [r.kind for r in proxy.since(mark)]
         assert kinds == ["update", "read", "update", "update"], kinds
+    finally:
+        proxy.close()
+
+
+def test_new_locks_cost_two_requests_after_the_first_and_existing_ones_three(moto_endpoint):
+    """What a lock costs on S3 by what it was before, as docs/guarantees.md states it: a new
+    lock is created first while the last lock this process met without a record of its own
+    release was new (two requests with the release), a lock released elsewhere is read
+    first once one was found (three), and a change between the two costs one refused
+    create, once."""
+    proxy, options, root = proxied_moto(moto_endpoint)
+
+    def kinds(name: str) -> list[str]:
+        mark = proxy.snapshot()
+        with BlobLock(f"{root}/{name}", storage_options=options):
+            pass
+        return [r.kind for r in proxy.since(mark)]
+
+    def released_elsewhere(name: str) -> None:
+        # Another process, reaching moto without the proxy: nothing here learns of it.
+        o = [f"-o{k}={v}" for k, v in {**options, "aws_endpoint": moto_endpoint}.items()]
+        done = cli("run", f"{root}/{name}", *o, "--", "true")
+        assert done.returncode == 0, done.stderr
+
+    try:
+        kinds("new-0")  # the probe, and whatever the tests before left this process guessing
+        assert kinds("new-1") == ["create", "update"]
+        assert kinds("new-2") == ["create", "update"]
+        released_elsewhere("old-0")
+        assert kinds("old-0") == ["create", "read", "update", "update"]
+        for name in ["old-1", "old-2"]:
+            released_elsewhere(name)
+            assert kinds(name) == ["read", "update", "update"]
+        assert kinds("new-3") == ["read", "create", "update"]
+        assert kinds("new-4") == ["create", "update"]
+        # Released here: an update on the version our release left, and the release.
+        assert kinds("old-2") == ["update", "update"]
     finally:
         proxy.close()

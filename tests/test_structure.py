@@ -7,6 +7,7 @@ from __future__ import annotations
 import ast
 import pathlib
 import re
+import subprocess
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "python" / "blob_lock"
@@ -65,11 +66,14 @@ def test_every_file_architecture_names_exists():
     the map fails here instead of leaving it to drift."""
     text = (ROOT / "ARCHITECTURE.md").read_text()
     names = set(re.findall(r"`([\w./-]+(?:\.rs|\.py|\.md|/))`", text))
-    files = [
-        p.relative_to(ROOT).as_posix()
-        for p in ROOT.rglob("*")
-        if not any(part in {".git", ".venv", ".cache", "target"} for part in p.parts)
-    ]
+    listed = subprocess.run(
+        ["git", "ls-files", "--cached", "--others", "--exclude-standard"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
+    files = set(listed) | {str(pathlib.PurePosixPath(f).parent) for f in listed}
     missing = [
         n
         for n in sorted(names)

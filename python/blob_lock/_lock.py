@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from blob_lock import _blob_lock, _process
 from blob_lock._args import Seconds, lock_uri, seconds
 from blob_lock._decorate import decorate
-from blob_lock._inspect import Inspection, _inspection
+from blob_lock._lock_facts import LockFacts
 from blob_lock._options import LockOptions, signature
 from blob_lock._release_status import ReleaseStatus
 from blob_lock._turn import Turn, current
@@ -35,7 +35,7 @@ def _grace(grace: Seconds | None) -> float:
     return seconds("grace", grace)
 
 
-class BlobLock:
+class BlobLock(LockFacts):
     """A lease lock kept in a blob store at ``<uri>/lock.json``.
 
     ``with BlobLock(uri) as held:`` waits until the lock is ours (or raises ``LockTimeout``
@@ -352,83 +352,11 @@ class BlobLock:
         """``hand_off`` without blocking the event loop."""
         await self._native.hand_off_async(_grace(grace))
 
-    @property
-    def handed_off(self) -> bool:
-        """True while the lock held was handed off to a remote (``hand_off``)."""
-        return self._native.handed_off
-
     def _leave_to_remote(self) -> None:
         """Stops renewing without releasing (after a hand-off): the remote keeps the lock."""
         _process.untrack(self)
         self._native.let_go()
         self._turn.give()
-
-    # -- state -------------------------------------------------------------------------
-
-    @property
-    def uri(self) -> str:
-        """The lock URI; the lockfile is ``<uri>/lock.json``."""
-        return self._native.uri
-
-    @property
-    def owner(self) -> str:
-        """The owner id this lock writes. Hand it to the remote for ``keep_alive``."""
-        return self._native.owner
-
-    @property
-    def token(self) -> int | None:
-        """The fencing token of the current acquisition (grows at each), or None."""
-        return self._native.token
-
-    @property
-    def held(self) -> bool:
-        """True while this lock holds the lease and has not lost it."""
-        return self._native.held
-
-    @property
-    def lost(self) -> bool:
-        """True once the held lease was lost: taken over, or not renewed before its
-        deadline. Keeps its value after the release (the end of a ``with`` block), until
-        the next acquisition."""
-        return self._native.lost
-
-    @property
-    def lost_reason(self) -> str | None:
-        """Why the lease was lost, if it was (kept after the release, as ``lost``)."""
-        return self._native.lost_reason
-
-    @property
-    def state(self) -> str:
-        """Where this lock's claim is in its lifecycle: ``unheld`` when it has no lease
-        (before acquiring, and after a release), else ``held``, ``renewing``,
-        ``renew_retrying`` or ``lost`` (the lifecycle logged under ``blob_lock.claim``)."""
-        return self._native.state
-
-    def inspect(self) -> Inspection:
-        """Reads this lock's lockfile once (``blob_lock.inspect``); never writes."""
-        return _inspection(self.uri, self._native.inspect(), self.owner)
-
-    @property
-    def protocol(self) -> str:
-        """``"cas"`` or ``"lww"``: the protocol in use. With ``protocol="auto"``, ``"auto"``
-        until the store decided (the first acquisition on a store checks, once per process,
-        whether it honours conditional writes: ``cas`` if it does, ``lww`` if not)."""
-        return self._native.protocol
-
-    @property
-    def expire(self) -> float:
-        """Seconds after its last write at which an unrenewed lock expires."""
-        return self._native.expire
-
-    @property
-    def heartbeat(self) -> float:
-        """Seconds between renewals."""
-        return self._native.heartbeat
-
-    @property
-    def labels(self) -> dict[str, str]:
-        """The labels each acquisition writes (a copy; empty when none were given)."""
-        return self._native.labels
 
     def __reduce__(self) -> tuple[Any, ...]:
         """An unheld lock pickles as its URI and options: a process made by spawn or
@@ -441,14 +369,6 @@ class BlobLock:
                 "there and call keep_alive(uri, owner)"
             )
         return (_unpickled, (self.uri, self._options))
-
-    def __repr__(self) -> str:
-        state = "lost" if self.lost else ("held" if self.held else "not held")
-        token = f" token={self.token}" if self.token is not None else ""
-        return (
-            f"<BlobLock {self.uri!r} {state} owner={self.owner}{token} "
-            f"protocol={self.protocol} expire={self.expire:g}s>"
-        )
 
 
 def _unpickled(uri: str, options: dict[str, Any]) -> BlobLock:

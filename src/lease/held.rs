@@ -367,8 +367,7 @@ impl Drop for Lease {
 
 async fn heartbeat(state: Arc<LeaseState>) {
     // Nothing of the timing is copied into the task: it would live in every idle task, and
-    // a few bytes more take tokio's cache-line-aligned task cell up a size (BENCHMARKS.md,
-    // "Memory per held lock").
+    // a few bytes more take tokio's cache-line-aligned task cell up a size.
     let mut next = state.held.lock().await.lease_start + state.engine.timing.heartbeat;
     let mut backoff = Backoff::new(&state.engine.timing);
     loop {
@@ -388,8 +387,8 @@ async fn heartbeat(state: Arc<LeaseState>) {
         let deadline = *state.deadline.lock().unwrap_or_else(|e| e.into_inner());
         let began = state.engine.clock.now();
         let renewal = {
-            // Boxed: inline, the renewal's state was most of an idle heartbeat task's memory
-            // (BENCHMARKS.md); boxed it exists only while a renewal runs.
+            // Boxed: inline, the renewal's state would be most of an idle heartbeat task's
+            // memory; boxed it exists only while a renewal runs.
             let renewal = state.engine.renew(&mut held, state.writer_name);
             let mut renewal = Box::pin(crate::store::gate::urgently(renewal));
             tokio::select! {

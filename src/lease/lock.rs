@@ -1,10 +1,11 @@
-//! A lock URI with its owner id: acquisition (waiting, attempts, the cleanups an
-//! interrupted one owes), inspection and release without a lease.
+//! A lock URI with its owner id: acquisition (waiting, attempts, the cleanup an
+//! interrupted one owes, `cleanup.rs`), inspection and release without a lease.
 
+use super::cleanup::Cleanup;
 use super::retry::with_retries;
 use super::{new_owner_id, waker, Lease, LockOptions, LossHook};
 use crate::claim::{Claim, State};
-use crate::cleanup::{Debt, Owed};
+use crate::cleanup::Owed;
 use crate::errors::{Error, Result};
 use crate::inspect::{self, Inspection};
 use crate::lockfile::LockFile;
@@ -18,49 +19,6 @@ use crate::timing::{Polls, Timing};
 use crate::watched::Watched;
 use std::sync::Arc;
 use std::time::Duration;
-
-/// A release owed by an interrupted acquisition ([`Lock::owe_cleanup`]): run in the
-/// background by [`Cleanup::give_back`] or [`Cleanup::release_unheld`], or when dropped.
-#[derive(Debug)]
-pub struct Cleanup {
-    lock: Lock,
-    debt: Option<Debt>,
-}
-
-impl Cleanup {
-    /// Releases `lease` (an acquisition that ended after nobody waited for it any more).
-    pub fn give_back(mut self, lease: Arc<Lease>) {
-        let (uri, debt) = (self.lock.uri.clone(), self.debt.take());
-        crate::cleanup::spawn(async move {
-            if let Err(e) = lease.release().await {
-                log::warn!("{uri}: release after a cancelled acquisition failed: {e}");
-            }
-            drop(debt);
-        });
-    }
-
-    /// Releases whatever the lockfile shows for this lock's owner.
-    pub fn release_unheld(self) {
-        drop(self);
-    }
-}
-
-impl Drop for Cleanup {
-    fn drop(&mut self) {
-        let Some(debt) = self.debt.take() else { return };
-        let lock = self.lock.clone();
-        crate::cleanup::spawn(async move {
-            lock.engine.store.quiesced().await;
-            if let Err(e) = lock.release_unheld().await {
-                log::warn!(
-                    "{}: release after an interrupted acquisition failed: {e}",
-                    lock.uri
-                );
-            }
-            drop(debt);
-        });
-    }
-}
 
 /// One lock URI, with one owner id for every acquisition through it.
 #[derive(Debug, Clone)]

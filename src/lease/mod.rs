@@ -7,6 +7,7 @@
 //! its heartbeat (`held.rs`), the retries they share (`retry.rs`), and a remote's
 //! keep-alive (`keep_alive.rs`).
 
+mod cleanup;
 mod held;
 mod keep_alive;
 mod lock;
@@ -14,9 +15,10 @@ mod options;
 mod retry;
 mod settings;
 
+pub use cleanup::Cleanup;
 pub use held::Lease;
 pub use keep_alive::{keep_alive, keep_alive_on};
-pub use lock::{Cleanup, Lock};
+pub use lock::Lock;
 pub use options::{LockOptions, LossHook};
 pub use settings::{External, Field, Given, Kind, Settings};
 

@@ -88,8 +88,8 @@ impl Clone for LockFile {
 
     /// Field by field, into the strings already there: a held lock keeps its lockfile for
     /// hours and a renewal copies the next one in every few seconds. Replacing the strings
-    /// instead moved them, a few at each renewal, into the heap of whichever runtime thread
-    /// renewed, stranding memory across the threads' heaps (BENCHMARKS.md).
+    /// instead would move them, a few at each renewal, into the heap of whichever runtime
+    /// thread renewed, stranding memory across the threads' heaps.
     fn clone_from(&mut self, source: &Self) {
         // Destructured: a field added later must be copied here too, or this fails to build.
         let LockFile {

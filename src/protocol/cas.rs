@@ -44,11 +44,15 @@ impl Steps for Cas {
 }
 
 async fn attempt(engine: &Engine, owner: &str, acquisition: &mut Acquisition) -> Result<Attempt> {
+    // The first attempt without a record of our own release guesses whether the lock is new
+    // (see `crate::released`); later attempts know it exists.
+    let mut guessing = acquisition.begin();
     if let Some((released, version)) = engine
         .last_release
         .take()
         .filter(|(lf, _)| lf.is_released())
     {
+        guessing = false;
         let token = released.token + 1;
         let body = engine.body(owner, token);
         let start = engine.clock.now();
@@ -59,17 +63,25 @@ async fn attempt(engine: &Engine, owner: &str, acquisition: &mut Acquisition) ->
         }
         // Someone wrote since our release: the full attempt below finds out who.
     }
+    if guessing && engine.last_release.likely_new() {
+        // Create first: a new lock then costs create and release, two requests.
+        guessing = false;
+        if let Some(acquired) = create(engine, owner, acquisition).await? {
+            return Ok(acquired);
+        }
+        engine.last_release.found_new(false);
+    }
     // Read first: a lock released elsewhere then costs read, update (not a refused
     // create on top), and a new one read, create; three requests with the release.
-    let (lf, snap) = match engine.read().await? {
+    let read = engine.read().await?;
+    if guessing {
+        engine.last_release.found_new(read.is_none());
+    }
+    let (lf, snap) = match read {
         Some(found) => found,
         None => {
-            let body = engine.body(owner, 1);
-            let start = engine.clock.now();
-            acquisition.note(1, start);
-            if let Write::Done(version) = engine.create_lockfile(Bytes::from(body.encode())).await?
-            {
-                return Ok(Attempt::Acquired(engine.held(owner, body, version, start)));
+            if let Some(acquired) = create(engine, owner, acquisition).await? {
+                return Ok(acquired);
             }
             match engine.read().await? {
                 Some(found) => found,
@@ -196,4 +208,23 @@ async fn renew(engine: &Engine, held: &mut Held, writer_name: Option<&str>) -> R
         message: "the lockfile kept changing under our renewal".into(),
         kind: crate::errors::StoreErrorKind::Transient,
     })
+}
+
+/// Creates the lockfile with token 1: the acquisition, or `None` when one is there.
+async fn create(
+    engine: &Engine,
+    owner: &str,
+    acquisition: &mut Acquisition,
+) -> Result<Option<Attempt>> {
+    let body = engine.body(owner, 1);
+    let start = engine.clock.now();
+    acquisition.note(1, start);
+    Ok(
+        match engine.create_lockfile(Bytes::from(body.encode())).await? {
+            Write::Done(version) => {
+                Some(Attempt::Acquired(engine.held(owner, body, version, start)))
+            }
+            Write::Conflict => None,
+        },
+    )
 }

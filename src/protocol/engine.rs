@@ -64,9 +64,16 @@ pub struct Acquisition {
     /// A later read that shows our owner id with one of these tokens settles it: ours, with
     /// the lease counted from that start.
     unsettled: Vec<(u64, Instant)>,
+    /// Set by the first attempt: only it may create first ([`crate::released`]'s guess).
+    begun: bool,
 }
 
 impl Acquisition {
+    /// True at the first attempt of this acquisition only.
+    pub(super) fn begin(&mut self) -> bool {
+        !std::mem::replace(&mut self.begun, true)
+    }
+
     pub(super) fn note(&mut self, token: u64, start: Instant) {
         if !self.unsettled.iter().any(|(t, _)| *t == token) {
             self.unsettled.push((token, start));

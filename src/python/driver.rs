@@ -13,7 +13,7 @@ use std::time::Duration;
 /// future is dropped and `on_cancel` runs in the background.
 ///
 /// On the calling thread, not spawned onto the runtime and waited for: the hops between
-/// threads cost more than an acquisition on memory:// takes (BENCHMARKS.md). Records logged
+/// threads cost more than an acquisition on memory:// takes. Records logged
 /// meanwhile are held back and logged after each slice (see `logs`): run on this thread,
 /// Python's logging would also run signal handlers, whose exceptions would be lost.
 pub(crate) fn wait<T, F>(py: Python<'_>, fut: F, on_cancel: Option<CancelHook>) -> PyResult<T>

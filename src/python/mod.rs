@@ -6,7 +6,7 @@
 
 // mimalloc for the Rust side of the extension (Python keeps its own allocator): a held
 // lock's state is made on the thread that acquired it and renewed on the runtime's, and
-// glibc's per-thread arenas left memory stranded between them (BENCHMARKS.md). Only here,
+// glibc's per-thread arenas strand memory between them. Only here,
 // in the bindings: the core leaves the choice to whoever links it.
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;

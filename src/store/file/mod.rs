@@ -12,8 +12,7 @@
 //! Every write makes a new file (a new inode), and a file once published as the lockfile is
 //! never written again, so readers never see a torn lockfile. (Writing the replaced file
 //! again as the next update's temporary file would save creating and removing one, more
-//! than half an update's cost on ext4 (BENCHMARKS.md), but a reader that opened it as the
-//! lockfile a moment
+//! than half an update's cost on ext4, but a reader that opened it as the lockfile a moment
 //! earlier, mops's among them, could read it half written.) A caller who waits leaves the
 //! removal of the replaced file to [`sweeper`]. The version is a digest of inode, mtime,
 //! size and content: any write changes it.
@@ -53,7 +52,7 @@ use std::{fs, io};
 /// Except on a thread that drives a caller's own wait ([`crate::runtime::driving`]), when
 /// the file system is known to be local (ext4, xfs, btrfs, tmpfs, overlayfs, f2fs): there a
 /// slow call delays only that caller, and the pool's two thread hops are a noticeable part
-/// of a local call's cost (BENCHMARKS.md). An update that would have to wait for another
+/// of a local call's cost. An update that would have to wait for another
 /// updater goes to the pool all the same.
 #[derive(Debug)]
 pub struct FileStore {

@@ -3,7 +3,7 @@
 //! An update of a lockfile on a local file system exchanges a new file with the lockfile,
 //! which leaves the previous lockfile under the new file's temporary name
 //! ([`super`]). Removing it frees an inode, a fair part of an update's cost on
-//! ext4 (BENCHMARKS.md), and an acquire+release does two updates.
+//! ext4, and an acquire+release does two updates.
 //! The caller of a lock need not wait for it: the name goes on a queue here, and a thread
 //! removes what gathered every few milliseconds, so that one wake-up serves a batch.
 //! (Heartbeats, on the blocking pool, remove their own: one thread cannot keep up with

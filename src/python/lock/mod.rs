@@ -1,16 +1,19 @@
 //! `NativeLock`, the native side of `blob_lock.BlobLock`: acquisitions blocking and
-//! asyncio, their interruption, release, and what the lock shows.
+//! asyncio, their interruption, release, and what the lock shows. The machinery under the
+//! methods (one acquisition at a time, the slot of the lease, fork) is in `slot.rs`.
 
-use super::args::timeout;
-use super::asyncio::{awaitable, OnDrop};
-use super::driver::{wait, CancelHook};
-use super::errors::{to_py, LockError, LockTimeout};
-use super::holding::{hold, release_slot, settle, InFlight, Slot};
-use super::inspect;
-use super::options;
+mod slot;
+
 use crate::errors::Error;
-use crate::lease::{Lease, Lock};
+use crate::lease::Lock;
 use crate::protocol::Protocol;
+use crate::python::args::timeout;
+use crate::python::asyncio::awaitable;
+use crate::python::driver::wait;
+use crate::python::errors::{to_py, LockTimeout};
+use crate::python::holding::{release_slot, settle, Slot};
+use crate::python::inspect;
+use crate::python::options;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -30,163 +33,6 @@ pub(crate) struct NativeLock {
     /// The options the core does not use: `timeout` (checked) and `raise_on_lost`.
     timeout: Option<f64>,
     raise_on_lost: bool,
-}
-
-/// In a child made by fork, an inherited NativeLock is leaked, never dropped, whether or
-/// not the child ever used it: its store client holds sockets registered with the
-/// parent's epoll instance, which the child shares, and dropping them would deregister them
-/// from under the parent.
-impl Drop for NativeLock {
-    fn drop(&mut self) {
-        if self.pid != std::process::id() {
-            // Forgotten clones hold the shared parts (the store client, the lease) for ever.
-            std::mem::forget(self.lock.clone());
-            std::mem::forget(self.lease.clone());
-        }
-    }
-}
-
-/// Clears `NativeLock::acquiring` when the acquisition it numbers ends, however it ends
-/// (unless `abandon` cleared it first and another one began).
-struct Acquiring(Arc<AtomicU64>, u64);
-
-impl Drop for Acquiring {
-    fn drop(&mut self) {
-        let _ = self
-            .0
-            .compare_exchange(self.1, 0, Ordering::SeqCst, Ordering::SeqCst);
-    }
-}
-
-/// Numbers acquisitions (never 0, which means none).
-static ACQUISITIONS: AtomicU64 = AtomicU64::new(1);
-
-impl NativeLock {
-    fn lease(&self) -> Option<Arc<Lease>> {
-        self.lease
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .lease
-            .clone()
-    }
-
-    /// Why the current lease, or the last one released, was lost.
-    fn loss(&self) -> Option<String> {
-        match self.lease() {
-            Some(lease) => lease.lost_reason(),
-            None => self
-                .lease
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .last_loss
-                .clone(),
-        }
-    }
-
-    /// The hand-off of the lease held, checked before any request.
-    fn handing_off(
-        &self,
-        grace: f64,
-    ) -> PyResult<impl std::future::Future<Output = crate::Result<()>> + Send + 'static> {
-        let grace = crate::timing::seconds("grace", grace)?;
-        crate::timing::Timing::check_grace(grace)?;
-        let Some(lease) = self.lease() else {
-            let uri = self.lock.uri().to_string();
-            let why = match self.loss() {
-                Some(reason) => format!("it was lost ({reason})"),
-                None => "nothing is held".to_string(),
-            };
-            return Err(LockError::new_err((
-                format!("{uri}: hand_off needs a held lock and {why}; call it inside `with BlobLock(...)` after acquiring"),
-                uri,
-            )));
-        };
-        Ok(async move { lease.hand_off(grace).await })
-    }
-
-    fn hold(&self, lease: Lease) {
-        hold(&self.lease, lease)
-    }
-
-    fn empty(lock: Lock) -> NativeLock {
-        NativeLock {
-            lock,
-            lease: Default::default(),
-            pid: std::process::id(),
-            acquiring: Arc::new(AtomicU64::new(0)),
-            timeout: None,
-            raise_on_lost: true,
-        }
-    }
-
-    /// Refuses a second acquisition through this object while one runs or is held. (What
-    /// an interrupted acquisition wrote is released by the core before this lock's next
-    /// acquisition begins: see `Lock::release_in_background`.)
-    fn begin_acquiring(&self) -> PyResult<Acquiring> {
-        let id = ACQUISITIONS.fetch_add(1, Ordering::Relaxed);
-        let began = self
-            .acquiring
-            .compare_exchange(0, id, Ordering::SeqCst, Ordering::SeqCst);
-        if began.is_err() {
-            return Err(LockError::new_err((
-                format!(
-                    "another acquisition of {} through this BlobLock is under way; wait for it to end",
-                    self.lock.uri()
-                ),
-                self.lock.uri().to_string(),
-            )));
-        }
-        let guard = Acquiring(self.acquiring.clone(), id);
-        self.refuse_if_held()?;
-        Ok(guard)
-    }
-
-    fn refuse_if_held(&self) -> PyResult<()> {
-        match self.lease() {
-            Some(l) if !l.is_lost() => Err(LockError::new_err((
-                format!(
-                    "this BlobLock already holds {}; release it first (locks are not reentrant)",
-                    self.lock.uri()
-                ),
-                self.lock.uri().to_string(),
-            ))),
-            _ => Ok(()),
-        }
-    }
-
-    /// An interrupted acquisition may have written the lockfile: the core releases it in
-    /// the background, before this lock's next acquisition.
-    fn cancel_hook(&self) -> CancelHook {
-        let lock = self.lock.clone();
-        Box::new(move || lock.release_in_background())
-    }
-
-    /// Marks an asyncio acquisition as in flight in the slot, and makes the hook that
-    /// cleans up if its future is dropped before it ends (cancelled): the cleanup `abandon`
-    /// left, or else a release of whatever the lockfile shows for this lock's owner.
-    fn in_flight(&self, acquiring: &Acquiring) -> OnDrop {
-        let id = acquiring.1;
-        self.lease
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .in_flight = Some(InFlight { id, owed: None });
-        let (slot, lock) = (self.lease.clone(), self.lock.clone());
-        OnDrop::new(Box::new(move || {
-            let mut holding = slot.lock().unwrap_or_else(|e| e.into_inner());
-            let owed = match holding.in_flight.take() {
-                Some(f) if f.id == id => f.owed,
-                other => {
-                    holding.in_flight = other;
-                    return;
-                }
-            };
-            drop(holding);
-            match owed {
-                Some(owed) => owed.release_unheld(),
-                None => lock.release_in_background(),
-            }
-        }))
-    }
 }
 
 #[pymethods]
