@@ -109,7 +109,7 @@ rust-test: install-test-deps azurite
 # The exhaustive check (tests/model.rs) at the bounds docs/guarantees.md states: every
 # schedule of two orchestrators and a remote with up to MODEL_FAULTS faults or far edges,
 # each seeded bug of src/mutation.rs caught (--features mutations), and the random
-# campaign's score on the same bugs. About 6 minutes on two cores; not part of `make test`,
+# campaign's score on the same bugs. 6 to 12 minutes on two cores; not part of `make test`,
 # which runs the check with one fault.
 MODEL_FAULTS ?= 2
 model: export AWS_METADATA_ENDPOINT = http://127.0.0.1:9
@@ -133,8 +133,9 @@ py-test: build-dev azurite s3rver
 		$(PY) -m pytest -q
 
 # The benchmark (bench/run.py), not part of `make test`: a release build of the extension,
-# the peers from PyPI, then one table on standard output. `make bench BENCH_ARGS=--quick`
-# for small sizes; `BENCH_ARGS="--out BENCHMARKS.md"` also writes the report there. The
+# the peers from PyPI, then one table on standard output, in under 10 minutes here.
+# `make bench BENCH_ARGS=--quick` for small sizes, `BENCH_ARGS=--full` for the long run
+# (about 20 minutes); `BENCH_ARGS="--out BENCHMARKS.md"` also writes the report there. The
 # next `make test` puts the debug build back (build-dev).
 BENCH_ARGS ?=
 

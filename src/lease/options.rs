@@ -8,7 +8,7 @@ use crate::protocol::Engine;
 use crate::protocol::Protocol;
 use crate::store::{Access, LockStore};
 use crate::timing::Timing;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, TryLockError};
 
 /// How a lock is configured.
 #[derive(Debug, Clone)]
@@ -70,12 +70,29 @@ impl LockOptions {
         Engine {
             store,
             protocol: self.protocol.unwrap_or(Protocol::Cas),
-            timing: Arc::new(self.timing),
+            timing: shared(&self.timing),
             clock: self.clock.clone(),
             last_release: Default::default(),
             watched: Default::default(),
             wake: None,
             labels: self.labels.clone(),
         }
+    }
+}
+
+/// The timing as an `Arc` shared with the last lock made with the same one: a process holds
+/// thousands of locks, most with one configuration, and each lease carries its engine's.
+/// Not waited for: a child made by fork while a parent thread held the mutex, or a thread
+/// that finds it taken, makes its own.
+fn shared(timing: &Timing) -> Arc<Timing> {
+    static LAST: Mutex<Option<Arc<Timing>>> = Mutex::new(None);
+    let mut last = match LAST.try_lock() {
+        Ok(last) => last,
+        Err(TryLockError::Poisoned(e)) => e.into_inner(),
+        Err(TryLockError::WouldBlock) => return Arc::new(*timing),
+    };
+    match &*last {
+        Some(same) if **same == *timing => same.clone(),
+        _ => last.insert(Arc::new(*timing)).clone(),
     }
 }

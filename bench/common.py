@@ -1,0 +1,300 @@
+"""What every section of the benchmark shares: the sizes, the report and its formatting,
+the worker processes every measurement runs in, and the machine the header describes."""
+
+# ruff: noqa: RUF001 (the table's ratios use the multiplication sign)
+from __future__ import annotations
+
+import datetime as dt
+import importlib.metadata
+import json
+import os
+import platform
+import struct
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+sys.path.insert(0, str(HERE))
+
+
+WORKER = str(HERE / "worker.py")
+PEERS = ["flufl.lock", "filelock", "mops"]
+
+# -- sizes --------------------------------------------------------------------------------
+
+
+@dataclass
+class Sizes:
+    """The default: the headline table in under 10 minutes here (BENCHMARKS.md gives each
+    section's time). ``--full`` is the longer run of 2026-11-24 (about 20 minutes): more
+    rounds, mops's daemon at 10,000 leases, contention for 30 s."""
+
+    uncontended: int = 2000  # acquire+release per library (mops: a tenth: 15 ms each)
+    latency: int = 15  # acquire+release on moto behind the delay, per protocol
+    clients: int = 200  # locks made, and `with` blocks, per store in the clients section
+    delay: float = 0.02  # the fault proxy's delay, each chunk each way
+    count_rounds: int = 10  # acquire+release counted per case
+    trace_rounds: int = 5  # acquire+release under strace
+    handover_expire: float = 5.0
+    cross_rounds: int = 10  # cross-process handovers per peer
+    handover_rounds: int = 50  # and of blob-lock's
+    thread_rounds: int = 15
+    scale_locks: int = 10_000
+    mops_scale_locks: int | None = 2_000  # None: the same as scale_locks
+    scale_window: float = 10.0
+    scale_expire: float = 3.0
+    contention_procs: int = 16
+    contention_seconds: float = 15.0
+    contention_expire: float = 10.0
+    contention_hold: float = 0.01
+    contention_gap: float = 0.01
+
+    @classmethod
+    def full(cls) -> Sizes:
+        return cls(
+            latency=30,
+            count_rounds=20,
+            trace_rounds=10,
+            cross_rounds=20,
+            handover_rounds=100,
+            thread_rounds=30,
+            mops_scale_locks=None,
+            scale_window=20.0,
+            contention_seconds=30.0,
+        )
+
+    @classmethod
+    def quick(cls) -> Sizes:
+        return cls(
+            uncontended=200,
+            latency=8,
+            clients=30,
+            count_rounds=5,
+            trace_rounds=3,
+            cross_rounds=3,
+            handover_rounds=20,
+            thread_rounds=5,
+            scale_locks=200,
+            mops_scale_locks=None,
+            scale_window=3.0,
+            contention_seconds=3.0,
+        )
+
+
+# -- formatting ---------------------------------------------------------------------------
+
+
+def fmt_time(s: float | None) -> str:
+    if s is None:
+        return "n/a"
+    a = abs(s)
+    if a < 1e-3:
+        return f"{s * 1e6:.0f} µs" if a >= 1e-5 else f"{s * 1e6:.1f} µs"
+    if a < 1:
+        return f"{s * 1e3:.1f} ms" if a < 0.1 else f"{s * 1e3:.0f} ms"
+    return f"{s:.2f} s"
+
+
+def fmt_num(x: float | None, digits: int = 1) -> str:
+    if x is None:
+        return "n/a"
+    if abs(x) >= 100:
+        return f"{x:,.0f}"
+    return f"{x:.{digits}f}"
+
+
+def ratio(peer: float | None, ours: float | None) -> str:
+    if peer is None or ours is None or ours == 0:
+        return ""
+    r = peer / ours
+    return f" (×{r:.2g})" if r < 10 else f" (×{r:,.0f})"
+
+
+@dataclass
+class Row:
+    measure: str
+    ours: str
+    peers: str = "—"
+    target: str = "—"
+    verdict: str = "—"
+
+
+@dataclass
+class Report:
+    rows: list[Row] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    took: dict[str, float] = field(default_factory=dict)  # seconds per section
+
+    def add(self, *a: str, **kw: str) -> None:
+        self.rows.append(Row(*a, **kw))
+
+    def failed(self, section: str, e: BaseException) -> None:
+        self.add(f"{section}: not measured", f"error: {type(e).__name__}: {e}"[:200])
+
+
+def met(ok: bool | None) -> str:
+    if ok is None:
+        return "n/a"
+    return "met" if ok else "**missed**"
+
+
+# -- running workers ----------------------------------------------------------------------
+
+
+def run_worker(*args: object, timeout: float = 600, env: dict | None = None) -> dict:
+    out = subprocess.run(
+        [sys.executable, WORKER, *map(str, args)],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=env,
+    )
+    result = None
+    for line in out.stdout.splitlines():
+        try:
+            d = json.loads(line)
+        except ValueError:
+            continue
+        if "result" in d:
+            result = d["result"]
+    if out.returncode != 0 or result is None:
+        raise RuntimeError(
+            f"worker {' '.join(map(str, args[:2]))} failed ({out.returncode}): "
+            + (out.stderr.strip().splitlines() or ["no output"])[-1]
+        )
+    return result
+
+
+class Served:
+    """A ``worker.py serve`` process: one lock driven by commands."""
+
+    def __init__(self, kind: str, where: str, expire: float) -> None:
+        self.proc = subprocess.Popen(
+            [sys.executable, WORKER, "serve", kind, where, str(expire)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,  # mops logs each race it loses
+            text=True,
+            bufsize=1,
+        )
+        assert self.line()["event"] == "ready"
+
+    def send(self, cmd: str) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(cmd + "\n")
+        self.proc.stdin.flush()
+
+    def line(self) -> dict:
+        assert self.proc.stdout is not None
+        text = self.proc.stdout.readline()
+        if not text:
+            raise RuntimeError(f"serve worker exited with {self.proc.wait()}")
+        return json.loads(text)
+
+    def close(self) -> None:
+        try:
+            self.send("quit")
+            self.proc.wait(30)
+        except Exception:
+            self.proc.kill()
+            self.proc.wait()
+
+
+# -- the machine ----------------------------------------------------------------------------
+
+
+def elf_has_debug_info(path: Path) -> bool | None:
+    """Whether an ELF64 file has a .debug_info section: a debug build (maturin develop
+    without --release) has one; the release profile strips debug info."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(64)
+            if head[:4] != b"\x7fELF" or head[4] != 2:
+                return None
+            shoff = struct.unpack_from("<Q", head, 0x28)[0]
+            shentsize, shnum, shstrndx = struct.unpack_from("<HHH", head, 0x3A)
+            f.seek(shoff)
+            table = f.read(shentsize * shnum)
+            sections = [struct.unpack_from("<IIQQQQ", table, i * shentsize) for i in range(shnum)]
+            _, _, _, _, stroff, strsize = sections[shstrndx]
+            f.seek(stroff)
+            names = f.read(strsize)
+        for name_off, *_ in sections:
+            end = names.index(b"\0", name_off)
+            if names[name_off:end] == b".debug_info":
+                return True
+        return False
+    except (OSError, ValueError, struct.error):
+        return None
+
+
+def fs_type(path: str) -> str:
+    best, kind = "", "unknown"
+    real = os.path.realpath(path)
+    for line in Path("/proc/mounts").read_text().splitlines():
+        parts = line.split()
+        if len(parts) < 3:
+            continue
+        mount = parts[1]
+        if (real == mount or real.startswith(mount.rstrip("/") + "/")) and len(mount) > len(best):
+            best, kind = mount, parts[2]
+    return kind
+
+
+def version(dist: str) -> str:
+    try:
+        return importlib.metadata.version(dist)
+    except importlib.metadata.PackageNotFoundError:
+        return "not installed"
+
+
+def machine(tmp: str) -> list[str]:
+    import blob_lock
+    from blob_lock import _blob_lock
+
+    cpu = "unknown"
+    for line in Path("/proc/cpuinfo").read_text().splitlines():
+        if line.startswith("model name"):
+            cpu = line.split(":", 1)[1].strip()
+            break
+    mem_kb = next(
+        int(line.split()[1])
+        for line in Path("/proc/meminfo").read_text().splitlines()
+        if line.startswith("MemTotal:")
+    )
+    so = Path(_blob_lock.__file__)
+    debug = elf_has_debug_info(so)
+    build = {True: "DEBUG build (figures are not meaningful)", False: "release build"}.get(
+        debug, "build unknown"
+    )
+    load = os.getloadavg()
+    return [
+        f"- date: {dt.datetime.now(dt.timezone.utc).strftime('%Y-%m-%d %H:%M UTC')}",
+        f"- machine: {cpu}, {os.cpu_count()} CPUs, {mem_kb / 1024 / 1024:.1f} GiB, "
+        f"{platform.system()} {platform.release()}, load average at start "
+        f"{load[0]:.2f} {load[1]:.2f} {load[2]:.2f}",
+        f"- Python {platform.python_version()}; blob-lock {blob_lock.__version__}, {build} "
+        f"({so.name}, {so.stat().st_size / 1e6:.0f} MB); thds-mops {version('thds.mops')}, "
+        f"flufl.lock {version('flufl.lock')}, filelock {version('filelock')}, "
+        f"moto {version('moto')}",
+        f"- local files in {tmp} ({fs_type(tmp)})",
+    ]
+
+
+def render(header: list[str], rep: Report, elapsed: float, quick: bool, full: bool) -> str:
+    size = " (--quick: small sizes)" if quick else " (--full)" if full else ""
+    out = ["# blob-lock benchmark" + size, ""]
+    out += header
+    took = ", ".join(f"{name} {s:.0f} s" for name, s in rep.took.items())
+    out += [f"- run time {elapsed:.0f} s ({took})", ""]
+    out.append("| measure | blob-lock | peers (× = peer / blob-lock) | target | result |")
+    out.append("|---|---|---|---|---|")
+    for r in rep.rows:
+        cells = [c.replace("|", "\\|") for c in (r.measure, r.ours, r.peers, r.target, r.verdict)]
+        out.append("| " + " | ".join(cells) + " |")
+    out.append("")
+    out += [f"- {n}" for n in rep.notes]
+    return "\n".join(out) + "\n"
