@@ -25,7 +25,104 @@ impl Steps for Cas {
         owner: &str,
         acquisition: &mut Acquisition,
     ) -> Result<Attempt> {
-        attempt(engine, owner, acquisition).await
+        // The first attempt without a record of our own release guesses whether the lock is new
+        // (see `crate::released`); later attempts know it exists.
+        let mut guessing = acquisition.begin();
+        if let Some((released, version)) = engine
+            .last_release
+            .take()
+            .filter(|(lf, _)| lf.is_released())
+        {
+            guessing = false;
+            let token = released.token + 1;
+            let body = engine.body(owner, token);
+            let start = engine.clock.now();
+            acquisition.note(token, start);
+            let bytes = Bytes::from(body.encode());
+            if let Write::Done(version) = engine.update_lockfile(bytes, &version).await? {
+                return Ok(Attempt::Acquired(engine.held(owner, body, version, start)));
+            }
+            // Someone wrote since our release: the full attempt below finds out who.
+        }
+        if guessing && engine.last_release.likely_new() {
+            // Create first: a new lock then costs create and release, two requests.
+            guessing = false;
+            if let Some(acquired) = create(engine, owner, acquisition).await? {
+                return Ok(acquired);
+            }
+            engine.last_release.found_new(false);
+        }
+        // Read first: a lock released elsewhere then costs read, update (not a refused
+        // create on top), and a new one read, create; three requests with the release.
+        let read = engine.read().await?;
+        if guessing {
+            engine.last_release.found_new(read.is_none());
+        }
+        let (lf, snap) = match read {
+            Some(found) => found,
+            None => {
+                if let Some(acquired) = create(engine, owner, acquisition).await? {
+                    return Ok(acquired);
+                }
+                match engine.read().await? {
+                    Some(found) => found,
+                    // Created and gone again between our requests: try again at once.
+                    None => {
+                        return Ok(Attempt::Busy {
+                            holder: None,
+                            expires_in: None,
+                        })
+                    }
+                }
+            }
+        };
+        if let Some(start) = acquisition.settles(owner, &lf) {
+            // A write of ours landed though it came back as an error or a conflict.
+            return confirm(engine, owner, lf, snap.version, start).await;
+        }
+        if let Some(busy) = engine.judge(&lf, &snap, engine.clock.now(), acquisition) {
+            return Ok(busy);
+        }
+        let token = if crate::mutation::active(crate::mutation::Mutation::TokenNotIncremented) {
+            lf.token
+        } else {
+            lf.token + 1
+        };
+        let body = engine.body(owner, token);
+        let start = engine.clock.now();
+        acquisition.note(token, start);
+        match engine
+            .update_lockfile(Bytes::from(body.encode()), &snap.version)
+            .await?
+        {
+            Write::Done(version) => Ok(Attempt::Acquired(engine.held(owner, body, version, start))),
+            Write::Conflict
+                if crate::mutation::active(crate::mutation::Mutation::ConflictAsSuccess) =>
+            {
+                Ok(Attempt::Acquired(engine.held(
+                    owner,
+                    body,
+                    snap.version,
+                    start,
+                )))
+            }
+            Write::Conflict => {
+                acquisition.watch = None;
+                match engine.read().await? {
+                    Some((now, snap)) => match acquisition.settles(owner, &now) {
+                        Some(start) => confirm(engine, owner, now, snap.version, start).await,
+                        None => Ok(Attempt::Busy {
+                            holder: Some(now),
+                            expires_in: None,
+                        }),
+                    },
+                    None => Ok(Attempt::Busy {
+                        holder: None,
+                        expires_in: None,
+                    }),
+                }
+            }
+        }
     }
 
     async fn renew(
@@ -40,107 +137,6 @@ impl Steps for Cas {
     /// Conditional on the version read: a conflict means someone wrote since.
     async fn write_over(&self, engine: &Engine, body: Bytes, version: &Version) -> Result<Write> {
         engine.update_lockfile(body, version).await
-    }
-}
-
-async fn attempt(engine: &Engine, owner: &str, acquisition: &mut Acquisition) -> Result<Attempt> {
-    // The first attempt without a record of our own release guesses whether the lock is new
-    // (see `crate::released`); later attempts know it exists.
-    let mut guessing = acquisition.begin();
-    if let Some((released, version)) = engine
-        .last_release
-        .take()
-        .filter(|(lf, _)| lf.is_released())
-    {
-        guessing = false;
-        let token = released.token + 1;
-        let body = engine.body(owner, token);
-        let start = engine.clock.now();
-        acquisition.note(token, start);
-        let bytes = Bytes::from(body.encode());
-        if let Write::Done(version) = engine.update_lockfile(bytes, &version).await? {
-            return Ok(Attempt::Acquired(engine.held(owner, body, version, start)));
-        }
-        // Someone wrote since our release: the full attempt below finds out who.
-    }
-    if guessing && engine.last_release.likely_new() {
-        // Create first: a new lock then costs create and release, two requests.
-        guessing = false;
-        if let Some(acquired) = create(engine, owner, acquisition).await? {
-            return Ok(acquired);
-        }
-        engine.last_release.found_new(false);
-    }
-    // Read first: a lock released elsewhere then costs read, update (not a refused
-    // create on top), and a new one read, create; three requests with the release.
-    let read = engine.read().await?;
-    if guessing {
-        engine.last_release.found_new(read.is_none());
-    }
-    let (lf, snap) = match read {
-        Some(found) => found,
-        None => {
-            if let Some(acquired) = create(engine, owner, acquisition).await? {
-                return Ok(acquired);
-            }
-            match engine.read().await? {
-                Some(found) => found,
-                // Created and gone again between our requests: try again at once.
-                None => {
-                    return Ok(Attempt::Busy {
-                        holder: None,
-                        expires_in: None,
-                    })
-                }
-            }
-        }
-    };
-    if let Some(start) = acquisition.settles(owner, &lf) {
-        // A write of ours landed though it came back as an error or a conflict.
-        return confirm(engine, owner, lf, snap.version, start).await;
-    }
-    if let Some(busy) = engine.judge(&lf, &snap, engine.clock.now(), acquisition) {
-        return Ok(busy);
-    }
-    let token = if crate::mutation::active(crate::mutation::Mutation::TokenNotIncremented) {
-        lf.token
-    } else {
-        lf.token + 1
-    };
-    let body = engine.body(owner, token);
-    let start = engine.clock.now();
-    acquisition.note(token, start);
-    match engine
-        .update_lockfile(Bytes::from(body.encode()), &snap.version)
-        .await?
-    {
-        Write::Done(version) => Ok(Attempt::Acquired(engine.held(owner, body, version, start))),
-        Write::Conflict
-            if crate::mutation::active(crate::mutation::Mutation::ConflictAsSuccess) =>
-        {
-            Ok(Attempt::Acquired(engine.held(
-                owner,
-                body,
-                snap.version,
-                start,
-            )))
-        }
-        Write::Conflict => {
-            acquisition.watch = None;
-            match engine.read().await? {
-                Some((now, snap)) => match acquisition.settles(owner, &now) {
-                    Some(start) => confirm(engine, owner, now, snap.version, start).await,
-                    None => Ok(Attempt::Busy {
-                        holder: Some(now),
-                        expires_in: None,
-                    }),
-                },
-                None => Ok(Attempt::Busy {
-                    holder: None,
-                    expires_in: None,
-                }),
-            }
-        }
     }
 }
 

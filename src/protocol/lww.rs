@@ -24,93 +24,90 @@ impl Steps for Lww {
         owner: &str,
         acquisition: &mut Acquisition,
     ) -> Result<Attempt> {
-        attempt(engine, owner, acquisition).await
+        let read_start = engine.clock.now();
+        let current = engine.read().await?;
+        let read_time = engine.clock.now() - read_start;
+        let mut write_time = std::time::Duration::ZERO;
+        let (token, start) = match current
+            .as_ref()
+            .and_then(|(lf, _)| acquisition.settles(owner, lf).map(|s| (lf.token, s)))
+        {
+            // A write of ours from an earlier attempt landed: settle, then read it back.
+            Some(settled) => settled,
+            None => {
+                let token = match &current {
+                    None => 1,
+                    Some((lf, snap)) => {
+                        if lf.writer_id != owner {
+                            let now = engine.clock.now();
+                            if let Some(busy) = engine.judge(lf, snap, now, acquisition) {
+                                return Ok(busy);
+                            }
+                        }
+                        lf.token + 1
+                    }
+                };
+                let body = engine.body(owner, token);
+                let start = engine.clock.now();
+                acquisition.note(token, start);
+                engine
+                    .overwrite_lockfile(Bytes::from(body.encode()))
+                    .await?;
+                write_time = engine.clock.now() - start;
+                (token, start)
+            }
+        };
+        // Another writer that read before our write may still be about to write; wait for
+        // the larger of the set margin and twice the round trips we measured, then look.
+        let settle = engine.timing.settle.max((read_time + write_time) * 2);
+        engine.clock.sleep(settle).await;
+        acquisition.watch = None;
+        match engine.read().await? {
+            Some((lf, snap)) if lf.writer_id == owner && lf.token == token && !lf.is_released() => {
+                Ok(Attempt::Acquired(engine.held(
+                    owner,
+                    lf,
+                    snap.version,
+                    start,
+                )))
+            }
+            other => Ok(Attempt::Busy {
+                holder: other.map(|(lf, _)| lf),
+                expires_in: None,
+            }),
+        }
     }
 
+    /// One renewal: read, and overwrite only a lockfile that is still ours.
     async fn renew(
         &self,
         engine: &Engine,
         held: &mut Held,
         writer_name: Option<&str>,
     ) -> Result<()> {
-        renew(engine, held, writer_name).await
+        // mops writes blindly; we read first and stop if the owner changed.
+        match engine.read().await? {
+            Some((lf, snap)) if Engine::still_ours(held, &lf) => {
+                Engine::adopt_body(held, lf, snap.version);
+                let start = engine.clock.now();
+                let body = held.next_body(writer_name, start, engine.clock.wall());
+                let version = engine
+                    .overwrite_lockfile(Bytes::from(body.encode()))
+                    .await?;
+                held.version.clone_from(&version);
+                held.body.clone_from(&body);
+                held.lease_start = start;
+                Ok(())
+            }
+            other => Err(super::engine::lost(
+                engine.uri(),
+                Engine::why_not_ours(held, other.as_ref().map(|(lf, _)| lf)),
+            )),
+        }
     }
 
     /// Blind: the caller has read that the lockfile is still ours; it never conflicts.
     async fn write_over(&self, engine: &Engine, body: Bytes, _version: &Version) -> Result<Write> {
         engine.overwrite_lockfile(body).await.map(Write::Done)
-    }
-}
-
-async fn attempt(engine: &Engine, owner: &str, acquisition: &mut Acquisition) -> Result<Attempt> {
-    let read_start = engine.clock.now();
-    let current = engine.read().await?;
-    let read_time = engine.clock.now() - read_start;
-    let mut write_time = std::time::Duration::ZERO;
-    let (token, start) = match current
-        .as_ref()
-        .and_then(|(lf, _)| acquisition.settles(owner, lf).map(|s| (lf.token, s)))
-    {
-        // A write of ours from an earlier attempt landed: settle, then read it back.
-        Some(settled) => settled,
-        None => {
-            let token = match &current {
-                None => 1,
-                Some((lf, snap)) => {
-                    if lf.writer_id != owner {
-                        let now = engine.clock.now();
-                        if let Some(busy) = engine.judge(lf, snap, now, acquisition) {
-                            return Ok(busy);
-                        }
-                    }
-                    lf.token + 1
-                }
-            };
-            let body = engine.body(owner, token);
-            let start = engine.clock.now();
-            acquisition.note(token, start);
-            engine
-                .overwrite_lockfile(Bytes::from(body.encode()))
-                .await?;
-            write_time = engine.clock.now() - start;
-            (token, start)
-        }
-    };
-    // Another writer that read before our write may still be about to write; wait for
-    // the larger of the set margin and twice the round trips we measured, then look.
-    let settle = engine.timing.settle.max((read_time + write_time) * 2);
-    engine.clock.sleep(settle).await;
-    acquisition.watch = None;
-    match engine.read().await? {
-        Some((lf, snap)) if lf.writer_id == owner && lf.token == token && !lf.is_released() => Ok(
-            Attempt::Acquired(engine.held(owner, lf, snap.version, start)),
-        ),
-        other => Ok(Attempt::Busy {
-            holder: other.map(|(lf, _)| lf),
-            expires_in: None,
-        }),
-    }
-}
-
-/// One renewal: read, and overwrite only a lockfile that is still ours.
-async fn renew(engine: &Engine, held: &mut Held, writer_name: Option<&str>) -> Result<()> {
-    // mops writes blindly; we read first and stop if the owner changed.
-    match engine.read().await? {
-        Some((lf, snap)) if Engine::still_ours(held, &lf) => {
-            Engine::adopt_body(held, lf, snap.version);
-            let start = engine.clock.now();
-            let body = held.next_body(writer_name, start, engine.clock.wall());
-            let version = engine
-                .overwrite_lockfile(Bytes::from(body.encode()))
-                .await?;
-            held.version.clone_from(&version);
-            held.body.clone_from(&body);
-            held.lease_start = start;
-            Ok(())
-        }
-        other => Err(super::engine::lost(
-            engine.uri(),
-            Engine::why_not_ours(held, other.as_ref().map(|(lf, _)| lf)),
-        )),
     }
 }

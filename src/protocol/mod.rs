@@ -15,11 +15,11 @@
 //!   an earlier acquisition's write by the same owner).
 //! - A release never deletes the lockfile, so the fencing token keeps growing.
 //!
-//! A protocol is what differs between cas and lww, its [`Steps`]: an acquisition attempt, a
+//! A protocol is what differs between cas and lww, its `Steps`: an acquisition attempt, a
 //! renewal, and how a write that ends a hold goes over the lockfile. Everything else (reading,
 //! judging a holder, the bodies written, releasing, breaking) is the engine's, shared. A new
 //! protocol is a variant of [`Protocol`], a file beside `cas.rs` implementing `Steps`, and
-//! its arm in [`Protocol::steps`], the one dispatch.
+//! its arm in `Protocol::steps`, the one dispatch.
 
 mod cas;
 pub mod engine;
