@@ -2,7 +2,8 @@
 //! owners can never both think they wrote last. Real mutual exclusion, on stores that honour
 //! the conditions (see `store::probe`).
 
-use super::engine::{Acquisition, Attempt, Engine, Held};
+use super::acquisition::{Acquisition, Attempt, Held};
+use super::engine::Engine;
 use super::Steps;
 use crate::errors::{Error, Result};
 use crate::lockfile::LockFile;

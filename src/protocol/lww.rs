@@ -2,7 +2,8 @@
 //! blindly, wait out any writer that read before us, and read again: whoever is there then
 //! holds it. Best effort (the simulation counts how often two owners overlap).
 
-use super::engine::{Acquisition, Attempt, Engine, Held};
+use super::acquisition::{Acquisition, Attempt, Held};
+use super::engine::Engine;
 use super::Steps;
 use crate::errors::Result;
 use crate::store::{Version, Write};

@@ -21,12 +21,14 @@
 //! protocol is a variant of [`Protocol`], a file beside `cas.rs` implementing `Steps`, and
 //! its arm in `Protocol::steps`, the one dispatch.
 
+mod acquisition;
 mod cas;
 pub mod engine;
 mod lww;
 pub mod release;
 
-pub use engine::{Acquisition, Attempt, Engine, Held, REMOTE};
+pub use acquisition::{Acquisition, Attempt, Held};
+pub use engine::{Engine, REMOTE};
 pub use release::{Broken, ReleaseStatus};
 
 use crate::errors::Result;

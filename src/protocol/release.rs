@@ -2,7 +2,8 @@
 //! deletes the lockfile: it is marked released and keeps its token, so the next acquisition
 //! gets a larger one (fencing).
 
-use super::engine::{Engine, Held};
+use super::acquisition::Held;
+use super::engine::Engine;
 use crate::errors::{Error, Result};
 use crate::lockfile::LockFile;
 use crate::store::{Version, Write};

@@ -1,0 +1,102 @@
+//! What an acquisition carries from attempt to attempt ([`Acquisition`]), what one attempt
+//! ends in ([`Attempt`]), and what a holder knows of the lock it holds ([`Held`]).
+
+use crate::lockfile::LockFile;
+use crate::store::Version;
+use std::time::Duration;
+use tokio::time::Instant;
+
+/// What a holder knows about the lock it holds.
+#[derive(Debug, Clone)]
+pub struct Held {
+    /// The owner id.
+    pub owner: String,
+    /// The fencing token of this acquisition.
+    pub token: u64,
+    /// The version of our last write.
+    pub version: Version,
+    /// The body of our last write.
+    pub body: LockFile,
+    /// When our last successful write started: the lease runs from here.
+    pub lease_start: Instant,
+    /// Until when our writes grant a launch grace ([`crate::protocol::Engine::hand_off`]); `None` when they
+    /// grant none, and from the first write of the remote on.
+    pub grace_until: Option<Instant>,
+}
+
+impl Held {
+    /// The body of our next write, started at `start` by `wall`: a renewal of our last one,
+    /// with the launch grace still left, if any.
+    pub(super) fn next_body(
+        &self,
+        writer_name: Option<&str>,
+        start: Instant,
+        wall: chrono::DateTime<chrono::Utc>,
+    ) -> LockFile {
+        let mut body = self.body.renewed(writer_name, wall);
+        // Up to the millisecond: a longer wait is the safe side, and people read the number.
+        body.grace_s = self
+            .grace_until
+            .map(|until| until.saturating_duration_since(start).as_secs_f64())
+            .filter(|left| *left > 0.0)
+            .map(|left| (left * 1000.0).ceil() / 1000.0);
+        body
+    }
+}
+
+/// One acquisition, as it goes from attempt to attempt: what it has seen and written.
+#[derive(Debug, Clone, Default)]
+pub struct Acquisition {
+    /// The lockfile version this waiter is watching, and since when by its clock.
+    pub(super) watch: Option<(Version, Instant)>,
+    /// Our writes whose outcome we do not know (an error, or a conflict that may be our own
+    /// retried request): the token each wrote and the earliest start of a write with it.
+    /// A later read that shows our owner id with one of these tokens settles it: ours, with
+    /// the lease counted from that start.
+    unsettled: Vec<(u64, Instant)>,
+    /// Set by the first attempt: only it may create first ([`crate::released`]'s guess).
+    begun: bool,
+}
+
+impl Acquisition {
+    /// True at the first attempt of this acquisition only.
+    pub(super) fn begin(&mut self) -> bool {
+        !std::mem::replace(&mut self.begun, true)
+    }
+
+    pub(super) fn note(&mut self, token: u64, start: Instant) {
+        if !self.unsettled.iter().any(|(t, _)| *t == token) {
+            self.unsettled.push((token, start));
+        }
+    }
+
+    /// True if a write of ours may have landed without our knowing.
+    pub fn wrote(&self) -> bool {
+        !self.unsettled.is_empty()
+    }
+
+    pub(super) fn settles(&self, owner: &str, lf: &LockFile) -> Option<Instant> {
+        if lf.writer_id != owner || lf.is_released() {
+            return None;
+        }
+        self.unsettled
+            .iter()
+            .find(|(t, _)| *t == lf.token)
+            .map(|(_, start)| *start)
+    }
+}
+
+/// The outcome of one acquisition attempt.
+#[derive(Debug)]
+pub enum Attempt {
+    /// We hold it.
+    Acquired(Held),
+    /// Someone else does. `expires_in` is how long until we may take it over if nothing
+    /// changes; `None` when the lockfile vanished or changed under us (poll again soon).
+    Busy {
+        /// The holder, as the lockfile says.
+        holder: Option<LockFile>,
+        /// Time left until expiry by our clock.
+        expires_in: Option<Duration>,
+    },
+}
