@@ -7,7 +7,7 @@
 
 #![cfg_attr(feature = "python", allow(dead_code, unused_imports))]
 
-use blob_lock::{runtime::runtime, Lock, LockOptions};
+use blob_lock::{runtime::drive, Lock, LockOptions};
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicI64, Ordering::Relaxed};
 use std::time::Duration;
@@ -81,10 +81,10 @@ fn main() {
         .nth(1)
         .map(|a| a.parse().expect("LOCKS is a number"))
         .unwrap_or(10_000);
-    let rt = runtime();
     let options = LockOptions::new(3.0).expect("valid expire");
     let warm = Lock::new("memory://footprint/warm", &options).expect("a memory URI");
-    rt.block_on(async {
+    // `drive`, as the Python bindings' blocking calls do: heartbeats on the shared runtime.
+    drive(async {
         let lease = warm.try_acquire().await.unwrap().expect("free");
         lease.release().await.unwrap();
     });
@@ -94,7 +94,7 @@ fn main() {
         .map(|i| Lock::new(&format!("memory://footprint/{i}"), &options).expect("a memory URI"))
         .collect();
     let (c1, b1) = (counts(), BYTES.load(Relaxed));
-    let leases = rt.block_on(async {
+    let leases = drive(async {
         let mut leases = Vec::with_capacity(all.len());
         for lock in &all {
             leases.push(lock.try_acquire().await.unwrap().expect("free"));

@@ -6,8 +6,11 @@
 //! Spawning the heartbeat task from the caller's thread wakes a runtime thread, and the
 //! release wakes it again to stop the task, a measurable part of an acquire+release on
 //! local files. Here the caller only files the start under its instant; a release before
-//! then takes it back, and no runtime thread hears of either. The starter task wakes when the earliest start is due
-//! (or when an earlier one is filed), so filing a start later than all others wakes nobody.
+//! then takes it back, and no runtime thread hears of either. Every later beat is filed the
+//! same way by the beat before it, so a held lock between renewals is a filed start of a
+//! few dozen bytes, not a sleeping task of several hundred (thousands of held locks). The
+//! starter task wakes when the earliest start is due (or when an earlier one is filed), so
+//! filing a start later than all others wakes nobody.
 
 use crate::per_process::PerProcess;
 use std::collections::BTreeMap;
@@ -19,7 +22,7 @@ use tokio::time::Instant;
 pub(crate) type Start = Box<dyn FnOnce() + Send>;
 
 /// A filed start, to take it back with [`cancel`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub(crate) struct Ticket(Instant, u64);
 
 #[derive(Default)]
@@ -110,10 +113,12 @@ pub(crate) fn cancel(ticket: Ticket) -> bool {
     STARTER.made().is_some_and(|s| s.cancel(ticket))
 }
 
-/// How many starts are filed in this process and have not run (for tests).
+/// True while `ticket`'s start is filed and has not run (for tests).
 #[cfg(test)]
-pub(crate) fn filed() -> usize {
-    STARTER.made().map_or(0, |s| s.filed().starts.len())
+pub(crate) fn is_filed(ticket: Ticket) -> bool {
+    STARTER
+        .made()
+        .is_some_and(|s| s.filed().starts.contains_key(&ticket))
 }
 
 #[cfg(test)]

@@ -30,7 +30,13 @@ struct LeaseState {
     released: AtomicBool,
     /// Set by a successful hand-off: a remote may be starting on this lock.
     handed_off: AtomicBool,
+    /// Wakes the heartbeat task that sleeps between beats (simulated clocks, runtimes of
+    /// the caller's own; see [`heartbeat`]).
     stop: Notify,
+    /// The next beat, while it is filed with the shared runtime's starter (see [`file_beat`]).
+    filed: Mutex<Option<crate::starter::Ticket>>,
+    /// The pauses between renewals that failed, kept between beats.
+    backoff: Mutex<Backoff>,
     on_lost: Option<LossHook>,
     claim: Arc<Claim>,
 }
@@ -108,9 +114,6 @@ impl LeaseState {
 /// releasing (the lock then expires); call [`Lease::release`] to release.
 pub struct Lease {
     state: Arc<LeaseState>,
-    /// The heartbeat's start, while it is filed with the shared runtime's starter and has
-    /// not run.
-    filed: Mutex<Option<crate::starter::Ticket>>,
 }
 
 impl std::fmt::Debug for Lease {
@@ -140,6 +143,7 @@ impl Lease {
             writer_name,
             deadline: Mutex::new(held.lease_start + engine.timing.expire - engine.timing.margin),
             acquired_at: held.lease_start,
+            backoff: Mutex::new(Backoff::new(&engine.timing)),
             held: tokio::sync::Mutex::new(held),
             engine,
             lost: Mutex::new(None),
@@ -147,21 +151,14 @@ impl Lease {
             released: AtomicBool::new(false),
             handed_off: AtomicBool::new(false),
             stop: Notify::new(),
+            filed: Mutex::new(None),
         });
-        let mut filed = None;
         if state.engine.clock.is_tokio() && crate::runtime::on_shared_runtime() {
-            // Nothing to do before the first renewal: the task starts then, if the lease is
-            // still held (most blocking callers have released long before).
-            let task = state.clone();
-            let start = Box::new(move || drop(tokio::spawn(heartbeat(task))));
-            filed = Some(crate::starter::start_at(first_beat, start));
+            file_beat(state.clone(), first_beat);
         } else {
-            tokio::spawn(heartbeat(state.clone()));
+            tokio::spawn(heartbeat(state.clone(), first_beat));
         }
-        Lease {
-            state,
-            filed: Mutex::new(filed),
-        }
+        Lease { state }
     }
 
     /// The owner id.
@@ -344,12 +341,34 @@ impl Lease {
         Ok(status)
     }
 
+    /// True while the next beat is filed with the starter and no beat's task exists.
+    #[cfg(test)]
+    pub(crate) fn beat_filed(&self) -> bool {
+        let ticket = *self.state.filed.lock().unwrap_or_else(|e| e.into_inner());
+        ticket.is_some_and(crate::starter::is_filed)
+    }
+
+    /// The ticket of the beat filed last (for tests).
+    #[cfg(test)]
+    pub(crate) fn filed_ticket(&self) -> crate::starter::Ticket {
+        self.state
+            .filed
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .expect("a beat was filed")
+    }
+
     /// Tells the heartbeat to stop, without waiting for it.
     fn halt(&self) {
         self.state.stopped.store(true, Ordering::SeqCst);
-        let filed = self.filed.lock().unwrap_or_else(|e| e.into_inner()).take();
+        let filed = self
+            .state
+            .filed
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take();
         if filed.is_some_and(crate::starter::cancel) {
-            return; // no task was started: nobody to tell
+            return; // no beat was running: nobody to tell
         }
         self.state.stop.notify_one();
     }
@@ -365,83 +384,115 @@ impl Drop for Lease {
     }
 }
 
-async fn heartbeat(state: Arc<LeaseState>) {
-    // Nothing of the timing is copied into the task: it would live in every idle task, and
-    // a few bytes more take tokio's cache-line-aligned task cell up a size.
-    let mut next = state.held.lock().await.lease_start + state.engine.timing.heartbeat;
-    let mut backoff = Backoff::new(&state.engine.timing);
+/// The heartbeat on the shared runtime: between beats no task exists, only the next beat
+/// filed with the starter (`crate::starter`), so that an idle held lock costs a filed start
+/// instead of a sleeping task (thousands of held locks in one process). The beat's task is
+/// spawned when it is due and ends after it.
+fn file_beat(state: Arc<LeaseState>, at: Instant) {
+    let mut filed = state.filed.lock().unwrap_or_else(|e| e.into_inner());
+    // Under the mutex that `halt` takes after setting `stopped`: either this sees it set, or
+    // `halt` finds this start and takes it back.
+    if state.stopped.load(Ordering::SeqCst) {
+        return;
+    }
+    let task = state.clone();
+    let start = Box::new(move || {
+        drop(tokio::spawn(async move {
+            if let Some(next) = beat(&task).await {
+                file_beat(task, next);
+            }
+        }))
+    });
+    *filed = Some(crate::starter::start_at(at, start));
+}
+
+/// The heartbeat as one task that sleeps between beats: on a simulated clock, and on a
+/// runtime of the caller's own (where the shared runtime's starter keeps another time).
+async fn heartbeat(state: Arc<LeaseState>, first: Instant) {
+    let mut next = first;
     loop {
         tokio::select! {
             biased; // deterministic under simulation
             _ = state.engine.clock.sleep_until(next) => {}
             _ = state.stop.notified() => {}
         }
-        if state.stopped.load(Ordering::SeqCst) || state.lost_reason().is_some() {
-            return;
+        // Boxed: inline, a beat's state would live in the task between beats.
+        match Box::pin(beat(&state)).await {
+            Some(at) => next = at,
+            None => return,
         }
-        let mut held = state.held.lock().await;
-        if state.stopped.load(Ordering::SeqCst) || !state.claim.enter(State::Renewing, "heartbeat")
-        {
-            return; // stopped, or lost meanwhile
+    }
+}
+
+/// One beat of the heartbeat: a renewal, or a retry of one that failed. Returns when the
+/// next beat is due, or `None` when the lease has ended (stopped, released or lost).
+async fn beat(state: &LeaseState) -> Option<Instant> {
+    if state.stopped.load(Ordering::SeqCst) || state.lost_reason().is_some() {
+        return None;
+    }
+    let mut held = state.held.lock().await;
+    if state.stopped.load(Ordering::SeqCst) || !state.claim.enter(State::Renewing, "heartbeat") {
+        return None; // stopped, or lost meanwhile
+    }
+    let deadline = *state.deadline.lock().unwrap_or_else(|e| e.into_inner());
+    let began = state.engine.clock.now();
+    let renewal = {
+        // Boxed: inline, the renewal's state would be most of a beat's memory while it
+        // waits for its turn on the held lockfile.
+        let renewal = state.engine.renew(&mut held, state.writer_name);
+        let mut renewal = Box::pin(crate::store::gate::urgently(renewal));
+        tokio::select! {
+            biased;
+            r = &mut renewal => r,
+            _ = state.engine.clock.sleep_until(deadline) => {
+                // From the deadline on a waiter may take over, so a renewal still in flight
+                // cannot save the lease: declare the loss now, not when the request ends.
+                state.mark_lost(metrics::Loss::Deadline, "the renewal in flight did not finish before the lease deadline".into());
+                // Not cancelled: a request on the wire may land anyway, and its outcome is
+                // settled like any other (a release waits for it).
+                let _ = renewal.await;
+                return None;
+            }
         }
-        let deadline = *state.deadline.lock().unwrap_or_else(|e| e.into_inner());
-        let began = state.engine.clock.now();
-        let renewal = {
-            // Boxed: inline, the renewal's state would be most of an idle heartbeat task's
-            // memory; boxed it exists only while a renewal runs.
-            let renewal = state.engine.renew(&mut held, state.writer_name);
-            let mut renewal = Box::pin(crate::store::gate::urgently(renewal));
-            tokio::select! {
-                biased;
-                r = &mut renewal => r,
-                _ = state.engine.clock.sleep_until(deadline) => {
-                    // From the deadline on a waiter may take over, so a renewal still in flight
-                    // cannot save the lease: declare the loss now, not when the request ends.
-                    state.mark_lost(metrics::Loss::Deadline, "the renewal in flight did not finish before the lease deadline".into());
-                    // Not cancelled: a request on the wire may land anyway, and its outcome is
-                    // settled like any other (a release waits for it).
-                    let _ = renewal.await;
-                    return;
-                }
+    };
+    let backoff = || state.backoff.lock().unwrap_or_else(|e| e.into_inner());
+    match renewal {
+        Ok(()) => {
+            let now = state.engine.clock.now();
+            if !state.renewed(&held) {
+                return None;
             }
-        };
-        match renewal {
-            Ok(()) => {
-                let now = state.engine.clock.now();
-                if !state.renewed(&held) {
-                    return;
-                }
-                metrics::renewed(now - began, deadline.saturating_duration_since(now));
-                next = held.lease_start + state.engine.timing.heartbeat;
-                backoff.reset();
-            }
-            Err(Error::Lost { reason, .. }) => {
-                state.mark_lost(Engine::loss_cause(&reason), reason);
-                return;
-            }
-            Err(e) if !e.is_transient() && !matches!(e, Error::InvalidLockFile { .. }) => {
-                // Bad credentials, a deleted bucket: no retry can renew the lease. (An
-                // unreadable lockfile may be a foreign writer's torn write: retried.)
+            metrics::renewed(now - began, deadline.saturating_duration_since(now));
+            backoff().reset();
+            Some(held.lease_start + state.engine.timing.heartbeat)
+        }
+        Err(Error::Lost { reason, .. }) => {
+            state.mark_lost(Engine::loss_cause(&reason), reason);
+            None
+        }
+        Err(e) if !e.is_transient() && !matches!(e, Error::InvalidLockFile { .. }) => {
+            // Bad credentials, a deleted bucket: no retry can renew the lease. (An
+            // unreadable lockfile may be a foreign writer's torn write: retried.)
+            state.mark_lost(
+                metrics::Loss::Failed,
+                format!("renewal failed and cannot succeed: {e}"),
+            );
+            None
+        }
+        Err(e) => {
+            let now = state.engine.clock.now();
+            if now >= deadline {
                 state.mark_lost(
-                    metrics::Loss::Failed,
-                    format!("renewal failed and cannot succeed: {e}"),
+                    metrics::Loss::Deadline,
+                    format!("renewal failed until the lease deadline: {e}"),
                 );
-                return;
+                return None;
             }
-            Err(e) => {
-                let now = state.engine.clock.now();
-                if now >= deadline {
-                    state.mark_lost(
-                        metrics::Loss::Deadline,
-                        format!("renewal failed until the lease deadline: {e}"),
-                    );
-                    return;
-                }
-                log::warn!("{}: renewal failed, retrying: {e}", state.engine.uri());
-                metrics::renewal_retried();
-                state.claim.enter(State::RenewRetrying, &e);
-                next = (now + backoff.pause(state.engine.clock.jitter())).min(deadline);
-            }
+            log::warn!("{}: renewal failed, retrying: {e}", state.engine.uri());
+            metrics::renewal_retried();
+            state.claim.enter(State::RenewRetrying, &e);
+            let pause = backoff().pause(state.engine.clock.jitter());
+            Some((now + pause).min(deadline))
         }
     }
 }

@@ -3,6 +3,7 @@
 
 use super::cleanup::Cleanup;
 use super::retry::with_retries;
+use super::seniority::Seniority;
 use super::{new_owner_id, waker, Lease, LockOptions, LossHook};
 use crate::claim::{Claim, State};
 use crate::cleanup::Owed;
@@ -198,7 +199,17 @@ impl Lock {
                 }
             },
         }
+        let mut seniority = Seniority::default();
+        let mut woken_up = false;
         loop {
+            if woken_up {
+                // Woken with others, perhaps: the senior waiters try first (seniority.rs).
+                let pause = seniority.pause();
+                let left = deadline.map_or(pause, |d| d.saturating_duration_since(clock.now()));
+                if !pause.is_zero() {
+                    clock.sleep(pause.min(left)).await;
+                }
+            }
             // Listening before the attempt: a release between our read and our sleep wakes us.
             let mut woken = wake.as_ref().map(|w| Box::pin(w.notified()));
             if let Some(w) = woken.as_mut() {
@@ -227,6 +238,9 @@ impl Lock {
                     }
                 },
                 Ok((_, Attempt::Busy { holder, expires_in })) => {
+                    if let Some(holder) = &holder {
+                        seniority.saw(holder);
+                    }
                     let who = holder.as_ref().map(LockFile::describe).unwrap_or_default();
                     claim.enter(State::Waiting, format_args!("held by {who}"));
                     (who, expires_in)
@@ -262,15 +276,18 @@ impl Lock {
                 return Err(timed_out(&claim, &who));
             }
             let pause = polls.pause(clock.jitter(), expires_in, deadline.map(|d| d - now));
-            match woken {
+            woken_up = match woken {
                 Some(woken) => {
                     tokio::select! {
-                        _ = clock.sleep(pause) => {}
-                        _ = woken => {}
+                        _ = clock.sleep(pause) => false,
+                        _ = woken => true,
                     }
                 }
-                None => clock.sleep(pause).await,
-            }
+                None => {
+                    clock.sleep(pause).await;
+                    false
+                }
+            };
         }
     }
 

@@ -4,8 +4,8 @@
 //!
 //! The lock and its acquisition (`lock.rs`), the options a user gives it (`settings.rs`)
 //! and the configuration made of them (`options.rs`), a held lease and
-//! its heartbeat (`held.rs`), the retries they share (`retry.rs`), and a remote's
-//! keep-alive (`keep_alive.rs`).
+//! its heartbeat (`held.rs`), the retries they share (`retry.rs`), the order in which
+//! waiters woken together try (`seniority.rs`), and a remote's keep-alive (`keep_alive.rs`).
 
 mod cleanup;
 mod held;
@@ -13,6 +13,7 @@ mod keep_alive;
 mod lock;
 mod options;
 mod retry;
+mod seniority;
 mod settings;
 
 pub use cleanup::Cleanup;
@@ -64,12 +65,52 @@ mod tests {
         let lock = Lock::with_store("t", store, &options);
         for _ in 0..100 {
             let lease = drive(lock.acquire(None)).unwrap();
-            assert_eq!(crate::starter::filed(), 1, "filed, not spawned");
+            assert!(lease.beat_filed(), "filed, not spawned");
+            let ticket = lease.filed_ticket();
             assert_eq!(drive(lease.release()).unwrap(), ReleaseStatus::Released);
-            assert_eq!(crate::starter::filed(), 0, "taken back at release");
+            assert!(!crate::starter::is_filed(ticket), "taken back at release");
         }
         let dropped = drive(lock.acquire(None)).unwrap();
+        let ticket = dropped.filed_ticket();
         drop(dropped);
-        assert_eq!(crate::starter::filed(), 0, "taken back when dropped");
+        assert!(!crate::starter::is_filed(ticket), "taken back when dropped");
+    }
+
+    /// Between beats a held lease keeps no task: each beat files the next with the starter.
+    #[test]
+    fn a_held_lease_renews_beat_after_beat_with_its_next_beat_filed_between() {
+        let options = LockOptions::new(0.6).unwrap(); // a beat every 0.2 s
+        let store = crate::store::open("memory://beats/lock", &Default::default(), &options.timing)
+            .unwrap();
+        let lock = Lock::with_store("t", store.clone(), &options);
+        let lease = drive(lock.acquire(None)).unwrap();
+        let writes = || {
+            let snap = drive(store.read()).unwrap().expect("a lockfile");
+            crate::lockfile::LockFile::decode(&snap.bytes)
+                .unwrap()
+                .write_count
+        };
+        let mut tickets = std::collections::HashSet::new();
+        let began = std::time::Instant::now();
+        while writes() < 5 {
+            assert!(
+                began.elapsed() < std::time::Duration::from_secs(30),
+                "five writes (four renewals) within 30 s"
+            );
+            tickets.insert(lease.filed_ticket());
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        assert!(!lease.is_lost());
+        assert!(
+            tickets.len() >= 3,
+            "a new beat filed after each: {}",
+            tickets.len()
+        );
+        let ticket = lease.filed_ticket();
+        assert_eq!(drive(lease.release()).unwrap(), ReleaseStatus::Released);
+        assert!(
+            !crate::starter::is_filed(ticket),
+            "the next beat taken back at release"
+        );
     }
 }

@@ -16,8 +16,8 @@ const FIRST: Duration = Duration::from_millis(50);
 /// in step.
 #[derive(Debug, Clone)]
 pub(super) struct Backoff {
-    /// In milliseconds: every idle heartbeat task keeps one (a cap of at most a quarter of
-    /// the longest expiry fits in 32 bits).
+    /// In milliseconds: every held lease keeps one between beats (a cap of at most a
+    /// quarter of the longest expiry fits in 32 bits).
     next_ms: u32,
     cap_ms: u32,
 }

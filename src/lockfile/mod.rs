@@ -177,6 +177,14 @@ fn this_hostname() -> &'static str {
     })
 }
 
+/// This process's id as lockfiles write it, made once per process (a system call and a
+/// string each write otherwise: every heartbeat writes it).
+fn this_pid() -> &'static str {
+    static PID: crate::per_process::PerProcess<String> =
+        crate::per_process::PerProcess::new(|| std::process::id().to_string());
+    PID.get()
+}
+
 /// This process as a person reads it: `user@host (pid N)`.
 pub fn this_process() -> String {
     format!(
@@ -220,7 +228,7 @@ impl LockFile {
             first_written_at: now.clone(),
             first_acquired_at: now,
             hostname: this_hostname().to_string(),
-            pid: std::process::id().to_string(),
+            pid: this_pid().to_string(),
             tid: this_thread_id(),
             write_count: 1,
             writer_name: None,
@@ -238,7 +246,7 @@ impl LockFile {
         let mut next = self.clone();
         next.written_at = format_time(wall);
         this_hostname().clone_into(&mut next.hostname);
-        next.pid = std::process::id().to_string();
+        this_pid().clone_into(&mut next.pid);
         next.tid = this_thread_id();
         next.write_count = self.write_count.saturating_add(1);
         next.writer_name = writer_name.map(str::to_string);

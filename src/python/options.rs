@@ -7,7 +7,7 @@ use super::args::loss_hook;
 use super::credentials::{access, NativeCredentials};
 use super::errors::to_py;
 use crate::lease::{Given, Kind, LockOptions, Settings};
-use crate::store::Access;
+use crate::store::{Access, Cloud};
 use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
 use pyo3::types::{PyDelta, PyDeltaAccess, PyDict, PyList, PyMapping, PyTuple};
@@ -77,6 +77,11 @@ pub(crate) fn resolve(
     storage_options: &Bound<'_, PyAny>,
     provider: &Bound<'_, PyAny>,
 ) -> PyResult<Access> {
+    if provider.is_none() && storage_options.is_none() && Cloud::of_uri(uri).is_none() {
+        // Local files and memory:// take no credentials: what resolve would answer, without
+        // the call into Python (a part of making every lock object).
+        return Ok(access(None, None));
+    }
     let resolved = py
         .import("blob_lock._credentials")?
         .call_method1("resolve", (uri, storage_options, provider))?;

@@ -77,6 +77,15 @@ fn cloud_of(scheme: &str) -> Option<Cloud> {
     }
 }
 
+impl Cloud {
+    /// The cloud whose store `uri` names; `None` for local files and memory:// (and for a
+    /// URI that [`Location::parse`] would refuse).
+    pub fn of_uri(uri: &str) -> Option<Cloud> {
+        let (scheme, _) = uri.split_once("://")?;
+        cloud_of(&scheme.to_ascii_lowercase())
+    }
+}
+
 fn known(scheme: &str) -> bool {
     cloud_of(scheme).is_some() || scheme == "file" || scheme == "memory"
 }
