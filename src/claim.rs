@@ -19,7 +19,7 @@
 //! lockfile).
 
 use std::fmt;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 /// Where a claim is in its lifecycle.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -109,25 +109,36 @@ impl fmt::Display for State {
 /// One claim: its state, and the names its log lines carry.
 #[derive(Debug)]
 pub struct Claim {
-    uri: String,
-    owner: String,
+    /// Shared with the lock (thousands of held locks: no copies).
+    uri: Arc<str>,
+    owner: Arc<str>,
     state: Mutex<State>,
 }
 
 impl Claim {
     /// A new claim of `owner` on the lock at `uri`.
-    pub fn new(uri: &str, owner: &str) -> Claim {
+    pub fn new(uri: impl Into<Arc<str>>, owner: impl Into<Arc<str>>) -> Claim {
         Claim::starting_in(uri, owner, State::New)
     }
 
     /// A claim that starts in `state` (a remote's keep-alive starts as `acquiring`).
-    pub fn starting_in(uri: &str, owner: &str, state: State) -> Claim {
+    pub fn starting_in(
+        uri: impl Into<Arc<str>>,
+        owner: impl Into<Arc<str>>,
+        state: State,
+    ) -> Claim {
+        let (uri, owner) = (uri.into(), owner.into());
         log::debug!(target: "blob_lock::claim", "{uri}: owner {owner}: {state}");
         Claim {
-            uri: uri.to_string(),
-            owner: owner.to_string(),
+            uri,
+            owner,
             state: Mutex::new(state),
         }
+    }
+
+    /// The owner id whose claim this is.
+    pub fn owner(&self) -> &str {
+        &self.owner
     }
 
     /// The current state.

@@ -14,8 +14,8 @@ use tokio::time::Instant;
 
 /// What a lease's handle, its heartbeat task and its release share.
 struct LeaseState {
-    engine: Engine,
-    owner: String,
+    /// Shared with the lock (an engine is about 100 bytes, and thousands of locks are held).
+    engine: Arc<Engine>,
     token: u64,
     writer_name: Option<&'static str>,
     /// The heartbeat and release take turns on the lockfile through this.
@@ -67,7 +67,7 @@ impl LeaseState {
         log::warn!(
             "{}: lock lost by owner {}: {reason}",
             self.engine.uri(),
-            self.owner
+            self.claim.owner()
         );
         if let Some(hook) = &self.on_lost {
             (hook.0)(&Error::Lost {
@@ -120,7 +120,7 @@ impl std::fmt::Debug for Lease {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Lease")
             .field("uri", &self.state.engine.uri())
-            .field("owner", &self.state.owner)
+            .field("owner", &self.state.claim.owner())
             .field("token", &self.state.token)
             .finish()
     }
@@ -128,7 +128,7 @@ impl std::fmt::Debug for Lease {
 
 impl Lease {
     pub(super) fn start(
-        engine: Engine,
+        engine: Arc<Engine>,
         held: Held,
         writer_name: Option<&'static str>,
         on_lost: Option<LossHook>,
@@ -138,7 +138,6 @@ impl Lease {
         let state = Arc::new(LeaseState {
             on_lost,
             claim,
-            owner: held.owner.clone(),
             token: held.token,
             writer_name,
             deadline: Mutex::new(held.lease_start + engine.timing.expire - engine.timing.margin),
@@ -163,7 +162,7 @@ impl Lease {
 
     /// The owner id.
     pub fn owner(&self) -> &str {
-        &self.state.owner
+        self.state.claim.owner()
     }
 
     /// The fencing token of this acquisition.
@@ -239,7 +238,7 @@ impl Lease {
                 log::info!(
                     "{uri}: handed off with {:.1}s of launch grace (owner {}, token {})",
                     grace.as_secs_f64(),
-                    state.owner,
+                    state.claim.owner(),
                     state.token
                 );
                 Ok(())
@@ -293,7 +292,7 @@ impl Lease {
         let until = deadline.max(engine.clock.now() + engine.timing.heartbeat);
         let released = release_retrying(
             engine,
-            &self.state.owner,
+            self.state.claim.owner(),
             Some(&held),
             until,
             Some(deadline),

@@ -20,7 +20,13 @@ pub async fn keep_alive(uri: &str, owner: &str, options: &LockOptions) -> Result
         engine.store = store::open(uri, &options.store, &engine.timing)?;
     }
     let on_lost = options.on_lost.clone();
-    Ok(Lease::start(engine, held, Some(REMOTE), on_lost, claim))
+    Ok(Lease::start(
+        Arc::new(engine),
+        held,
+        Some(REMOTE),
+        on_lost,
+        claim,
+    ))
 }
 
 /// [`keep_alive`] on a given store.
@@ -31,7 +37,13 @@ pub async fn keep_alive_on(
 ) -> Result<Lease> {
     let (engine, held, claim) = adopt(store, owner, options).await?;
     let on_lost = options.on_lost.clone();
-    Ok(Lease::start(engine, held, Some(REMOTE), on_lost, claim))
+    Ok(Lease::start(
+        Arc::new(engine),
+        held,
+        Some(REMOTE),
+        on_lost,
+        claim,
+    ))
 }
 
 /// Takes up `owner`'s lock as a co-owner: the engine on the lock's own schedule, what it

@@ -24,12 +24,14 @@ use std::time::Duration;
 /// One lock URI, with one owner id for every acquisition through it.
 #[derive(Debug, Clone)]
 pub struct Lock {
-    /// The engine, with `cas` in place of auto until the store has decided.
-    engine: Engine,
+    /// The engine, with `cas` in place of auto until the store has decided; shared with
+    /// the leases taken under it (thousands of held locks).
+    engine: Arc<Engine>,
     /// The protocol asked for; `None` lets the store decide.
     requested: Option<Protocol>,
-    owner: String,
-    uri: String,
+    /// Shared with the claims and leases of this lock (no copy each).
+    owner: Arc<str>,
+    uri: Arc<str>,
     on_lost: Option<LossHook>,
     /// Kept to open the store again ([`Lock::reopened`]).
     store: Arc<Access>,
@@ -45,11 +47,12 @@ impl Lock {
         // One copy of the identity for the records and the waker (thousands of locks).
         let identity: Arc<str> = store.identity().into();
         let mut lock = Lock::with_store(uri, store, options);
-        lock.engine.wake = Some(waker(&identity));
-        lock.engine.last_release = Record::Process(identity.clone());
+        let engine = Arc::make_mut(&mut lock.engine);
+        engine.wake = Some(waker(&identity));
+        engine.last_release = Record::Process(identity.clone());
         // The record's instants are the system clock's: not for a lock on a clock of its own.
         if options.clock.is_tokio() {
-            lock.engine.watched = Watched::Process(identity);
+            engine.watched = Watched::Process(identity);
         }
         if !options.store.is_empty() {
             lock.store = Arc::new(options.store.clone());
@@ -76,10 +79,10 @@ impl Lock {
     /// The lock on a given store (tests and simulations bring their own).
     pub fn with_store(uri: &str, store: Arc<dyn LockStore>, options: &LockOptions) -> Lock {
         Lock {
-            engine: options.engine(store),
+            engine: Arc::new(options.engine(store)),
             requested: options.protocol,
-            owner: new_owner_id(),
-            uri: uri.to_string(),
+            owner: new_owner_id().into(),
+            uri: uri.into(),
             on_lost: options.on_lost.clone(),
             store: no_options(),
             cleanups: Default::default(),
@@ -88,7 +91,7 @@ impl Lock {
 
     /// The same lock with a given owner id (a restarted process that kept its id; tests).
     pub fn with_owner(mut self, owner: impl Into<String>) -> Lock {
-        self.owner = owner.into();
+        self.owner = owner.into().into();
         self
     }
 
@@ -96,7 +99,7 @@ impl Lock {
     /// [`crate::watched`]): for stores brought by tests and simulations, whose locks keep
     /// no process-wide record.
     pub fn with_watched(mut self, watched: Watched) -> Lock {
-        self.engine.watched = watched;
+        Arc::make_mut(&mut self.engine).watched = watched;
         self
     }
 
@@ -133,17 +136,24 @@ impl Lock {
 
     /// The engine with the protocol the store allows for this lock; the first call on a
     /// store over HTTP probes it (once per process), later ones only look.
-    async fn resolved(&self) -> Result<Engine> {
+    async fn resolved(&self) -> Result<Arc<Engine>> {
         let protocol = Protocol::for_store(self.engine.store.as_ref(), self.requested).await?;
-        Ok(self.engine.with_protocol(protocol))
+        Ok(self.with_protocol(protocol))
+    }
+
+    /// The engine with `protocol`: this lock's own (no copy) where it has that protocol.
+    fn with_protocol(&self, protocol: Protocol) -> Arc<Engine> {
+        if protocol == self.engine.protocol {
+            return self.engine.clone();
+        }
+        Arc::new(self.engine.with_protocol(protocol))
     }
 
     /// The engine for reads, without a request: the protocol if known, else lww, whose
     /// reads take an unreadable lockfile for a write in flight and read again for a while
     /// (under cas it is corrupt at once).
-    fn reader(&self) -> Engine {
-        self.engine
-            .with_protocol(self.protocol().unwrap_or(Protocol::Lww))
+    fn reader(&self) -> Arc<Engine> {
+        self.with_protocol(self.protocol().unwrap_or(Protocol::Lww))
     }
 
     /// Waits until the lock is ours, or `timeout` passes (`Error::Timeout`); `None` waits
@@ -173,13 +183,13 @@ impl Lock {
         let timing = &self.engine.timing;
         let mut polls = Polls::new(timing);
         let mut logged_holder = String::new();
-        let claim = Arc::new(Claim::new(&self.uri, &self.owner));
+        let claim = Arc::new(Claim::new(self.uri.clone(), self.owner.clone()));
         let wake = self.engine.wake.clone();
         // Where the store hears of other processes' writes, from the first time we wait.
         let mut watching: Option<Option<Box<dyn std::any::Any + Send + Sync>>> = None;
         let timed_out = |claim: &Claim, holder: &str| {
             let timeout = Error::Timeout {
-                uri: self.uri.clone(),
+                uri: self.uri.to_string(),
                 waited: clock.now() - began,
                 holder: holder.to_string(),
             };
@@ -292,7 +302,7 @@ impl Lock {
     }
 
     /// One acquisition attempt on the protocol the store allows.
-    async fn attempt(&self, acquisition: &mut Acquisition) -> Result<(Engine, Attempt)> {
+    async fn attempt(&self, acquisition: &mut Acquisition) -> Result<(Arc<Engine>, Attempt)> {
         let engine = self.resolved().await?;
         let outcome = engine.attempt(&self.owner, acquisition).await?;
         Ok((engine, outcome))
@@ -338,7 +348,7 @@ impl Lock {
     }
 
     async fn try_acquire_once(&self) -> Result<Option<Lease>> {
-        let claim = Arc::new(Claim::new(&self.uri, &self.owner));
+        let claim = Arc::new(Claim::new(self.uri.clone(), self.owner.clone()));
         claim.enter(State::Acquiring, "one attempt");
         if self.cleanups.pending() {
             claim.enter(
@@ -414,7 +424,7 @@ impl Lock {
         }
     }
 
-    fn start(&self, engine: Engine, held: Held, claim: Arc<Claim>) -> Lease {
+    fn start(&self, engine: Arc<Engine>, held: Held, claim: Arc<Claim>) -> Lease {
         claim.enter(State::Held, format_args!("token {}", held.token));
         Lease::start(engine, held, None, self.on_lost.clone(), claim)
     }
