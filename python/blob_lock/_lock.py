@@ -94,8 +94,9 @@ class BlobLock(LockFacts):
 
     def __init__(self, uri: str | os.PathLike[str], **options: Unpack[LockOptions]) -> None:
         uri = lock_uri(uri)
-        # As given: what a decorated function's calls, and an unpickled copy, are made from.
-        self._options = options
+        # As given: what a decorated function's calls, and an unpickled copy, are made from
+        # (None for none: an empty dict a lock is 64 bytes, and thousands are held).
+        self._options = options or None
         self._forks = _process.forks
         self._native_lock = _blob_lock.NativeLock(uri, options)  # checks every option
         self._timeout = self._native_lock.timeout
@@ -300,7 +301,7 @@ class BlobLock(LockFacts):
         for a coroutine function). Each call takes the lock as a BlobLock of its own (same
         URI and options, its own owner id), so calls from several threads or tasks wait for
         one another, as separate processes do."""
-        uri, options = self.uri, self._options
+        uri, options = self.uri, self._options or {}
         return decorate(func, lambda: BlobLock(uri, **options))
 
     def _raise_lost(self, lost: str | None, exc: BaseException | None) -> None:
@@ -368,7 +369,7 @@ class BlobLock(LockFacts):
                 "To keep a held lock alive from another process, pass lock.uri and lock.owner "
                 "there and call keep_alive(uri, owner)"
             )
-        return (_unpickled, (self.uri, self._options))
+        return (_unpickled, (self.uri, self._options or {}))
 
 
 def _unpickled(uri: str, options: dict[str, Any]) -> BlobLock:

@@ -30,8 +30,8 @@ struct LeaseState {
     released: AtomicBool,
     /// Set by a successful hand-off: a remote may be starting on this lock.
     handed_off: AtomicBool,
-    /// Wakes the heartbeat task that sleeps between beats (simulated clocks, runtimes of
-    /// the caller's own; see [`heartbeat`]).
+    /// Wakes a beat that sleeps on the lease's clock (simulated clocks, runtimes of the
+    /// caller's own; see [`file_beat`]).
     stop: Notify,
     /// The next beat, while it is filed with the shared runtime's starter (see [`file_beat`]).
     filed: Mutex<Option<crate::starter::Ticket>>,
@@ -152,11 +152,7 @@ impl Lease {
             stop: Notify::new(),
             filed: Mutex::new(None),
         });
-        if state.engine.clock.is_tokio() && crate::runtime::on_shared_runtime() {
-            file_beat(state.clone(), first_beat);
-        } else {
-            tokio::spawn(heartbeat(state.clone(), first_beat));
-        }
+        file_beat(state.clone(), first_beat);
         Lease { state }
     }
 
@@ -383,43 +379,40 @@ impl Drop for Lease {
     }
 }
 
-/// The heartbeat on the shared runtime: between beats no task exists, only the next beat
-/// filed with the starter (`crate::starter`), so that an idle held lock costs a filed start
-/// instead of a sleeping task (thousands of held locks in one process). The beat's task is
-/// spawned when it is due and ends after it.
+/// Files the next beat of the heartbeat, due at `at`: a task of its own runs the beat when
+/// it is due, files the one after, and ends, so that between beats a held lock keeps no
+/// task (thousands of held locks in one process). On the shared runtime the beat waits as
+/// a start filed with its starter (`crate::starter`), a few dozen bytes; on a simulated
+/// clock or a runtime of the caller's own (where the starter keeps another time), as a
+/// task that sleeps on the lease's clock.
 fn file_beat(state: Arc<LeaseState>, at: Instant) {
+    if !(state.engine.clock.is_tokio() && crate::runtime::on_shared_runtime()) {
+        tokio::spawn(async move {
+            tokio::select! {
+                biased; // deterministic under simulation
+                _ = state.engine.clock.sleep_until(at) => {}
+                _ = state.stop.notified() => {}
+            }
+            beat_then_file(state).await;
+        });
+        return;
+    }
     let mut filed = state.filed.lock().unwrap_or_else(|e| e.into_inner());
     // Under the mutex that `halt` takes after setting `stopped`: either this sees it set, or
     // `halt` finds this start and takes it back.
     if state.stopped.load(Ordering::SeqCst) {
         return;
     }
+    // The start holds only the state: the beat's future is made when it is due.
     let task = state.clone();
-    let start = Box::new(move || {
-        drop(tokio::spawn(async move {
-            if let Some(next) = beat(&task).await {
-                file_beat(task, next);
-            }
-        }))
-    });
+    let start = Box::new(move || drop(tokio::spawn(beat_then_file(task))));
     *filed = Some(crate::starter::start_at(at, start));
 }
 
-/// The heartbeat as one task that sleeps between beats: on a simulated clock, and on a
-/// runtime of the caller's own (where the shared runtime's starter keeps another time).
-async fn heartbeat(state: Arc<LeaseState>, first: Instant) {
-    let mut next = first;
-    loop {
-        tokio::select! {
-            biased; // deterministic under simulation
-            _ = state.engine.clock.sleep_until(next) => {}
-            _ = state.stop.notified() => {}
-        }
-        // Boxed: inline, a beat's state would live in the task between beats.
-        match Box::pin(beat(&state)).await {
-            Some(at) => next = at,
-            None => return,
-        }
+/// Runs a beat that is due, then files the next one, if any.
+async fn beat_then_file(state: Arc<LeaseState>) {
+    if let Some(next) = beat(&state).await {
+        file_beat(state, next);
     }
 }
 

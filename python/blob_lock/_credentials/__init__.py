@@ -39,6 +39,8 @@ _CLOUDS = {
 }  # fmt: skip
 _DEFAULTS = {"s3": _aws.default, "azure": _azure.default, "gcs": _gcs.default}
 _ENV = ("AWS_", "AZURE_", "GOOGLE_", "CLOUDSDK_", "HOME", "PATH")
+_ENV_BYTES = tuple(p.encode() for p in _ENV)
+_env_seen: tuple[dict[bytes, bytes], tuple[Any, ...]] | None = None  # the last environment
 
 _guard = threading.Lock()
 _set: dict[str, Any] = {}  # prefix -> NativeCredentials (set_credentials)
@@ -97,9 +99,24 @@ def _registered(uri: str) -> Any:
     return best[1] if best else None
 
 
+def _env_key() -> tuple[Any, ...]:
+    """The environment variables a cloud's chain may read, as a cache key. Read from the
+    mapping under ``os.environ`` where there is one: going through ``os.environ`` decodes
+    every variable, most of the cost of making a lock on a cloud store."""
+    global _env_seen
+    data = getattr(os.environ, "_data", None)
+    if os.name == "posix" and isinstance(data, dict):  # bytes to bytes there
+        seen = _env_seen
+        if seen is not None and seen[0] == data:  # compared in C: no variable decoded
+            return seen[1]
+        key = tuple(sorted((k, v) for k, v in data.items() if k.startswith(_ENV_BYTES)))
+        _env_seen = (dict(data), key)
+        return key
+    return tuple(sorted((k, v) for k, v in os.environ.items() if k.startswith(_ENV)))
+
+
 def _default_chain(cloud: str, options: dict[str, str]) -> tuple[dict[str, str], Any, str]:
-    env = tuple(sorted((k, v) for k, v in os.environ.items() if k.startswith(_ENV)))
-    key = (cloud, tuple(sorted(options.items())), env)
+    key = (cloud, tuple(sorted(options.items())), _env_key())
     with _guard:
         hit = _chains.get(key)
     if hit is not None:
