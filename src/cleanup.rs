@@ -61,9 +61,13 @@ pub struct Owed {
 }
 
 impl Owed {
-    /// Counts one more cleanup owed until the returned debt is dropped.
+    /// Counts one more cleanup owed until the returned debt is dropped. [`drain`] counts it
+    /// too, from now: an abandoned acquisition still in flight owes its cleanup before the
+    /// cleanup is spawned (when the acquisition ends), and waiting only for what was spawned
+    /// would return while its write is still to be released.
     pub fn owe(self: &Arc<Self>) -> Debt {
         self.pending.fetch_add(1, Ordering::SeqCst);
+        add(1);
         Debt(self.clone())
     }
 
@@ -91,6 +95,7 @@ pub struct Debt(Arc<Owed>);
 impl Drop for Debt {
     fn drop(&mut self) {
         self.0.pending.fetch_sub(1, Ordering::SeqCst);
+        add(-1);
         self.0.paid.notify_waiters();
     }
 }
