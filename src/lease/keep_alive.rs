@@ -19,14 +19,7 @@ pub async fn keep_alive(uri: &str, owner: &str, options: &LockOptions) -> Result
     if engine.timing.request_timeout() != options.timing.request_timeout() {
         engine.store = store::open(uri, &options.store, &engine.timing)?;
     }
-    let on_lost = options.on_lost.clone();
-    Ok(Lease::start(
-        Arc::new(engine),
-        held,
-        Some(REMOTE),
-        on_lost,
-        claim,
-    ))
+    Ok(remote_lease(engine, held, claim, options))
 }
 
 /// [`keep_alive`] on a given store.
@@ -36,14 +29,18 @@ pub async fn keep_alive_on(
     options: &LockOptions,
 ) -> Result<Lease> {
     let (engine, held, claim) = adopt(store, owner, options).await?;
-    let on_lost = options.on_lost.clone();
-    Ok(Lease::start(
+    Ok(remote_lease(engine, held, claim, options))
+}
+
+/// The remote's lease on what [`adopt`] took up, renewed as the remote's writes.
+fn remote_lease(engine: Engine, held: Held, claim: Arc<Claim>, options: &LockOptions) -> Lease {
+    Lease::start(
         Arc::new(engine),
         held,
         Some(REMOTE),
-        on_lost,
+        options.on_lost.clone(),
         claim,
-    ))
+    )
 }
 
 /// Takes up `owner`'s lock as a co-owner: the engine on the lock's own schedule, what it
