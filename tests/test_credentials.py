@@ -466,3 +466,19 @@ def test_sso_from_the_token_cache_that_aws_sso_login_leaves(aws_home, recorder, 
     assert done.returncode == 0, done.stderr
     assert recorder.keys(name) == {ROLE_KEY}
     assert portal.calls and "role_name=Locker" in portal.calls[0]
+
+
+def test_a_variable_set_while_the_process_runs_is_seen_by_the_next_lock(monkeypatch):
+    """The default chains are cached by the environment they read; the key is compared
+    without decoding every variable, and must still change when one is set or removed."""
+    from blob_lock import _credentials
+
+    before = _credentials._env_key()
+    assert _credentials._env_key() == before  # unchanged: the same key
+    monkeypatch.setenv("AWS_PROFILE", f"p-{uuid.uuid4().hex}")
+    changed = _credentials._env_key()
+    assert changed != before
+    monkeypatch.setenv("UNRELATED_VARIABLE_X", "1")
+    assert _credentials._env_key() == changed  # only the chains' variables count
+    monkeypatch.delenv("AWS_PROFILE")
+    assert _credentials._env_key() == before

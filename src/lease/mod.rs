@@ -4,7 +4,7 @@
 //!
 //! The lock and its acquisition (`lock.rs`), the options a user gives it (`settings.rs`)
 //! and the configuration made of them (`options.rs`), a held lease and
-//! its heartbeat (`held.rs`), the retries they share (`retry.rs`), the order in which
+//! its heartbeat (`held/`), the retries they share (`retry.rs`), the order in which
 //! waiters woken together try (`seniority.rs`), and a remote's keep-alive (`keep_alive.rs`).
 
 mod cleanup;

@@ -1,5 +1,5 @@
 //! Retries of store calls: the one backoff every retry loop uses (acquisition and release
-//! steps here, the heartbeat's renewals in `held.rs`), capped and jittered.
+//! steps here, the heartbeat's renewals in `held/heartbeat.rs`), capped and jittered.
 
 use crate::errors::Result;
 use crate::protocol::{Engine, Held, ReleaseStatus};

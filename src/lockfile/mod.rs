@@ -12,7 +12,10 @@ use serde_json::{Map, Value};
 use std::time::Duration;
 
 pub mod labels;
+mod writer;
 pub use labels::Labels;
+pub use writer::this_process;
+use writer::{this_hostname, this_pid, this_thread_id};
 
 /// The name of the lockfile inside the lock URI.
 pub const LOCKFILE_NAME: &str = "lock.json";
@@ -152,62 +155,6 @@ pub fn parse_time(s: &str) -> Option<DateTime<Utc>> {
     chrono::NaiveDateTime::parse_from_str(s, "%Y-%m-%dT%H:%M:%S%.f")
         .ok()
         .map(|n| n.and_utc())
-}
-
-/// The OS thread id, as Python's threading.get_native_id() reports it on Linux; elsewhere 0
-/// (the field is for people, and std has no portable thread id).
-#[cfg(any(target_os = "linux", target_os = "android"))]
-fn this_thread_id() -> i64 {
-    i64::from(nix::unistd::gettid().as_raw())
-}
-
-#[cfg(not(any(target_os = "linux", target_os = "android")))]
-fn this_thread_id() -> i64 {
-    0
-}
-
-/// This machine's name, looked up once per process (a system call each write otherwise;
-/// it is there for people reading the lockfile).
-fn this_hostname() -> &'static str {
-    static NAME: std::sync::OnceLock<String> = std::sync::OnceLock::new();
-    NAME.get_or_init(|| {
-        hostname::get()
-            .map(|h| h.to_string_lossy().into_owned())
-            .unwrap_or_default()
-    })
-}
-
-/// This process's id as lockfiles write it, made once per process (a system call and a
-/// string each write otherwise: every heartbeat writes it).
-fn this_pid() -> &'static str {
-    static PID: crate::per_process::PerProcess<String> =
-        crate::per_process::PerProcess::new(|| std::process::id().to_string());
-    PID.get()
-}
-
-/// This process as a person reads it: `user@host (pid N)`.
-pub fn this_process() -> String {
-    format!(
-        "{}@{} (pid {})",
-        this_user(),
-        this_hostname(),
-        std::process::id()
-    )
-}
-
-#[cfg(unix)]
-fn this_user() -> String {
-    let uid = nix::unistd::getuid();
-    std::env::var("LOGNAME")
-        .or_else(|_| std::env::var("USER"))
-        .ok()
-        .or_else(|| Some(nix::unistd::User::from_uid(uid).ok()??.name))
-        .unwrap_or_else(|| format!("uid {uid}"))
-}
-
-#[cfg(not(unix))]
-fn this_user() -> String {
-    std::env::var("USERNAME").unwrap_or_else(|_| "unknown user".into())
 }
 
 impl LockFile {

@@ -1,0 +1,121 @@
+//! A held lease's heartbeat: one beat at a time, each filing the next (`file_beat`), and a
+//! beat's renewal or retry (`beat`).
+
+use super::LeaseState;
+use crate::claim::State;
+use crate::errors::Error;
+use crate::metrics;
+use crate::protocol::Engine;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use tokio::time::Instant;
+
+/// Files the next beat of the heartbeat, due at `at`: a task of its own runs the beat when
+/// it is due, files the one after, and ends, so that between beats a held lock keeps no
+/// task (thousands of held locks in one process). On the shared runtime the beat waits as
+/// a start filed with its starter (`crate::starter`), a few dozen bytes; on a simulated
+/// clock or a runtime of the caller's own (where the starter keeps another time), as a
+/// task that sleeps on the lease's clock.
+pub(super) fn file_beat(state: Arc<LeaseState>, at: Instant) {
+    if !(state.engine.clock.is_tokio() && crate::runtime::on_shared_runtime()) {
+        tokio::spawn(async move {
+            tokio::select! {
+                biased; // deterministic under simulation
+                _ = state.engine.clock.sleep_until(at) => {}
+                _ = state.stop.notified() => {}
+            }
+            beat_then_file(state).await;
+        });
+        return;
+    }
+    let mut filed = state.filed.lock().unwrap_or_else(|e| e.into_inner());
+    // Under the mutex that `halt` takes after setting `stopped`: either this sees it set, or
+    // `halt` finds this start and takes it back.
+    if state.stopped.load(Ordering::SeqCst) {
+        return;
+    }
+    // The start holds only the state: the beat's future is made when it is due.
+    let task = state.clone();
+    let start = Box::new(move || drop(tokio::spawn(beat_then_file(task))));
+    *filed = Some(crate::starter::start_at(at, start));
+}
+
+/// Runs a beat that is due, then files the next one, if any.
+async fn beat_then_file(state: Arc<LeaseState>) {
+    if let Some(next) = beat(&state).await {
+        file_beat(state, next);
+    }
+}
+
+/// One beat of the heartbeat: a renewal, or a retry of one that failed. Returns when the
+/// next beat is due, or `None` when the lease has ended (stopped, released or lost).
+async fn beat(state: &LeaseState) -> Option<Instant> {
+    if state.stopped.load(Ordering::SeqCst) || state.lost_reason().is_some() {
+        return None;
+    }
+    let mut held = state.held.lock().await;
+    if state.stopped.load(Ordering::SeqCst) || !state.claim.enter(State::Renewing, "heartbeat") {
+        return None; // stopped, or lost meanwhile
+    }
+    let deadline = *state.deadline.lock().unwrap_or_else(|e| e.into_inner());
+    let began = state.engine.clock.now();
+    let renewal = {
+        // Boxed: inline, the renewal's state would be most of a beat's memory while it
+        // waits for its turn on the held lockfile.
+        let renewal = state.engine.renew(&mut held, state.writer_name);
+        let mut renewal = Box::pin(crate::store::gate::urgently(renewal));
+        tokio::select! {
+            biased;
+            r = &mut renewal => r,
+            _ = state.engine.clock.sleep_until(deadline) => {
+                // From the deadline on a waiter may take over, so a renewal still in flight
+                // cannot save the lease: declare the loss now, not when the request ends.
+                state.mark_lost(metrics::Loss::Deadline, "the renewal in flight did not finish before the lease deadline".into());
+                // Not cancelled: a request on the wire may land anyway, and its outcome is
+                // settled like any other (a release waits for it).
+                let _ = renewal.await;
+                return None;
+            }
+        }
+    };
+    let backoff = || state.backoff.lock().unwrap_or_else(|e| e.into_inner());
+    match renewal {
+        Ok(()) => {
+            let now = state.engine.clock.now();
+            if !state.renewed(&held) {
+                return None;
+            }
+            metrics::renewed(now - began, deadline.saturating_duration_since(now));
+            backoff().reset();
+            Some(held.lease_start + state.engine.timing.heartbeat)
+        }
+        Err(Error::Lost { reason, .. }) => {
+            state.mark_lost(Engine::loss_cause(&reason), reason);
+            None
+        }
+        Err(e) if !e.is_transient() && !matches!(e, Error::InvalidLockFile { .. }) => {
+            // Bad credentials, a deleted bucket: no retry can renew the lease. (An
+            // unreadable lockfile may be a foreign writer's torn write: retried.)
+            state.mark_lost(
+                metrics::Loss::Failed,
+                format!("renewal failed and cannot succeed: {e}"),
+            );
+            None
+        }
+        Err(e) => {
+            let now = state.engine.clock.now();
+            if now >= deadline {
+                state.mark_lost(
+                    metrics::Loss::Deadline,
+                    format!("renewal failed until the lease deadline: {e}"),
+                );
+                return None;
+            }
+            log::warn!("{}: renewal failed, retrying: {e}", state.engine.uri());
+            metrics::renewal_retried();
+            state.claim.enter(State::RenewRetrying, &e);
+            let pause = backoff().pause(state.engine.clock.jitter());
+            Some((now + pause).min(deadline))
+        }
+    }
+}

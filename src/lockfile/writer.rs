@@ -1,0 +1,57 @@
+//! Who writes a lockfile, as people read it: the thread, host, process and user.
+
+/// The OS thread id, as Python's threading.get_native_id() reports it on Linux; elsewhere 0
+/// (the field is for people, and std has no portable thread id).
+#[cfg(any(target_os = "linux", target_os = "android"))]
+pub(super) fn this_thread_id() -> i64 {
+    i64::from(nix::unistd::gettid().as_raw())
+}
+
+#[cfg(not(any(target_os = "linux", target_os = "android")))]
+pub(super) fn this_thread_id() -> i64 {
+    0
+}
+
+/// This machine's name, looked up once per process (a system call each write otherwise;
+/// it is there for people reading the lockfile).
+pub(super) fn this_hostname() -> &'static str {
+    static NAME: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    NAME.get_or_init(|| {
+        hostname::get()
+            .map(|h| h.to_string_lossy().into_owned())
+            .unwrap_or_default()
+    })
+}
+
+/// This process's id as lockfiles write it, made once per process (a system call and a
+/// string each write otherwise: every heartbeat writes it).
+pub(super) fn this_pid() -> &'static str {
+    static PID: crate::per_process::PerProcess<String> =
+        crate::per_process::PerProcess::new(|| std::process::id().to_string());
+    PID.get()
+}
+
+/// This process as a person reads it: `user@host (pid N)`.
+pub fn this_process() -> String {
+    format!(
+        "{}@{} (pid {})",
+        this_user(),
+        this_hostname(),
+        std::process::id()
+    )
+}
+
+#[cfg(unix)]
+fn this_user() -> String {
+    let uid = nix::unistd::getuid();
+    std::env::var("LOGNAME")
+        .or_else(|_| std::env::var("USER"))
+        .ok()
+        .or_else(|| Some(nix::unistd::User::from_uid(uid).ok()??.name))
+        .unwrap_or_else(|| format!("uid {uid}"))
+}
+
+#[cfg(not(unix))]
+fn this_user() -> String {
+    std::env::var("USERNAME").unwrap_or_else(|_| "unknown user".into())
+}
