@@ -123,7 +123,7 @@ async fn contend(p: Process, c: &Contender, draft: Draft, siblings: Arc<Siblings
             if free(&store).await {
                 store.overwrite(body(&p)).await.unwrap();
                 let back = store.read().await.unwrap().unwrap();
-                LockFile::decode(&back.bytes).unwrap().writer_id == p.name
+                *LockFile::decode(&back.bytes).unwrap().writer_id == *p.name
             } else {
                 false
             }

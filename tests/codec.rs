@@ -66,7 +66,7 @@ proptest! {
         match LockFile::decode(&bytes) {
             Ok(lf) => {
                 // Accepted only with the two fields the protocol needs, well formed.
-                prop_assert_eq!(m.get("writer_id").and_then(Value::as_str), Some(lf.writer_id.as_str()));
+                prop_assert_eq!(m.get("writer_id").and_then(Value::as_str), Some(&*lf.writer_id));
                 prop_assert!(lf.expire_s > 0.0 && lf.expire_s.is_finite());
                 let _ = lf.expire(); // in range for a Duration
             }

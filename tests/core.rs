@@ -201,7 +201,7 @@ fn a_lease_taken_by_a_blocking_caller_is_renewed() {
     assert!(!lease.is_lost(), "{:?}", lease.lost_reason());
     let read = drive(s.read()).unwrap().unwrap();
     let body = blob_lock::LockFile::decode(&read.bytes).unwrap();
-    assert_eq!(body.writer_id, lease.owner());
+    assert_eq!(&*body.writer_id, lease.owner());
     assert!(
         body.write_count >= 5,
         "renewed {} times",

@@ -24,7 +24,7 @@ async fn inspect_shows_each_state_and_never_writes() {
     let seen = lock.inspect().await.unwrap();
     assert_eq!(seen.state, LockState::Held);
     let lf = seen.lockfile.unwrap();
-    assert_eq!((lf.writer_id.as_str(), lf.token), (lock.owner(), 1));
+    assert_eq!((&*lf.writer_id, lf.token), (lock.owner(), 1));
     let left = seen.expires_in.unwrap();
     assert!(left > 25.0 && left <= 30.0, "expires in {left}");
     // Inspecting does not renew: the version stays what the holder wrote.
@@ -77,7 +77,7 @@ async fn wait_free_returns_at_release_and_at_expiry_and_times_out() {
     assert!(began.elapsed() >= Duration::from_secs(2) - Duration::from_millis(50));
     // wait_free took nothing.
     assert_eq!(
-        seen.lockfile.unwrap().writer_id,
+        &*seen.lockfile.unwrap().writer_id,
         holder.owner(),
         "the lockfile is still the old holder's"
     );
@@ -104,7 +104,7 @@ async fn break_marks_released_and_the_holder_learns_it_lost() {
     }
     assert_eq!(holder.inspect().await.unwrap().state, LockState::Held);
     match breaker.break_lock(Some((holder.owner(), 1))).await.unwrap() {
-        Broken::Broken(lf) => assert_eq!(lf.writer_id, holder.owner()),
+        Broken::Broken(lf) => assert_eq!(&*lf.writer_id, holder.owner()),
         other => panic!("{other:?}"),
     }
     assert_eq!(breaker.inspect().await.unwrap().state, LockState::Released);

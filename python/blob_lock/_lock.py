@@ -12,13 +12,13 @@ from collections.abc import Awaitable, Callable
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from blob_lock import _blob_lock, _process
+from blob_lock import _blob_lock, _process, _turn
 from blob_lock._args import Seconds, lock_uri, seconds
 from blob_lock._decorate import decorate
 from blob_lock._lock_facts import LockFacts
 from blob_lock._options import LockOptions, signature
 from blob_lock._release_status import ReleaseStatus
-from blob_lock._turn import Turn, current
+from blob_lock._turn import current
 from blob_lock.exceptions import LockError, LockLost, LockTimeout
 
 if TYPE_CHECKING:
@@ -88,8 +88,8 @@ class BlobLock(LockFacts):
 
     # Thousands of held locks in one process: no per-instance __dict__.
     __slots__ = (
-        "__weakref__", "_forks", "_native_lock", "_options", "_raise_on_lost", "_timeout",
-        "_turn",
+        "__weakref__", "_forks", "_holder", "_native_lock", "_options", "_raise_on_lost",
+        "_timeout",
     )  # fmt: skip
 
     def __init__(self, uri: str | os.PathLike[str], **options: Unpack[LockOptions]) -> None:
@@ -101,7 +101,7 @@ class BlobLock(LockFacts):
         self._native_lock = _blob_lock.NativeLock(uri, options)  # checks every option
         self._timeout = self._native_lock.timeout
         self._raise_on_lost = self._native_lock.raise_on_lost
-        self._turn = Turn()  # one acquisition through this object at a time
+        self._holder: object = None  # whose turn it is to acquire through it (_turn)
 
     @property
     def _native(self) -> _blob_lock.NativeLock:
@@ -110,7 +110,7 @@ class BlobLock(LockFacts):
             with _process.fork_guard:  # two threads of the child: one renewal
                 if self._forks != _process.forks:
                     self._native_lock = self._native_lock.for_child()
-                    self._turn = Turn()  # a parent thread may have held it
+                    self._holder = None  # a parent thread may have held its turn
                     self._forks = _process.forks
         return self._native_lock
 
@@ -131,7 +131,7 @@ class BlobLock(LockFacts):
         if t is not None:
             _blob_lock.check_timeout(t)
         began = time.monotonic()
-        if not self._turn.take(threading.current_thread(), t, self.uri):
+        if not _turn.take(self, threading.current_thread(), t, self.uri):
             if raise_timeout:
                 raise LockTimeout(
                     f"timed out after {t:.3f}s waiting for lock {self.uri}: another thread "
@@ -143,29 +143,29 @@ class BlobLock(LockFacts):
             left = None if t is None else max(0.0, t - (time.monotonic() - began))
             ok = native.acquire(left, raise_timeout)
         except BaseException:
-            self._turn.give()
+            _turn.give(self)
             raise
         if ok:
             self._track()
         else:
-            self._turn.give()
+            _turn.give(self)
         return ok
 
     def try_acquire(self) -> bool:
         """One attempt that never waits: True if the lock is now ours. False as well while
         another thread holds it through this same object."""
         native = self._native  # first: in a child made by fork, it renews the turn
-        if not self._turn.take(threading.current_thread(), 0.0, self.uri):
+        if not _turn.take(self, threading.current_thread(), 0.0, self.uri):
             return False
         try:
             ok = native.try_acquire()
         except BaseException:
-            self._turn.give()
+            _turn.give(self)
             raise
         if ok:
             self._track()
         else:
-            self._turn.give()
+            _turn.give(self)
         return ok
 
     def release(self) -> ReleaseStatus:
@@ -179,7 +179,7 @@ class BlobLock(LockFacts):
         try:
             return ReleaseStatus(self._native.release())
         finally:
-            self._turn.give()
+            _turn.give(self)
 
     async def acquire_async(self, timeout: Seconds | None = None) -> bool:
         """``acquire`` without blocking the event loop. Cancelling it (``asyncio.timeout``,
@@ -191,7 +191,7 @@ class BlobLock(LockFacts):
     async def try_acquire_async(self) -> bool:
         """``try_acquire`` without blocking the event loop."""
         native = self._native  # first: in a child made by fork, it renews the turn
-        if not self._turn.take(current(), 0.0, self.uri):
+        if not _turn.take(self, current(), 0.0, self.uri):
             return False
         return await self._acquiring(native.try_acquire_async)
 
@@ -201,14 +201,14 @@ class BlobLock(LockFacts):
         try:
             return ReleaseStatus(await self._native.release_async())
         finally:
-            self._turn.give()
+            _turn.give(self)
 
     async def _acquire_async(self, t: float | None, raise_timeout: bool) -> bool:
         native = self._native
         if t is not None:
             _blob_lock.check_timeout(t)
         began = time.monotonic()
-        if not await self._turn.take_async(current(), t, self.uri):
+        if not await _turn.take_async(self, current(), t, self.uri):
             if raise_timeout:
                 raise LockTimeout(
                     f"timed out after {t:.3f}s waiting for lock {self.uri}: another "
@@ -227,15 +227,15 @@ class BlobLock(LockFacts):
             # The native future may have acquired just before it was dropped: release what
             # it holds or wrote, on the native runtime (this event loop may be closing).
             self._native.abandon()
-            self._turn.give()
+            _turn.give(self)
             raise
         except BaseException:
-            self._turn.give()
+            _turn.give(self)
             raise
         if ok:
             self._track()
         else:
-            self._turn.give()
+            _turn.give(self)
         return ok
 
     def _abandon(self) -> None:
@@ -243,7 +243,7 @@ class BlobLock(LockFacts):
         without waiting (for a task being cancelled, whose event loop may be closing)."""
         _process.untrack(self)
         self._native.abandon()
-        self._turn.give()
+        _turn.give(self)
 
     def _track(self) -> None:
         _process.track(self)
@@ -357,7 +357,7 @@ class BlobLock(LockFacts):
         """Stops renewing without releasing (after a hand-off): the remote keeps the lock."""
         _process.untrack(self)
         self._native.let_go()
-        self._turn.give()
+        _turn.give(self)
 
     def __reduce__(self) -> tuple[Any, ...]:
         """An unheld lock pickles as its URI and options: a process made by spawn or

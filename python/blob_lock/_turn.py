@@ -1,16 +1,34 @@
 """One acquisition at a time through one ``BlobLock`` object, as with ``threading.Lock``:
 another thread (or asyncio task) waits for its turn; the one that holds the turn may not
-take it again (locks are not reentrant). A turn is held from acquisition to release."""
+take it again (locks are not reentrant). A turn is held from acquisition to release.
+
+Whose turn it is lives in the lock's ``_holder`` slot, guarded by one condition for the
+whole process: no object of its own per lock (a ``threading.Lock`` and its holder were 140
+bytes of every held lock, and thousands are held). Waiting for a turn is rare (two threads
+sharing one ``BlobLock`` object), so one condition for all of them costs nothing."""
 
 from __future__ import annotations
 
 import asyncio
+import os
 import threading
 import time
+from typing import Protocol
 
 from blob_lock.exceptions import LockError
 
-__all__ = ["Turn", "current"]
+__all__ = ["current", "give", "take", "take_async"]
+
+
+class Turned(Protocol):
+    _holder: object
+
+
+# The guard is a plain lock (``with`` on it costs a fifth of ``with`` on the condition);
+# the condition shares it, for the rare holder that waits.
+_guard = threading.Lock()
+_turns = threading.Condition(_guard)
+_waiting = 0
 
 
 def current() -> object:
@@ -22,51 +40,59 @@ def current() -> object:
     return task or threading.current_thread()
 
 
-class Turn:
-    """The turn of one BlobLock object."""
-
-    __slots__ = ("_holder", "_lock")
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._holder: object = None
-
-    def take(self, me: object, timeout: float | None, uri: str) -> bool:
-        """``me``'s turn; False if another holder keeps it past ``timeout`` (None: for ever,
-        0: do not wait). ``LockError`` if ``me`` holds it already."""
-        if self._holder == me:
+def take(lock: Turned, me: object, timeout: float | None, uri: str) -> bool:
+    """``me``'s turn on ``lock``; False if another holder keeps it past ``timeout`` (None:
+    for ever, 0: do not wait). ``LockError`` if ``me`` holds it already."""
+    global _waiting
+    with _guard:
+        if lock._holder is me:
             raise LockError(
                 f"this BlobLock already holds {uri} (or is acquiring it) in this "
                 "thread; release it first (locks are not reentrant)",
                 uri,
             )
-        if timeout is None:
-            got = self._lock.acquire()
-        elif timeout <= 0:
-            got = self._lock.acquire(blocking=False)
-        else:
-            got = self._lock.acquire(timeout=timeout)
-        if got:
-            self._holder = me
-        return got
-
-    async def take_async(self, me: object, timeout: float | None, uri: str) -> bool:
-        """``take`` without blocking the event loop: polls, with a growing pause (a
-        ``threading.Lock`` cannot be awaited)."""
-        began, pause = time.monotonic(), 0.001
-        while not self.take(me, 0.0, uri):
-            waited = time.monotonic() - began
-            if timeout is not None and waited >= timeout:
+        if lock._holder is not None:
+            if timeout is not None and timeout <= 0:
                 return False
-            await asyncio.sleep(pause if timeout is None else min(pause, timeout - waited))
-            pause = min(pause * 2, 0.05)
+            _waiting += 1
+            try:
+                if not _turns.wait_for(lambda: lock._holder is None, timeout):
+                    return False
+            finally:
+                _waiting -= 1
+        lock._holder = me
         return True
 
-    def give(self) -> None:
-        """Gives the turn back, if it is taken."""
-        if self._lock.locked():
-            self._holder = None
-            try:
-                self._lock.release()
-            except RuntimeError:  # released meanwhile by another thread's release()
-                pass
+
+async def take_async(lock: Turned, me: object, timeout: float | None, uri: str) -> bool:
+    """``take`` without blocking the event loop: polls, with a growing pause (the condition
+    cannot be awaited)."""
+    began, pause = time.monotonic(), 0.001
+    while not take(lock, me, 0.0, uri):
+        waited = time.monotonic() - began
+        if timeout is not None and waited >= timeout:
+            return False
+        await asyncio.sleep(pause if timeout is None else min(pause, timeout - waited))
+        pause = min(pause * 2, 0.05)
+    return True
+
+
+def give(lock: Turned) -> None:
+    """Gives ``lock``'s turn back, if it is taken (by any thread: ``release()`` may be
+    called from another one)."""
+    with _guard:
+        if lock._holder is not None:
+            lock._holder = None
+            if _waiting:
+                _turns.notify_all()
+
+
+def _after_fork_in_child() -> None:
+    global _guard, _turns, _waiting
+    _guard = threading.Lock()  # a parent thread may have held it
+    _turns = threading.Condition(_guard)
+    _waiting = 0
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)

@@ -98,7 +98,7 @@ pub(super) async fn release_retrying(
     });
     match released.await {
         (Ok((ReleaseStatus::AlreadyReleased, Some(lf))), true)
-            if lf.writer_id == owner && token.is_none_or(|t| t == lf.token) =>
+            if *lf.writer_id == *owner && token.is_none_or(|t| t == lf.token) =>
         {
             Ok(ReleaseStatus::Released)
         }

@@ -11,7 +11,7 @@ fn round_trip() {
     let rel = back.released(Utc::now());
     assert!(rel.is_released());
     assert_eq!(rel.token, 7);
-    assert_eq!(rel.writer_id, "abc");
+    assert_eq!(&*rel.writer_id, "abc");
 }
 
 #[test]
@@ -71,7 +71,7 @@ fn reads_mops_style_fields_leniently() {
         "expire_s": 30, "released_at": "", "pid": 123, "tid": 5, "hostname": "h",
         "first_written_at": "", "first_acquired_at": "", "write_count": 2}"#;
     let lf = LockFile::decode(body).unwrap();
-    assert_eq!(lf.pid, "123");
+    assert_eq!(&*lf.pid, "123");
     assert_eq!(lf.token, 0);
     assert_eq!(lf.expire(), Duration::from_secs(30));
     assert!(lf.last_write_time().is_some());
@@ -124,4 +124,45 @@ fn labels_out_of_bounds_are_refused_with_the_reason() {
     let mut lf = LockFile::acquired("abc", Duration::from_secs(30), 7, "cas", Utc::now());
     lf.labels = labels::check(largest).unwrap();
     assert!(LockFile::decode(&lf.encode()).is_ok());
+}
+
+#[test]
+fn encodes_every_field_in_the_form_a_json_map_writes() {
+    // Every optional field set, strings that need escaping, a negative thread id: the bytes
+    // must be what serde_json writes for the same object (keys sorted, compact), so that
+    // lockfiles read back the same and do not change form between versions.
+    let mut lf = LockFile::acquired(
+        "own\"er\n",
+        Duration::from_millis(2500),
+        9,
+        "lww",
+        Utc::now(),
+    );
+    lf.tid = -42;
+    lf.writer_name = Some("remote".into());
+    lf.broken_by = Some("ana@host pid 7 é".into());
+    lf.grace_s = Some(600.25);
+    lf.labels = Some(std::sync::Arc::new(
+        [
+            ("b".to_string(), "2".to_string()),
+            ("a".into(), "\u{1}".into()),
+        ]
+        .into(),
+    ));
+    let bytes = lf.encode();
+    let value: Value = serde_json::from_slice(&bytes).unwrap();
+    assert_eq!(
+        String::from_utf8(serde_json::to_vec(&value).unwrap()).unwrap(),
+        String::from_utf8(bytes.clone()).unwrap()
+    );
+    assert_eq!(LockFile::decode(&bytes).unwrap(), lf);
+    assert_eq!(value.as_object().unwrap().len(), 16, "every field written");
+
+    // And none of the optional ones when unset.
+    let plain =
+        LockFile::acquired("o", Duration::from_secs(30), 1, "cas", Utc::now()).released(Utc::now());
+    let bytes = plain.encode();
+    let value: Value = serde_json::from_slice(&bytes).unwrap();
+    assert_eq!(serde_json::to_vec(&value).unwrap(), bytes);
+    assert_eq!(LockFile::decode(&bytes).unwrap(), plain);
 }

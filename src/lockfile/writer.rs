@@ -1,5 +1,7 @@
 //! Who writes a lockfile, as people read it: the thread, host, process and user.
 
+use std::sync::{Arc, OnceLock};
+
 /// The OS thread id, as Python's threading.get_native_id() reports it on Linux; elsewhere 0
 /// (the field is for people, and std has no portable thread id).
 #[cfg(any(target_os = "linux", target_os = "android"))]
@@ -13,22 +15,32 @@ pub(super) fn this_thread_id() -> i64 {
 }
 
 /// This machine's name, looked up once per process (a system call each write otherwise;
-/// it is there for people reading the lockfile).
-pub(super) fn this_hostname() -> &'static str {
-    static NAME: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+/// it is there for people reading the lockfile), and shared by every lockfile it writes.
+pub(super) fn this_hostname() -> &'static Arc<str> {
+    static NAME: OnceLock<Arc<str>> = OnceLock::new();
     NAME.get_or_init(|| {
         hostname::get()
-            .map(|h| h.to_string_lossy().into_owned())
-            .unwrap_or_default()
+            .map(|h| h.to_string_lossy().into())
+            .unwrap_or_else(|_| "".into())
     })
 }
 
 /// This process's id as lockfiles write it, made once per process (a system call and a
 /// string each write otherwise: every heartbeat writes it).
-pub(super) fn this_pid() -> &'static str {
-    static PID: crate::per_process::PerProcess<String> =
-        crate::per_process::PerProcess::new(|| std::process::id().to_string());
+pub(super) fn this_pid() -> &'static Arc<str> {
+    static PID: crate::per_process::PerProcess<Arc<str>> =
+        crate::per_process::PerProcess::new(|| std::process::id().to_string().into());
     PID.get()
+}
+
+/// The name of a protocol as lockfiles write it, one copy for all of them.
+pub(super) fn protocol_name(name: &str) -> Arc<str> {
+    static NAMES: [OnceLock<Arc<str>>; 2] = [OnceLock::new(), OnceLock::new()];
+    match name {
+        "cas" => NAMES[0].get_or_init(|| "cas".into()).clone(),
+        "lww" => NAMES[1].get_or_init(|| "lww".into()).clone(),
+        other => other.into(),
+    }
 }
 
 /// This process as a person reads it: `user@host (pid N)`.

@@ -10,7 +10,7 @@ use tokio::time::Instant;
 #[derive(Debug, Clone)]
 pub struct Held {
     /// The owner id.
-    pub owner: String,
+    pub owner: std::sync::Arc<str>,
     /// The fencing token of this acquisition.
     pub token: u64,
     /// The version of our last write.
@@ -76,7 +76,7 @@ impl Acquisition {
     }
 
     pub(super) fn settles(&self, owner: &str, lf: &LockFile) -> Option<Instant> {
-        if lf.writer_id != owner || lf.is_released() {
+        if *lf.writer_id != *owner || lf.is_released() {
             return None;
         }
         self.unsettled

@@ -10,6 +10,7 @@ use crate::lockfile::LockFile;
 use crate::store::{Version, Write};
 use async_trait::async_trait;
 use bytes::Bytes;
+use std::sync::Arc;
 
 /// The cas protocol's steps.
 pub(super) struct Cas;
@@ -23,7 +24,7 @@ impl Steps for Cas {
     async fn attempt(
         &self,
         engine: &Engine,
-        owner: &str,
+        owner: &Arc<str>,
         acquisition: &mut Acquisition,
     ) -> Result<Attempt> {
         // The first attempt without a record of our own release guesses whether the lock is new
@@ -210,7 +211,7 @@ async fn renew(engine: &Engine, held: &mut Held, writer_name: Option<&str>) -> R
 /// Creates the lockfile with token 1: the acquisition, or `None` when one is there.
 async fn create(
     engine: &Engine,
-    owner: &str,
+    owner: &Arc<str>,
     acquisition: &mut Acquisition,
 ) -> Result<Option<Attempt>> {
     let body = engine.body(owner, 1);

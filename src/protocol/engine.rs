@@ -134,7 +134,11 @@ impl Engine {
 
     /// One acquisition attempt for `owner`. `acquisition` carries what this acquisition has
     /// seen and written between attempts.
-    pub async fn attempt(&self, owner: &str, acquisition: &mut Acquisition) -> Result<Attempt> {
+    pub async fn attempt(
+        &self,
+        owner: &Arc<str>,
+        acquisition: &mut Acquisition,
+    ) -> Result<Attempt> {
         self.protocol
             .steps()
             .attempt(self, owner, acquisition)
@@ -225,9 +229,9 @@ impl Engine {
         metrics::request(Request::Overwrite, self.store.overwrite(body)).await
     }
 
-    pub(super) fn body(&self, owner: &str, token: u64) -> LockFile {
-        let mut body = LockFile::acquired(
-            owner,
+    pub(super) fn body(&self, owner: &Arc<str>, token: u64) -> LockFile {
+        let mut body = LockFile::acquired_by(
+            owner.clone(),
             self.timing.expire,
             token,
             self.protocol.as_str(),
@@ -244,8 +248,14 @@ impl Engine {
         version: Version,
         start: Instant,
     ) -> Held {
+        // One copy of the owner id for the lease and the body it keeps.
+        let owner = if *body.writer_id == *owner {
+            body.writer_id.clone()
+        } else {
+            owner.into()
+        };
         Held {
-            owner: owner.to_string(),
+            owner,
             token: body.token,
             version,
             body,
@@ -261,7 +271,9 @@ impl Engine {
         if crate::mutation::active(crate::mutation::Mutation::AdoptForeignWrite) {
             return !lf.is_released();
         }
-        lf.writer_id == held.owner && (lf.token == held.token || lf.token == 0) && !lf.is_released()
+        *lf.writer_id == *held.owner
+            && (lf.token == held.token || lf.token == 0)
+            && !lf.is_released()
     }
 
     /// Takes a co-owner's body as the base of our next write, keeping our token. A write by
@@ -296,7 +308,7 @@ impl Engine {
     pub(super) fn why_not_ours(held: &Held, lf: Option<&LockFile>) -> String {
         match lf {
             None => DELETED.into(),
-            Some(lf) if lf.writer_id == held.owner && lf.is_released() => {
+            Some(lf) if *lf.writer_id == *held.owner && lf.is_released() => {
                 format!("{RELEASED} {}", lf.released_at)
             }
             Some(lf) => format!(
@@ -343,7 +355,7 @@ impl Engine {
             owner: owner.to_string(),
             found,
         };
-        if lf.writer_id != owner {
+        if *lf.writer_id != *owner {
             return Err(stolen(format!("it is held by {}", lf.describe())));
         }
         if lf.is_released() {

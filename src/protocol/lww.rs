@@ -9,6 +9,7 @@ use crate::errors::Result;
 use crate::store::{Version, Write};
 use async_trait::async_trait;
 use bytes::Bytes;
+use std::sync::Arc;
 
 /// The lww protocol's steps.
 pub(super) struct Lww;
@@ -22,7 +23,7 @@ impl Steps for Lww {
     async fn attempt(
         &self,
         engine: &Engine,
-        owner: &str,
+        owner: &Arc<str>,
         acquisition: &mut Acquisition,
     ) -> Result<Attempt> {
         let read_start = engine.clock.now();
@@ -39,7 +40,7 @@ impl Steps for Lww {
                 let token = match &current {
                     None => 1,
                     Some((lf, snap)) => {
-                        if lf.writer_id != owner {
+                        if *lf.writer_id != **owner {
                             let now = engine.clock.now();
                             if let Some(busy) = engine.judge(lf, snap, now, acquisition) {
                                 return Ok(busy);
@@ -64,7 +65,9 @@ impl Steps for Lww {
         engine.clock.sleep(settle).await;
         acquisition.watch = None;
         match engine.read().await? {
-            Some((lf, snap)) if lf.writer_id == owner && lf.token == token && !lf.is_released() => {
+            Some((lf, snap))
+                if *lf.writer_id == **owner && lf.token == token && !lf.is_released() =>
+            {
                 Ok(Attempt::Acquired(engine.held(
                     owner,
                     lf,

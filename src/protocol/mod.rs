@@ -35,6 +35,7 @@ use crate::errors::Result;
 use crate::store::{LockStore, Version, Write};
 use async_trait::async_trait;
 use bytes::Bytes;
+use std::sync::Arc;
 
 /// The steps in which the protocols differ, over the engine's shared reads and writes.
 #[async_trait]
@@ -47,7 +48,7 @@ pub(crate) trait Steps: Send + Sync {
     async fn attempt(
         &self,
         engine: &Engine,
-        owner: &str,
+        owner: &Arc<str>,
         acquisition: &mut Acquisition,
     ) -> Result<Attempt>;
     /// One renewal of `held` (see [`Engine::renew`]).

@@ -82,7 +82,7 @@ impl Engine {
             if lf.is_released() {
                 return Ok((ReleaseStatus::AlreadyReleased, Some(lf)));
             }
-            if lf.writer_id != owner || token.is_some_and(|t| t != lf.token && lf.token != 0) {
+            if *lf.writer_id != *owner || token.is_some_and(|t| t != lf.token && lf.token != 0) {
                 return Ok((
                     ReleaseStatus::HeldByOther(lf.describe(), lf.token),
                     Some(lf),
@@ -131,7 +131,7 @@ impl Engine {
             let Some((lf, snap)) = self.read().await? else {
                 return Ok(Broken::NoLockfile);
             };
-            if expect.is_some_and(|(owner, token)| lf.writer_id != owner || lf.token != token) {
+            if expect.is_some_and(|(owner, token)| *lf.writer_id != *owner || lf.token != token) {
                 return Ok(Broken::Changed(lf));
             }
             if lf.is_released() {

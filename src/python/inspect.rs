@@ -22,9 +22,9 @@ fn epoch(s: &str) -> Option<f64> {
 /// The lockfile's fields for people and programs; times as Unix seconds.
 pub(crate) fn lockfile_dict<'py>(py: Python<'py>, lf: &LockFile) -> PyResult<Bound<'py, PyDict>> {
     let d = PyDict::new(py);
-    d.set_item("owner", &lf.writer_id)?;
-    d.set_item("hostname", &lf.hostname)?;
-    d.set_item("pid", &lf.pid)?;
+    d.set_item("owner", &*lf.writer_id)?;
+    d.set_item("hostname", &*lf.hostname)?;
+    d.set_item("pid", &*lf.pid)?;
     d.set_item("token", lf.token)?;
     d.set_item("expire_s", lf.expire_s)?;
     d.set_item("written_at", epoch(&lf.written_at))?;
