@@ -5,10 +5,12 @@ with two spellings, a doctor that called a store safe after a sequential probe."
 from __future__ import annotations
 
 import asyncio
+import gc
 import multiprocessing
 import pickle
 import subprocess
 import sys
+import weakref
 from pathlib import Path
 
 import blob_lock
@@ -72,6 +74,30 @@ def test_an_unheld_lock_pickles_as_its_configuration_for_spawned_processes(tmp_p
             owner, token, uri = pool.apply(_acquire_in_child, (lock,))
         assert uri == lock.uri and owner != lock.owner and token is not None
     assert lock.inspect().state.value == "released"
+
+
+def test_locks_made_with_the_same_options_keep_one_copy_and_merge_nothing_else():
+    # Thousands of locks made with expire=30 keep one options dict (200 bytes each
+    # otherwise); a pickled or decorated copy must still get exactly what was given.
+    a, b = BlobLock("memory://opts/a", expire=30.0), BlobLock("memory://opts/b", expire=30.0)
+    assert a._options is b._options
+    as_int = BlobLock("memory://opts/c", expire=30)
+    assert as_int._options is not a._options and type(as_int._options["expire"]) is int
+    flag = BlobLock("memory://opts/d", raise_on_lost=True)
+    assert BlobLock("memory://opts/e", raise_on_lost=False)._options == {"raise_on_lost": False}
+    assert flag._options == {"raise_on_lost": True}
+    copy = pickle.loads(pickle.dumps(as_int))
+    assert copy.expire == 30.0 and copy.uri == "memory://opts/c"
+
+    # A callback is the user's object: not kept by any cache once the lock is gone.
+    def on_lost(error):
+        pass
+
+    seen = weakref.ref(on_lost)
+    lock = BlobLock("memory://opts/f", on_lost=on_lost)
+    del lock, on_lost
+    gc.collect()
+    assert seen() is None
 
 
 def test_a_held_lock_refuses_to_pickle_and_names_keep_alive(tmp_path):

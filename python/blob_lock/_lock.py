@@ -16,7 +16,7 @@ from blob_lock import _blob_lock, _process, _turn
 from blob_lock._args import Seconds, lock_uri, seconds
 from blob_lock._decorate import decorate
 from blob_lock._lock_facts import LockFacts
-from blob_lock._options import LockOptions, signature
+from blob_lock._options import LockOptions, shared, signature
 from blob_lock._release_status import ReleaseStatus
 from blob_lock._turn import current
 from blob_lock.exceptions import LockError, LockLost, LockTimeout
@@ -94,11 +94,11 @@ class BlobLock(LockFacts):
 
     def __init__(self, uri: str | os.PathLike[str], **options: Unpack[LockOptions]) -> None:
         uri = lock_uri(uri)
-        # As given: what a decorated function's calls, and an unpickled copy, are made from
-        # (None for none: an empty dict a lock is 64 bytes, and thousands are held).
-        self._options = options or None
         self._forks = _process.forks
         self._native_lock = _blob_lock.NativeLock(uri, options)  # checks every option
+        # As given: what a decorated function's calls, and an unpickled copy, are made from
+        # (None for none, shared when plain: thousands of locks are held).
+        self._options = shared(options) if options else None
         self._timeout = self._native_lock.timeout
         self._raise_on_lost = self._native_lock.raise_on_lost
         self._holder: object = None  # whose turn it is to acquire through it (_turn)
