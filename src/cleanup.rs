@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 static PENDING: AtomicU64 = AtomicU64::new(0);
 
 fn mine(packed: u64) -> u64 {
-    if packed >> 32 == u64::from(std::process::id()) {
+    if packed >> 32 == u64::from(crate::per_process::pid()) {
         packed & 0xffff_ffff
     } else {
         0
@@ -21,7 +21,7 @@ fn mine(packed: u64) -> u64 {
 }
 
 fn add(delta: i64) {
-    let me = u64::from(std::process::id()) << 32;
+    let me = u64::from(crate::per_process::pid()) << 32;
     let _ = PENDING.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |packed| {
         let n = mine(packed) as i64 + delta;
         Some(me | n.max(0) as u64)

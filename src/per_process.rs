@@ -27,7 +27,7 @@ extern "C" fn forked() {
 }
 
 /// This process's generation; registers the fork handler on first use.
-fn generation() -> u64 {
+pub(crate) fn generation() -> u64 {
     let g = GENERATION.load(Ordering::Acquire);
     if g != 0 {
         return g;
@@ -43,6 +43,13 @@ fn generation() -> u64 {
         let _ = GENERATION.compare_exchange(0, 1, Ordering::AcqRel, Ordering::Acquire);
     });
     GENERATION.load(Ordering::Acquire)
+}
+
+/// This process's id, asked of the system once per process (`getpid` is a system call each
+/// time, and some paths ask on every write).
+pub(crate) fn pid() -> u32 {
+    static PID: PerProcess<u32> = PerProcess::new(std::process::id);
+    *PID.get()
 }
 
 /// A value per process, made by `make` on first use in each process.

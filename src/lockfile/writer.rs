@@ -3,10 +3,24 @@
 use std::sync::{Arc, OnceLock};
 
 /// The OS thread id, as Python's threading.get_native_id() reports it on Linux; elsewhere 0
-/// (the field is for people, and std has no portable thread id).
+/// (the field is for people, and std has no portable thread id). Asked once per thread (a
+/// system call each write otherwise), and again in a child made by fork, whose one thread
+/// has an id of its own.
 #[cfg(any(target_os = "linux", target_os = "android"))]
 pub(super) fn this_thread_id() -> i64 {
-    i64::from(nix::unistd::gettid().as_raw())
+    use std::cell::Cell;
+    thread_local! {
+        static TID: Cell<(u64, i64)> = const { Cell::new((0, 0)) };
+    }
+    let process = crate::per_process::generation();
+    TID.with(|seen| match seen.get() {
+        (p, tid) if p == process => tid,
+        _ => {
+            let tid = i64::from(nix::unistd::gettid().as_raw());
+            seen.set((process, tid));
+            tid
+        }
+    })
 }
 
 #[cfg(not(any(target_os = "linux", target_os = "android")))]
@@ -66,4 +80,21 @@ fn this_user() -> String {
 #[cfg(not(unix))]
 fn this_user() -> String {
     std::env::var("USERNAME").unwrap_or_else(|_| "unknown user".into())
+}
+
+#[cfg(all(test, any(target_os = "linux", target_os = "android")))]
+mod tests {
+    #[test]
+    fn each_thread_writes_its_own_id_though_it_is_asked_once() {
+        let tid = || i64::from(nix::unistd::gettid().as_raw());
+        assert_eq!(
+            (super::this_thread_id(), super::this_thread_id()),
+            (tid(), tid())
+        );
+        let other = std::thread::spawn(move || (super::this_thread_id(), tid()))
+            .join()
+            .unwrap();
+        assert_eq!(other.0, other.1);
+        assert_ne!(other.0, super::this_thread_id());
+    }
 }

@@ -17,7 +17,7 @@ use std::sync::Arc;
 /// from under the parent.
 impl Drop for NativeLock {
     fn drop(&mut self) {
-        if self.pid != std::process::id() {
+        if self.pid != crate::per_process::pid() {
             // Forgotten clones hold the shared parts (the store client, the lease) for ever.
             std::mem::forget(self.lock.clone());
             std::mem::forget(self.lease.clone());
@@ -91,7 +91,7 @@ impl NativeLock {
         NativeLock {
             lock,
             lease: Default::default(),
-            pid: std::process::id(),
+            pid: crate::per_process::pid(),
             acquiring: Arc::new(AtomicU64::new(0)),
             timeout: None,
             raise_on_lost: true,

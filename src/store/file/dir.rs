@@ -102,16 +102,22 @@ impl LockDir {
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
             Err(e) => return Err(self.error(e, "reading")),
         };
-        // The metadata first, to size the buffer: every write makes a new file, so the one
-        // opened does not change under us. One byte past the limit is enough for the
-        // decoder to refuse it.
+        // The metadata first, to size the read: every write makes a new file, so the one
+        // opened does not change under us, and its size is all there is to read (no call
+        // more to find the end). One byte past the limit is enough for the decoder to
+        // refuse it.
         let meta = file.metadata().map_err(|e| self.error(e, "reading"))?;
-        let limit = MAX_LOCKFILE_BYTES + 1;
-        let mut bytes = Vec::with_capacity((meta.len() as usize).min(limit) + 1);
-        (&file)
-            .take(limit as u64)
-            .read_to_end(&mut bytes)
-            .map_err(|e| self.error(e, "reading"))?;
+        let mut bytes = vec![0; (meta.len() as usize).min(MAX_LOCKFILE_BYTES + 1)];
+        let mut got = 0;
+        while got < bytes.len() {
+            match (&file).read(&mut bytes[got..]) {
+                Ok(0) => break, // shortened since (written in place by another hand)
+                Ok(n) => got += n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(self.error(e, "reading")),
+            }
+        }
+        bytes.truncate(got);
         Ok(Some(Snapshot {
             version: version_of(&meta, &bytes),
             last_modified: meta
@@ -342,7 +348,7 @@ fn temp_name() -> String {
     let n = COUNTER.fetch_add(1, Ordering::Relaxed);
     format!(
         "{TEMP_PREFIX}{prefix:016x}-{:x}-{n:x}{TEMP_SUFFIX}",
-        std::process::id()
+        crate::per_process::pid()
     )
 }
 

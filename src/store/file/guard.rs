@@ -49,10 +49,13 @@ pub(super) fn in_process_mutex(path: &Path) -> Arc<Mutex<()>> {
         .lock()
         .unwrap_or_else(|e| e.into_inner());
     let (owner, map) = &mut *guard;
-    let pid = std::process::id();
+    let pid = crate::per_process::pid();
     if *owner != pid {
         *owner = pid;
         map.clear();
+    }
+    if let Some(mutex) = map.get(path) {
+        return mutex.clone(); // without a copy of the path, as `entry` would make
     }
     map.entry(path.to_path_buf()).or_default().clone()
 }

@@ -121,7 +121,7 @@ pub(super) struct Watch {
 
 impl Drop for Watch {
     fn drop(&mut self) {
-        if self.pid != std::process::id() {
+        if self.pid != crate::per_process::pid() {
             return;
         }
         let mut folders = self
@@ -189,6 +189,6 @@ pub(super) fn watch(dir: &Path, wake: &Arc<Notify>) -> Option<Watch> {
         dir: dir.to_path_buf(),
         wake: wake.clone(),
         generation,
-        pid: std::process::id(),
+        pid: crate::per_process::pid(),
     })
 }
