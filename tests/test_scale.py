@@ -25,7 +25,6 @@ def hold_many(workers, uri: str, options_json: str, n: int, hold: float, expire:
     assert released["released"] == n, released
     assert released["most_files"] < LIMIT, released
     assert proc.wait(120) == 0
-    print("SCALE", acquired, released)  # TEMP
     return acquired, released
 
 

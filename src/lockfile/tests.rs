@@ -1,6 +1,7 @@
 //! The lockfile codec's own tests.
 
 use super::*;
+use serde_json::Value;
 
 #[test]
 fn round_trip() {
