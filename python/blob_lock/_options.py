@@ -9,7 +9,7 @@ from __future__ import annotations
 import inspect
 import textwrap
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any, Literal, NamedTuple, TypedDict
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple, TypedDict, TypeVar, cast
 
 from blob_lock import _blob_lock
 
@@ -188,11 +188,12 @@ class KeepAliveOptions(TypedDict, total=False):
 
 # Options dicts of plain values, one per distinct set: thousands of locks made with the same
 # keyword arguments (``expire=30``) keep one dict between them instead of 200 bytes each.
-_SHARED: dict[tuple[tuple[str, type, object], ...], dict[str, Any]] = {}
+_SHARED: dict[tuple[tuple[str, type, object], ...], Mapping[str, Any]] = {}
 _PLAIN = (str, int, float, bool, type(None))
+_Options = TypeVar("_Options", bound=Mapping[str, Any])
 
 
-def shared(options: dict[str, Any]) -> dict[str, Any]:
+def shared(options: _Options) -> _Options:
     """``options``, or an equal dict kept for locks made with the same options before (never
     to be changed: it is read when a lock is pickled or decorates a function). Only plain
     values are shared, compared with their types (``1`` is not ``True``), and only a few
@@ -202,7 +203,7 @@ def shared(options: dict[str, Any]) -> dict[str, Any]:
     key = tuple((k, type(v), v) for k, v in options.items())
     kept = _SHARED.get(key)
     if kept is not None:
-        return kept
+        return cast(_Options, kept)
     if len(_SHARED) < 64:
         _SHARED[key] = options
     return options
