@@ -43,7 +43,7 @@ pub(super) fn this_hostname() -> &'static Arc<str> {
 /// string each write otherwise: every heartbeat writes it).
 pub(super) fn this_pid() -> &'static Arc<str> {
     static PID: crate::per_process::PerProcess<Arc<str>> =
-        crate::per_process::PerProcess::new(|| std::process::id().to_string().into());
+        crate::per_process::PerProcess::new(|| crate::per_process::pid().to_string().into());
     PID.get()
 }
 
@@ -63,7 +63,7 @@ pub fn this_process() -> String {
         "{}@{} (pid {})",
         this_user(),
         this_hostname(),
-        std::process::id()
+        crate::per_process::pid()
     )
 }
 

@@ -103,21 +103,11 @@ impl LockDir {
             Err(e) => return Err(self.error(e, "reading")),
         };
         // The metadata first, to size the read: every write makes a new file, so the one
-        // opened does not change under us, and its size is all there is to read (no call
-        // more to find the end). One byte past the limit is enough for the decoder to
-        // refuse it.
+        // opened does not change under us. One byte past the limit is enough for the
+        // decoder to refuse it.
         let meta = file.metadata().map_err(|e| self.error(e, "reading"))?;
-        let mut bytes = vec![0; (meta.len() as usize).min(MAX_LOCKFILE_BYTES + 1)];
-        let mut got = 0;
-        while got < bytes.len() {
-            match (&file).read(&mut bytes[got..]) {
-                Ok(0) => break, // shortened since (written in place by another hand)
-                Ok(n) => got += n,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) => return Err(self.error(e, "reading")),
-            }
-        }
-        bytes.truncate(got);
+        let bytes = read_to_end(&file, meta.len() as usize, MAX_LOCKFILE_BYTES + 1)
+            .map_err(|e| self.error(e, "reading"))?;
         Ok(Some(Snapshot {
             version: version_of(&meta, &bytes),
             last_modified: meta
@@ -352,6 +342,32 @@ fn temp_name() -> String {
     )
 }
 
+/// Reads `file` to its end, at most `limit` bytes, expecting `size` of them: one call when
+/// the size is right (a read shorter than asked is a regular file's end, where
+/// `read_to_end` asks once more to be sure), and on to the real end when the size was
+/// stale (an NFS attribute cache) or the file grew since.
+fn read_to_end(mut file: impl Read, size: usize, limit: usize) -> io::Result<Vec<u8>> {
+    let mut bytes = vec![0; size.saturating_add(1).min(limit)];
+    let mut got = 0;
+    loop {
+        match file.read(&mut bytes[got..]) {
+            Ok(0) => break,
+            Ok(n) => {
+                got += n;
+                if got < bytes.len() || got == limit {
+                    break;
+                }
+                let more = (bytes.len() * 2).min(limit);
+                bytes.resize(more, 0);
+            }
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    bytes.truncate(got);
+    Ok(bytes)
+}
+
 pub(super) const TEMP_PREFIX: &str = ".lock.json.";
 pub(super) const TEMP_SUFFIX: &str = ".tmp";
 
@@ -392,4 +408,24 @@ fn file_identity(meta: &fs::Metadata) -> String {
         .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
         .map_or(0, |d| d.as_nanos());
     format!("{modified:x}-{:x}", meta.len())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::read_to_end;
+
+    #[test]
+    fn a_lockfile_is_read_whole_whatever_its_metadata_said() {
+        let body = vec![7u8; 1000];
+        for size in [1000, 0, 10, 999, 5000] {
+            assert_eq!(
+                read_to_end(&body[..], size, 64 * 1024).unwrap(),
+                body,
+                "size {size}"
+            );
+        }
+        // Past the limit: the limit's worth, for the decoder to refuse.
+        assert_eq!(read_to_end(&body[..], 1000, 300).unwrap().len(), 300);
+        assert_eq!(read_to_end(&body[..], 10, 300).unwrap().len(), 300);
+    }
 }
