@@ -61,8 +61,11 @@ def scale(rep: Report, sz: Sizes, tmp: str) -> None:
         f"memory per held lock, {n:,} locks on memory://",
         f"{mem['anon_kb_per_lock']:.2f} KB",
         mops_cell("anon_kb_per_lock", "KB", mem["anon_kb_per_lock"]),
-        "≤ 4 KB",
-        met(mem["anon_kb_per_lock"] <= 4),
+        "≤ 2.8 KB, below mops",
+        met(
+            mem["anon_kb_per_lock"] <= 2.8
+            and (mops is None or mem["anon_kb_per_lock"] < mops["anon_kb_per_lock"])
+        ),
     )
     rep.add(
         f"CPU per heartbeat / memory per lock, {n:,} locks held on local files",
@@ -95,7 +98,9 @@ def scale(rep: Report, sz: Sizes, tmp: str) -> None:
         "divided by the heartbeats due in it (window / heartbeat × locks for blob-lock, "
         "renewals counted for mops); memory is the growth of RssAnon (anonymous resident "
         "memory: heap and stacks, not the library's code pages) from before the locks were "
-        "made to after the window, divided by the locks, Python objects included."
+        "made to after the window, divided by the locks, Python objects included. It moves "
+        "in steps of 2 MiB where the allocator takes transparent huge pages (mimalloc does, "
+        "where the kernel allows them on request): 0.2 KB a lock at 10,000 locks."
     )
 
 

@@ -34,13 +34,7 @@ pub async fn keep_alive_on(
 
 /// The remote's lease on what [`adopt`] took up, renewed as the remote's writes.
 fn remote_lease(engine: Engine, held: Held, claim: Arc<Claim>, options: &LockOptions) -> Lease {
-    Lease::start(
-        Arc::new(engine),
-        held,
-        Some(REMOTE),
-        options.on_lost.clone(),
-        claim,
-    )
+    Lease::start(Arc::new(engine), held, true, options.on_lost.clone(), claim)
 }
 
 /// Takes up `owner`'s lock as a co-owner: the engine on the lock's own schedule, what it
@@ -74,7 +68,7 @@ async fn adopt(
     engine.protocol = protocol;
     claim.enter(
         State::Held,
-        format_args!("kept alive, token {}", held.token),
+        format_args!("kept alive, token {}", held.token()),
     );
     // The remote renews on the orchestrator's schedule: the lockfile's expire_s, not ours.
     if let Ok(t) = super::Settings::with_expire(held.body.expire_s).timing() {

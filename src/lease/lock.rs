@@ -45,10 +45,10 @@ impl Lock {
     pub fn new(uri: &str, options: &LockOptions) -> Result<Lock> {
         let store = store::open(uri, &options.store, &options.timing)?;
         // One copy of the identity for the records and the waker (thousands of locks).
-        let identity: Arc<str> = store.identity().into();
+        let identity = store.identity();
         let mut lock = Lock::with_store(uri, store, options);
         let engine = Arc::make_mut(&mut lock.engine);
-        engine.wake = Some(waker(&identity));
+        engine.wake = Some(identity.clone());
         engine.last_release = Record::Process(identity.clone());
         // The record's instants are the system clock's: not for a lock on a clock of its own.
         if options.clock.is_tokio() {
@@ -184,7 +184,8 @@ impl Lock {
         let mut polls = Polls::new(timing);
         let mut logged_holder = String::new();
         let claim = Arc::new(Claim::new(self.uri.clone(), self.owner.clone()));
-        let wake = self.engine.wake.clone();
+        // Only while we wait: a held lock keeps no waker.
+        let wake = self.engine.wake.as_ref().map(waker);
         // Where the store hears of other processes' writes, from the first time we wait.
         let mut watching: Option<Option<Box<dyn std::any::Any + Send + Sync>>> = None;
         let timed_out = |claim: &Claim, holder: &str| {
@@ -425,8 +426,8 @@ impl Lock {
     }
 
     fn start(&self, engine: Arc<Engine>, held: Held, claim: Arc<Claim>) -> Lease {
-        claim.enter(State::Held, format_args!("token {}", held.token));
-        Lease::start(engine, held, None, self.on_lost.clone(), claim)
+        claim.enter(State::Held, format_args!("token {}", held.token()));
+        Lease::start(engine, held, false, self.on_lost.clone(), claim)
     }
 }
 

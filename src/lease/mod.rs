@@ -28,13 +28,21 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use tokio::sync::Notify;
 
-/// The waker of the lock whose lockfile is `identity` ([`LockStore::identity`]), shared by
-/// every lock on it in this process. Held weakly here, so that locks on URIs no longer in
-/// use leave nothing.
+type Wakers = Mutex<HashMap<Arc<str>, std::sync::Weak<Notify>>>;
+
+/// The wakers of the lockfiles that someone in this process waits for, under their
+/// identities ([`LockStore::identity`]). Held weakly: an entry lives as long as a waiter
+/// holds its waker, so a held lock, which waits for nothing, keeps none.
+static WAKERS: PerProcess<Wakers> = PerProcess::new(Default::default);
+
+fn wakers() -> std::sync::MutexGuard<'static, HashMap<Arc<str>, std::sync::Weak<Notify>>> {
+    WAKERS.get().lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// The waker of the lockfile `identity`, shared by every waiter on it in this process:
+/// a release here wakes them at once instead of at their next poll.
 pub(crate) fn waker(identity: &Arc<str>) -> Arc<Notify> {
-    type Wakers = Mutex<HashMap<Arc<str>, std::sync::Weak<Notify>>>;
-    static WAKERS: PerProcess<Wakers> = PerProcess::new(Default::default);
-    let mut wakers = WAKERS.get().lock().unwrap_or_else(|e| e.into_inner());
+    let mut wakers = wakers();
     if let Some(w) = wakers.get(&**identity).and_then(std::sync::Weak::upgrade) {
         return w;
     }
@@ -44,6 +52,14 @@ pub(crate) fn waker(identity: &Arc<str>) -> Arc<Notify> {
     let w = Arc::new(Notify::new());
     wakers.insert(identity.clone(), Arc::downgrade(&w));
     w
+}
+
+/// Wakes whoever in this process waits for the lockfile `identity` (after a release).
+pub(crate) fn wake_waiters(identity: &str) {
+    let waker = wakers().get(identity).and_then(std::sync::Weak::upgrade);
+    if let Some(w) = waker {
+        w.notify_waiters();
+    }
 }
 
 /// Makes a fresh owner id: random, unguessable, without `/`.

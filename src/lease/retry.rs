@@ -92,7 +92,7 @@ pub(super) async fn release_retrying(
     until: Instant,
     deadline: Option<Instant>,
 ) -> Result<ReleaseStatus> {
-    let token = held.map(|h| h.token);
+    let token = held.map(|h| h.token());
     let released = with_retries(engine, "release", until, || {
         engine.release_seeing(owner, held)
     });

@@ -3,6 +3,7 @@
 
 use super::{labels, protocol_name, LockFile, MAX_LOCKFILE_BYTES};
 use serde_json::{Map, Value};
+use std::sync::Arc;
 
 /// Why a lockfile could not be decoded.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -104,23 +105,17 @@ impl LockFile {
             writer_id: writer_id.into(),
             written_at: text(&m, "written_at"),
             expire_s,
-            released_at: text(&m, "released_at"),
+            released_at: text(&m, "released_at").into_boxed_str(),
             first_written_at: text(&m, "first_written_at").into(),
             first_acquired_at: text(&m, "first_acquired_at").into(),
             hostname: text(&m, "hostname").into(),
             pid: text(&m, "pid").into(),
             tid: m.get("tid").and_then(Value::as_i64).unwrap_or(0),
             write_count: m.get("write_count").and_then(Value::as_u64).unwrap_or(0),
-            writer_name: m
-                .get("writer_name")
-                .and_then(Value::as_str)
-                .map(str::to_string),
+            writer_name: m.get("writer_name").and_then(Value::as_str).map(Arc::from),
             token,
             protocol: m.get("protocol").and_then(Value::as_str).map(protocol_name),
-            broken_by: m
-                .get("broken_by")
-                .and_then(Value::as_str)
-                .map(str::to_string),
+            broken_by: m.get("broken_by").and_then(Value::as_str).map(Box::from),
             grace_s,
             labels: labels::from_json(m.get("labels")),
         })

@@ -35,8 +35,9 @@ pub struct LockFile {
     pub written_at: String,
     /// Seconds after a write at which the lock counts as expired.
     pub expire_s: f64,
-    /// Empty, or the ISO time of the release.
-    pub released_at: String,
+    /// Empty, or the ISO time of the release (boxed: empty while held, and a held lock's
+    /// state must stay small).
+    pub released_at: Box<str>,
     /// ISO time of the first write by this owner.
     pub first_written_at: Arc<str>,
     /// ISO time at which this owner acquired the lock.
@@ -49,14 +50,14 @@ pub struct LockFile {
     pub tid: i64,
     /// Writes by this owner so far.
     pub write_count: u64,
-    /// `"remote"` when the remote's keep_alive wrote it.
-    pub writer_name: Option<String>,
+    /// `"remote"` when the remote's keep_alive wrote it (shared: a remote renews with it).
+    pub writer_name: Option<Arc<str>>,
     /// Fencing token: grows by one at each acquisition; 0 when the writer did not set one (mops).
     pub token: u64,
     /// Which protocol wrote it, when we did.
     pub protocol: Option<Arc<str>>,
     /// Who broke the lock (`blob-lock break`): user, host and pid, for people.
-    pub broken_by: Option<String>,
+    pub broken_by: Option<Box<str>>,
     /// Launch grace: seconds after this write during which a waiter that sees no newer write
     /// still does not take over, when longer than `expire_s`. Written by an orchestrator that
     /// handed the lock to a remote which has not written yet; absent otherwise.
@@ -175,7 +176,7 @@ impl LockFile {
             writer_id: owner,
             written_at,
             expire_s: expire.as_secs_f64(),
-            released_at: String::new(),
+            released_at: Box::default(),
             first_written_at: first.clone(),
             first_acquired_at: first,
             hostname: this_hostname().clone(),
@@ -200,7 +201,9 @@ impl LockFile {
         next.pid.clone_from(this_pid());
         next.tid = this_thread_id();
         next.write_count = self.write_count.saturating_add(1);
-        next.writer_name = writer_name.map(str::to_string);
+        if next.writer_name.as_deref() != writer_name {
+            next.writer_name = writer_name.map(Arc::from);
+        }
         next.grace_s = None;
         if next.first_acquired_at.is_empty() {
             // mops's remote writer refuses a lockfile without it.
@@ -213,8 +216,7 @@ impl LockFile {
     /// empties `written_at`, as mops does.
     pub fn released(&self, wall: DateTime<Utc>) -> Self {
         let mut next = self.renewed(self.writer_name.as_deref(), wall);
-        next.released_at = next.written_at.clone();
-        next.written_at = String::new();
+        next.released_at = std::mem::take(&mut next.written_at).into_boxed_str();
         next
     }
 

@@ -11,8 +11,6 @@ use tokio::time::Instant;
 pub struct Held {
     /// The owner id.
     pub owner: std::sync::Arc<str>,
-    /// The fencing token of this acquisition.
-    pub token: u64,
     /// The version of our last write.
     pub version: Version,
     /// The body of our last write.
@@ -25,6 +23,12 @@ pub struct Held {
 }
 
 impl Held {
+    /// The fencing token of this acquisition: our body's, which every write of ours and
+    /// every co-owner's body we adopt carries (a held lock keeps no second copy).
+    pub fn token(&self) -> u64 {
+        self.body.token
+    }
+
     /// The body of our next write, started at `start` by `wall`: a renewal of our last one,
     /// with the launch grace still left, if any.
     pub(super) fn next_body(

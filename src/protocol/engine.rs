@@ -37,10 +37,11 @@ pub struct Engine {
     /// What this process has seen of the lockfile between acquisitions (see
     /// [`crate::watched`]).
     pub watched: Watched,
-    /// Woken when a lock on this URI is released in this process, so that waiters here
-    /// take it over at once instead of at their next poll. `None` for stores brought by
-    /// tests and simulations, whose "processes" share one real process.
-    pub wake: Option<Arc<tokio::sync::Notify>>,
+    /// The identity under which waiters on this lockfile in this process listen for a
+    /// release here, to take it over at once instead of at their next poll
+    /// (`crate::lease::waker`). `None` for stores brought by tests and simulations, whose
+    /// "processes" share one real process.
+    pub wake: Option<Arc<str>>,
     /// The labels every acquisition writes.
     pub labels: Option<crate::lockfile::Labels>,
 }
@@ -256,7 +257,6 @@ impl Engine {
         };
         Held {
             owner,
-            token: body.token,
             version,
             body,
             lease_start: start,
@@ -272,7 +272,7 @@ impl Engine {
             return !lf.is_released();
         }
         *lf.writer_id == *held.owner
-            && (lf.token == held.token || lf.token == 0)
+            && (lf.token == held.token() || lf.token == 0)
             && !lf.is_released()
     }
 
@@ -282,7 +282,7 @@ impl Engine {
         if lf.writer_name.as_deref() == Some(REMOTE) {
             held.grace_until = None;
         }
-        lf.token = held.token;
+        lf.token = held.token();
         if lf.labels.is_none() {
             // A co-owner that rewrites the whole body (mops's remote) drops them.
             lf.labels = held.body.labels.clone();
@@ -315,7 +315,7 @@ impl Engine {
                 "it was taken over by {} with token {} (ours was {})",
                 lf.describe(),
                 lf.token,
-                held.token
+                held.token()
             ),
         }
     }

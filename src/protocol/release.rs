@@ -69,7 +69,7 @@ impl Engine {
         let mut known: Option<(LockFile, Version)> = held
             .filter(|_| steps.conditional())
             .map(|h| (h.body.clone(), h.version.clone()));
-        let token = held.map(|h| h.token);
+        let token = held.map(|h| h.token());
         for _ in 0..8 {
             let (lf, version) = match known.take() {
                 Some(k) => k,
@@ -138,7 +138,7 @@ impl Engine {
                 return Ok(Broken::AlreadyReleased(lf));
             }
             let mut body = lf.released(self.clock.wall());
-            body.broken_by = Some(crate::lockfile::this_process());
+            body.broken_by = Some(crate::lockfile::this_process().into());
             let bytes = Bytes::from(body.encode());
             match self
                 .protocol

@@ -3,12 +3,28 @@
 
 use crate::lease::{Cleanup, Lease, Lock};
 use std::future::Future;
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::AtomicU64;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+/// What a NativeLock shares with its acquisitions, in one allocation (thousands of locks
+/// are held): what it holds, and the number of the acquisition through it under way.
+pub(crate) type Slot = Arc<Shared>;
+
+#[derive(Default)]
+pub(crate) struct Shared {
+    holding: Mutex<Holding>,
+    /// The acquisition under way through the NativeLock (0: none): one at a time.
+    pub(crate) acquiring: AtomicU64,
+}
+
+impl Shared {
+    pub(crate) fn holding(&self) -> MutexGuard<'_, Holding> {
+        self.holding.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
 
 /// The lease a NativeLock holds, shared with its asyncio acquisitions, and why the last one
 /// was lost (kept after its release, until the next acquisition).
-pub(crate) type Slot = Arc<Mutex<Holding>>;
-
 #[derive(Default)]
 pub(crate) struct Holding {
     pub(crate) lease: Option<Arc<Lease>>,
@@ -19,7 +35,7 @@ pub(crate) struct Holding {
 
 pub(crate) fn hold(slot: &Slot, lease: Lease) {
     let old = {
-        let mut holding = slot.lock().unwrap_or_else(|e| e.into_inner());
+        let mut holding = slot.holding();
         holding.last_loss = None;
         holding.lease.replace(Arc::new(lease))
     };
@@ -39,7 +55,7 @@ pub(crate) struct InFlight {
 /// Where an asyncio acquisition ends: holds its lease, or, if it was abandoned meanwhile,
 /// gives it back in the background. True if held.
 pub(crate) fn settle(slot: &Slot, id: u64, acquired: Option<Lease>) -> bool {
-    let mut holding = slot.lock().unwrap_or_else(|e| e.into_inner());
+    let mut holding = slot.holding();
     let owed = match holding.in_flight.take() {
         Some(f) if f.id == id => f.owed,
         other => {
@@ -77,14 +93,14 @@ pub(crate) fn release_slot(
     lock: Lock,
     slot: &Slot,
 ) -> impl Future<Output = crate::Result<crate::ReleaseStatus>> + Send + 'static {
-    let taken = slot.lock().unwrap_or_else(|e| e.into_inner()).lease.take();
+    let taken = slot.holding().lease.take();
     let slot = slot.clone();
     async move {
         match taken {
             Some(lease) => {
                 let released = lease.release().await;
                 let loss = lease.lost_reason();
-                slot.lock().unwrap_or_else(|e| e.into_inner()).last_loss = loss;
+                slot.holding().last_loss = loss;
                 released
             }
             None => lock.release_unheld().await,

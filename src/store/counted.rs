@@ -114,7 +114,7 @@ impl LockStore for Counted {
         self.inner.watch(wake)
     }
 
-    fn identity(&self) -> String {
+    fn identity(&self) -> std::sync::Arc<str> {
         self.inner.identity()
     }
 

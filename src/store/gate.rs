@@ -21,8 +21,8 @@ use std::time::Duration;
 #[derive(Clone)]
 pub struct Gate {
     pub(crate) client: Arc<Client>,
-    /// The lockfile's URI, for messages.
-    pub(crate) uri: String,
+    /// The lockfile's URI, for messages (shared with the lock as its identity, where equal).
+    pub(crate) uri: Arc<str>,
     request_timeout: Duration,
 }
 
@@ -39,7 +39,7 @@ impl Gate {
     pub fn new(client: Arc<Client>, uri: String, request_timeout: Duration) -> Gate {
         Gate {
             client,
-            uri,
+            uri: uri.into(),
             request_timeout,
         }
     }
@@ -68,7 +68,7 @@ impl Gate {
         if let Some(credentials) = &self.client.credentials {
             if let Err(message) = credentials.ready().await {
                 return Err(Failure::Ours(Error::Credentials {
-                    uri: self.uri.clone(),
+                    uri: self.uri.to_string(),
                     message,
                 }));
             }
@@ -90,7 +90,7 @@ impl Gate {
             Ok(Ok(Err(e))) if super::credentials::failure_in(&e).is_some() => {
                 let message = super::credentials::failure_in(&e).unwrap_or_default();
                 Err(Failure::Ours(Error::Credentials {
-                    uri: self.uri.clone(),
+                    uri: self.uri.to_string(),
                     message,
                 }))
             }
@@ -104,7 +104,7 @@ impl Gate {
             }
             Ok(Ok(Err(e))) => Err(Failure::Store(e)),
             Ok(Err(panic)) => Err(Failure::Ours(Error::Store {
-                uri: self.uri.clone(),
+                uri: self.uri.to_string(),
                 message: format!(
                     "{during} failed: object_store could not make the request ({panic}); check the endpoint and the storage options of {}",
                     self.client.name
@@ -117,7 +117,7 @@ impl Gate {
                     self.request_timeout.as_secs_f64()
                 );
                 let timed_out = Error::Store {
-                    uri: self.uri.clone(),
+                    uri: self.uri.to_string(),
                     message: format!("{during} failed: {what}"),
                     kind: StoreErrorKind::Transient,
                 };
@@ -138,7 +138,7 @@ impl Gate {
             other => other.to_string(),
         };
         Error::Store {
-            uri: self.uri.clone(),
+            uri: self.uri.to_string(),
             message: format!(
                 "{message}; {} has not answered this process yet, so blob-lock does not wait for it: check the endpoint, the network and the credentials",
                 self.client.name

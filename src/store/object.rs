@@ -17,9 +17,8 @@ use std::time::Duration;
 /// A lockfile in an object_store store with conditional writes.
 pub struct ObjectLockStore {
     gate: Gate,
-    /// The lock's folder.
-    dir: Path,
-    /// `<dir>/lock.json`.
+    /// `<folder>/lock.json` (the folder, where the store is probed, is its parent: not kept,
+    /// as thousands of locks are held).
     path: Path,
 }
 
@@ -42,8 +41,7 @@ impl ObjectLockStore {
             Error::InvalidArgument(format!("invalid lock path {key:?} in {uri}: {e}"))
         })?;
         Ok(ObjectLockStore {
-            path: dir.clone().join(LOCKFILE_NAME),
-            dir,
+            path: dir.join(LOCKFILE_NAME),
             gate: Gate::new(client, uri, request_timeout),
         })
     }
@@ -59,11 +57,8 @@ impl ObjectLockStore {
         let path = Path::parse(key).map_err(|e| {
             Error::InvalidArgument(format!("invalid object path {key:?} in {uri}: {e}"))
         })?;
-        let parts: Vec<_> = path.parts().collect();
-        let dir = Path::from_iter(parts[..parts.len().saturating_sub(1)].iter().cloned());
         Ok(ObjectLockStore {
             path,
-            dir,
             gate: Gate::new(client, uri, request_timeout),
         })
     }
@@ -130,7 +125,7 @@ impl LockStore for ObjectLockStore {
         {
             Write::Done(v) => Ok(v),
             Write::Conflict => Err(Error::Store {
-                uri: self.gate.uri.clone(),
+                uri: self.gate.uri.to_string(),
                 message: "the store refused an unconditional write with a conflict".into(),
                 kind: StoreErrorKind::Transient,
             }),
@@ -146,14 +141,19 @@ impl LockStore for ObjectLockStore {
     }
 
     async fn conditional_writes(&self, required: bool) -> Result<bool> {
-        probe::conditional_writes(&self.gate, &self.dir, required).await
+        probe::conditional_writes(&self.gate, &self.path, required).await
     }
 
     fn known_conditional_writes(&self) -> Option<bool> {
         probe::known_conditional_writes(&self.gate)
     }
 
-    fn identity(&self) -> String {
-        format!("{}/{}", self.gate.client.name, self.path)
+    fn identity(&self) -> Arc<str> {
+        let identity = format!("{}/{}", self.gate.client.name, self.path);
+        // Most URIs are spelled as the store names them: one copy for both.
+        if *identity == *self.gate.uri {
+            return self.gate.uri.clone();
+        }
+        identity.into()
     }
 }

@@ -70,9 +70,9 @@ impl Verdict {
     }
 }
 
-/// The verdict for the store behind `gate`: known, trusted, or probed now beside the lock
-/// folder `dir`.
-pub(crate) async fn verdict(gate: &Gate, dir: &Path) -> Result<Verdict> {
+/// The verdict for the store behind `gate`: known, trusted, or probed now in the folder of
+/// the object `beside` (a lockfile, or the object `write_once` publishes).
+pub(crate) async fn verdict(gate: &Gate, beside: &Path) -> Result<Verdict> {
     let client = &gate.client;
     if client.trust {
         return Ok(Verdict::Trusted);
@@ -85,7 +85,7 @@ pub(crate) async fn verdict(gate: &Gate, dir: &Path) -> Result<Verdict> {
         return Ok(v); // another lock probed it meanwhile
     }
     let began = Instant::now();
-    let v = probe(gate, dir).await?;
+    let v = probe(gate, beside).await?;
     client.facts.set_verdict_code(v.code());
     log::debug!(
         "{}: conditional writes probed in {:.1} ms: {}",
@@ -97,8 +97,8 @@ pub(crate) async fn verdict(gate: &Gate, dir: &Path) -> Result<Verdict> {
 }
 
 /// See [`super::LockStore::conditional_writes`].
-pub(crate) async fn conditional_writes(gate: &Gate, dir: &Path, required: bool) -> Result<bool> {
-    let v = verdict(gate, dir).await?;
+pub(crate) async fn conditional_writes(gate: &Gate, beside: &Path, required: bool) -> Result<bool> {
+    let v = verdict(gate, beside).await?;
     if v.honoured() {
         return Ok(true);
     }
@@ -127,8 +127,10 @@ pub(crate) fn known_conditional_writes(gate: &Gate) -> Option<bool> {
 }
 
 /// The four requests (see the module doc).
-async fn probe(gate: &Gate, dir: &Path) -> Result<Verdict> {
-    let scratch = dir.clone().join(format!(
+async fn probe(gate: &Gate, beside: &Path) -> Result<Verdict> {
+    let parts: Vec<_> = beside.parts().collect();
+    let dir = Path::from_iter(parts[..parts.len().saturating_sub(1)].iter().cloned());
+    let scratch = dir.join(format!(
         ".blob-lock-probe-{}",
         &uuid::Uuid::new_v4().simple().to_string()[..16]
     ));

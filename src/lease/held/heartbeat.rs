@@ -1,7 +1,7 @@
 //! A held lease's heartbeat: one beat at a time, each filing the next (`file_beat`), and a
 //! beat's renewal or retry (`beat`).
 
-use super::LeaseState;
+use super::state::{Kept, LeaseState, NextBeat};
 use crate::claim::State;
 use crate::errors::Error;
 use crate::metrics;
@@ -17,18 +17,20 @@ use tokio::time::Instant;
 /// clock or a runtime of the caller's own (where the starter keeps another time), as a
 /// task that sleeps on the lease's clock.
 pub(super) fn file_beat(state: Arc<LeaseState>, at: Instant) {
-    if !(state.engine.clock.is_tokio() && crate::runtime::on_shared_runtime()) {
+    let mut next = state.next_beat();
+    if let NextBeat::Sleeping(stop) = &*next {
+        let stop = stop.clone();
+        drop(next);
         tokio::spawn(async move {
             tokio::select! {
                 biased; // deterministic under simulation
                 _ = state.engine.clock.sleep_until(at) => {}
-                _ = state.stop.notified() => {}
+                _ = stop.notified() => {}
             }
             beat_then_file(state).await;
         });
         return;
     }
-    let mut filed = state.filed.lock().unwrap_or_else(|e| e.into_inner());
     // Under the mutex that `halt` takes after setting `stopped`: either this sees it set, or
     // `halt` finds this start and takes it back.
     if state.stopped.load(Ordering::SeqCst) {
@@ -37,7 +39,7 @@ pub(super) fn file_beat(state: Arc<LeaseState>, at: Instant) {
     // The start holds only the state: the beat's future is made when it is due.
     let task = state.clone();
     let start = Box::new(move || drop(tokio::spawn(beat_then_file(task))));
-    *filed = Some(crate::starter::start_at(at, start));
+    *next = NextBeat::Filed(crate::starter::start_at(at, start));
 }
 
 /// Runs a beat that is due, then files the next one, if any.
@@ -53,16 +55,18 @@ async fn beat(state: &LeaseState) -> Option<Instant> {
     if state.stopped.load(Ordering::SeqCst) || state.lost_reason().is_some() {
         return None;
     }
-    let mut held = state.held.lock().await;
+    let mut kept = state.kept.lock().await;
+    let Kept { held, backoff } = &mut *kept;
     if state.stopped.load(Ordering::SeqCst) || !state.claim.enter(State::Renewing, "heartbeat") {
         return None; // stopped, or lost meanwhile
     }
-    let deadline = *state.deadline.lock().unwrap_or_else(|e| e.into_inner());
+    let deadline = state.deadline();
     let began = state.engine.clock.now();
     let renewal = {
         // Boxed: inline, the renewal's state would be most of a beat's memory while it
         // waits for its turn on the held lockfile.
-        let renewal = state.engine.renew(&mut held, state.writer_name);
+        let writer_name = state.remote.then_some(crate::protocol::REMOTE);
+        let renewal = state.engine.renew(held, writer_name);
         let mut renewal = Box::pin(crate::store::gate::urgently(renewal));
         tokio::select! {
             biased;
@@ -78,15 +82,14 @@ async fn beat(state: &LeaseState) -> Option<Instant> {
             }
         }
     };
-    let backoff = || state.backoff.lock().unwrap_or_else(|e| e.into_inner());
     match renewal {
         Ok(()) => {
             let now = state.engine.clock.now();
-            if !state.renewed(&held) {
+            if !state.renewed(held) {
                 return None;
             }
             metrics::renewed(now - began, deadline.saturating_duration_since(now));
-            backoff().reset();
+            backoff.reset();
             Some(held.lease_start + state.engine.timing.heartbeat)
         }
         Err(Error::Lost { reason, .. }) => {
@@ -114,7 +117,7 @@ async fn beat(state: &LeaseState) -> Option<Instant> {
             log::warn!("{}: renewal failed, retrying: {e}", state.engine.uri());
             metrics::renewal_retried();
             state.claim.enter(State::RenewRetrying, &e);
-            let pause = backoff().pause(state.engine.clock.jitter());
+            let pause = backoff.pause(state.engine.clock.jitter());
             Some((now + pause).min(deadline))
         }
     }

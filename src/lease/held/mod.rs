@@ -1,7 +1,8 @@
-//! A held lease: the state its handle and its heartbeat share (`LeaseState`), and its
-//! release; the heartbeat is in `heartbeat.rs`.
+//! A held lease: its handle (`Lease`) and release; the state the handle and the heartbeat
+//! share is in `state.rs`, the heartbeat in `heartbeat.rs`.
 
 mod heartbeat;
+mod state;
 
 use super::retry::{release_retrying, Backoff};
 use super::LossHook;
@@ -10,109 +11,12 @@ use crate::errors::{Error, Result};
 use crate::metrics;
 use crate::protocol::{Engine, Held, ReleaseStatus};
 use heartbeat::file_beat;
-use std::sync::atomic::{AtomicBool, Ordering};
+use state::{Kept, LeaseState, NextBeat};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::Notify;
 use tokio::time::Instant;
-
-/// What a lease's handle, its heartbeat task and its release share.
-struct LeaseState {
-    /// Shared with the lock (an engine is about 100 bytes, and thousands of locks are held).
-    engine: Arc<Engine>,
-    token: u64,
-    writer_name: Option<&'static str>,
-    /// The heartbeat and release take turns on the lockfile through this.
-    held: tokio::sync::Mutex<Held>,
-    /// Past this instant we no longer claim the lock: `lease_start + expire - margin`.
-    deadline: Mutex<Instant>,
-    /// When the lock was acquired (the start of the acquiring write): hold times count from it.
-    acquired_at: Instant,
-    /// Why the lease was lost; sticky once set.
-    lost: Mutex<Option<String>>,
-    stopped: AtomicBool,
-    released: AtomicBool,
-    /// Set by a successful hand-off: a remote may be starting on this lock.
-    handed_off: AtomicBool,
-    /// Wakes a beat that sleeps on the lease's clock (simulated clocks, runtimes of the
-    /// caller's own; see [`file_beat`]).
-    stop: Notify,
-    /// The next beat, while it is filed with the shared runtime's starter (see [`file_beat`]).
-    filed: Mutex<Option<crate::starter::Ticket>>,
-    /// The pauses between renewals that failed, kept between beats.
-    backoff: Mutex<Backoff>,
-    on_lost: Option<LossHook>,
-    claim: Arc<Claim>,
-}
-
-impl LeaseState {
-    fn deadline_of(&self, held: &Held) -> Instant {
-        let t = &self.engine.timing;
-        held.lease_start + t.expire - t.margin
-    }
-
-    fn mark_lost(&self, cause: metrics::Loss, reason: String) {
-        let first = {
-            let mut lost = self.lost.lock().unwrap_or_else(|e| e.into_inner());
-            let first = lost.is_none();
-            if first {
-                *lost = Some(reason.clone());
-            }
-            first
-        };
-        // Every time: a release after an earlier loss has moved the claim on since.
-        self.claim.enter(State::Lost, &reason);
-        if !first {
-            return;
-        }
-        metrics::lost(cause, self.engine.clock.now() - self.acquired_at);
-        // Log only after the mutex is dropped: in Python, logging takes the GIL, and a
-        // thread that holds the GIL may be waiting for this mutex (`held.lost`): deadlock.
-        log::warn!(
-            "{}: lock lost by owner {}: {reason}",
-            self.engine.uri(),
-            self.claim.owner()
-        );
-        if let Some(hook) = &self.on_lost {
-            (hook.0)(&Error::Lost {
-                uri: self.engine.uri().to_string(),
-                reason,
-            });
-        }
-    }
-
-    /// Takes up a successful renewal: the new deadline. False when the lease was lost
-    /// meanwhile (lost is sticky: past the old deadline we may already have said so).
-    fn renewed(&self, held: &Held) -> bool {
-        let deadline = self.deadline_of(held);
-        if self.lost_reason().is_some() {
-            return false;
-        }
-        *self.deadline.lock().unwrap_or_else(|e| e.into_inner()) = deadline;
-        self.claim.enter(State::Held, "renewed")
-    }
-
-    fn lost_reason(&self) -> Option<String> {
-        if let Some(r) = self.lost.lock().unwrap_or_else(|e| e.into_inner()).clone() {
-            return Some(r);
-        }
-        let deadline = *self.deadline.lock().unwrap_or_else(|e| e.into_inner());
-        // A stopped lease (the remote's keep_alive after stop()) is lost at its deadline too;
-        // only a release ends the claim without loss. Stopping was asked for, so that loss
-        // is neither warned about nor told to on_lost.
-        if self.engine.clock.now() >= deadline && !self.released.load(Ordering::SeqCst) {
-            if self.claim.state() == State::Stopped {
-                return Some("renewal was stopped and the lease ran out".into());
-            }
-            self.mark_lost(metrics::Loss::Deadline, format!(
-                "no successful renewal before the lease deadline ({}s after the last write, less the margin)",
-                self.engine.timing.expire.as_secs_f64()
-            ));
-            return self.lost.lock().unwrap_or_else(|e| e.into_inner()).clone();
-        }
-        None
-    }
-}
 
 /// A held lease, renewed by its heartbeat. Dropping it stops the heartbeat without
 /// releasing (the lock then expires); call [`Lease::release`] to release.
@@ -134,28 +38,37 @@ impl Lease {
     pub(super) fn start(
         engine: Arc<Engine>,
         held: Held,
-        writer_name: Option<&'static str>,
+        remote: bool,
         on_lost: Option<LossHook>,
         claim: Arc<Claim>,
     ) -> Lease {
         let first_beat = held.lease_start + engine.timing.heartbeat;
+        // Decided once: the beats of a lease run where its first one does.
+        let next = if engine.clock.is_tokio() && crate::runtime::on_shared_runtime() {
+            NextBeat::Unfiled
+        } else {
+            NextBeat::Sleeping(Arc::new(Notify::new()))
+        };
         let state = Arc::new(LeaseState {
             on_lost,
             claim,
-            token: held.token,
-            writer_name,
-            deadline: Mutex::new(held.lease_start + engine.timing.expire - engine.timing.margin),
+            token: held.token(),
+            remote,
+            deadline_ns: AtomicU64::new(0),
             acquired_at: held.lease_start,
-            backoff: Mutex::new(Backoff::new(&engine.timing)),
-            held: tokio::sync::Mutex::new(held),
+            kept: tokio::sync::Mutex::new(Kept {
+                backoff: Backoff::new(&engine.timing),
+                held,
+            }),
             engine,
             lost: Mutex::new(None),
             stopped: AtomicBool::new(false),
             released: AtomicBool::new(false),
             handed_off: AtomicBool::new(false),
-            stop: Notify::new(),
-            filed: Mutex::new(None),
+            next: Mutex::new(next),
         });
+        let t = &state.engine.timing;
+        state.set_deadline(state.acquired_at + t.expire - t.margin);
         file_beat(state.clone(), first_beat);
         Lease { state }
     }
@@ -184,20 +97,15 @@ impl Lease {
     /// The version of our last write, and the instant past which the lease no longer
     /// claims the lock (its deadline).
     pub(crate) async fn last_write(&self) -> (crate::store::Version, Instant) {
-        let version = self.state.held.lock().await.version.clone();
-        let deadline = *self
-            .state
-            .deadline
-            .lock()
-            .unwrap_or_else(|e| e.into_inner());
-        (version, deadline)
+        let version = self.state.kept.lock().await.held.version.clone();
+        (version, self.state.deadline())
     }
 
     /// Stops the heartbeat and waits for a renewal in flight; the lease is then ours until
     /// it expires, unless released.
     pub async fn stop(&self) {
         self.halt();
-        drop(self.state.held.lock().await);
+        drop(self.state.kept.lock().await);
         self.state.claim.enter(State::Stopped, "renewal stopped");
     }
 
@@ -208,7 +116,7 @@ impl Lease {
     pub async fn hand_off(&self, grace: Duration) -> Result<()> {
         let state = &self.state;
         let uri = state.engine.uri();
-        if state.writer_name.is_some() {
+        if state.remote {
             return Err(Error::InvalidArgument(format!(
                 "{uri}: hand_off is for the orchestrator that acquired the lock, not a remote's keep_alive"
             )));
@@ -221,7 +129,8 @@ impl Lease {
         if let Some(reason) = state.lost_reason() {
             return Err(lost(reason));
         }
-        let mut held = state.held.lock().await;
+        let mut kept = state.kept.lock().await;
+        let held = &mut kept.held;
         if state.stopped.load(Ordering::SeqCst) {
             return Err(Error::InvalidArgument(format!(
                 "{uri}: hand_off needs a held lock, and this one was released or stopped"
@@ -231,9 +140,9 @@ impl Lease {
             let reason = state.lost_reason();
             return Err(lost(reason.unwrap_or_else(|| "the lease ended".into())));
         }
-        let handed = state.engine.hand_off(&mut held, grace);
+        let handed = state.engine.hand_off(held, grace);
         match crate::store::gate::urgently(handed).await {
-            Ok(()) if state.renewed(&held) => {
+            Ok(()) if state.renewed(held) => {
                 state.handed_off.store(true, Ordering::SeqCst);
                 log::info!(
                     "{uri}: handed off with {:.1}s of launch grace (owner {}, token {})",
@@ -279,21 +188,17 @@ impl Lease {
     /// Stops the heartbeat and releases.
     pub async fn release(&self) -> Result<ReleaseStatus> {
         self.halt();
-        let held = self.state.held.lock().await;
+        let kept = self.state.kept.lock().await;
         self.state.claim.enter(State::Releasing, "release");
         // Retry within the lease, or a heartbeat if that has run out (nobody may have
         // taken the lock yet: releasing it still saves the next owner a wait).
         let engine = &self.state.engine;
-        let deadline = *self
-            .state
-            .deadline
-            .lock()
-            .unwrap_or_else(|e| e.into_inner());
+        let deadline = self.state.deadline();
         let until = deadline.max(engine.clock.now() + engine.timing.heartbeat);
         let released = release_retrying(
             engine,
             self.state.claim.owner(),
-            Some(&held),
+            Some(&kept.held),
             until,
             Some(deadline),
         );
@@ -318,8 +223,8 @@ impl Lease {
                     // A lease lost earlier had its hold counted then.
                     metrics::released(engine.clock.now() - self.state.acquired_at);
                 }
-                if let Some(wake) = &self.state.engine.wake {
-                    wake.notify_waiters();
+                if let Some(identity) = &self.state.engine.wake {
+                    crate::lease::wake_waiters(identity);
                 }
             }
             // Not ours any more, found only now (taken over between heartbeats, released
@@ -343,33 +248,36 @@ impl Lease {
     /// True while the next beat is filed with the starter and no beat's task exists.
     #[cfg(test)]
     pub(crate) fn beat_filed(&self) -> bool {
-        let ticket = *self.state.filed.lock().unwrap_or_else(|e| e.into_inner());
-        ticket.is_some_and(crate::starter::is_filed)
+        match *self.state.next_beat() {
+            NextBeat::Filed(ticket) => crate::starter::is_filed(ticket),
+            _ => false,
+        }
     }
 
     /// The ticket of the beat filed last (for tests).
     #[cfg(test)]
     pub(crate) fn filed_ticket(&self) -> crate::starter::Ticket {
-        self.state
-            .filed
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .expect("a beat was filed")
+        match *self.state.next_beat() {
+            NextBeat::Filed(ticket) => ticket,
+            _ => panic!("a beat was filed"),
+        }
     }
 
     /// Tells the heartbeat to stop, without waiting for it.
     fn halt(&self) {
         self.state.stopped.store(true, Ordering::SeqCst);
-        let filed = self
-            .state
-            .filed
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .take();
-        if filed.is_some_and(crate::starter::cancel) {
-            return; // no beat was running: nobody to tell
+        let mut next = self.state.next_beat();
+        match std::mem::replace(&mut *next, NextBeat::Unfiled) {
+            // Taken back before it started; or it has started, and the running beat sees
+            // `stopped` (set before the mutex that `file_beat` checks it under).
+            NextBeat::Filed(ticket) => drop(crate::starter::cancel(ticket)),
+            NextBeat::Unfiled => {}
+            // A permit if the task is not waiting yet: it wakes at once when it does.
+            NextBeat::Sleeping(stop) => {
+                stop.notify_one();
+                *next = NextBeat::Sleeping(stop);
+            }
         }
-        self.state.stop.notify_one();
     }
 }
 

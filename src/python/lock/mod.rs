@@ -16,8 +16,7 @@ use crate::python::inspect;
 use crate::python::options;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::atomic::Ordering;
 
 /// The native lock behind `blob_lock.BlobLock`.
 #[pyclass(frozen, module = "blob_lock._blob_lock")]
@@ -26,10 +25,6 @@ pub(crate) struct NativeLock {
     lease: Slot,
     /// The process that made it.
     pid: u32,
-    /// Set while an acquisition runs: two acquisitions through one object would share its
-    /// owner id, and both could believe they hold the lock. (BlobLock already takes turns;
-    /// this keeps the native object safe on its own.)
-    acquiring: Arc<AtomicU64>,
     /// The options the core does not use: `timeout` (checked) and `raise_on_lost`.
     timeout: Option<f64>,
     raise_on_lost: bool,
@@ -171,15 +166,16 @@ impl NativeLock {
     /// or its future is dropped; a lease it already holds (acquired just before the
     /// cancellation) is released at once, in the background, without the event loop.
     fn abandon(&self) {
-        let mut holding = self.lease.lock().unwrap_or_else(|e| e.into_inner());
+        let mut holding = self.lease.holding();
         if let Some(f) = holding.in_flight.as_mut() {
             if f.owed.is_none() {
                 f.owed = Some(self.lock.owe_cleanup());
             }
             // The object is free for the next acquisition, which waits for the cleanup.
-            let _ = self
-                .acquiring
-                .compare_exchange(f.id, 0, Ordering::SeqCst, Ordering::SeqCst);
+            let _ =
+                self.lease
+                    .acquiring
+                    .compare_exchange(f.id, 0, Ordering::SeqCst, Ordering::SeqCst);
             return;
         }
         let taken = holding.lease.take();
@@ -220,13 +216,13 @@ impl NativeLock {
     /// hand-off); keeps why it was lost, if it was. Writes nothing.
     fn let_go(&self) {
         let taken = {
-            let mut holding = self.lease.lock().unwrap_or_else(|e| e.into_inner());
+            let mut holding = self.lease.holding();
             holding.lease.take()
         };
         // Read with the slot's mutex free: finding the loss logs it and calls on_lost.
         let loss = taken.as_ref().and_then(|l| l.lost_reason());
         if loss.is_some() {
-            let mut holding = self.lease.lock().unwrap_or_else(|e| e.into_inner());
+            let mut holding = self.lease.holding();
             holding.last_loss = loss;
         }
         if let Some(lease) = taken {

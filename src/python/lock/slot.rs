@@ -7,7 +7,7 @@ use crate::lease::{Lease, Lock};
 use crate::python::asyncio::OnDrop;
 use crate::python::driver::CancelHook;
 use crate::python::errors::LockError;
-use crate::python::holding::{hold, InFlight};
+use crate::python::holding::{hold, InFlight, Slot};
 use pyo3::prelude::*;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -25,14 +25,18 @@ impl Drop for NativeLock {
     }
 }
 
-/// Clears `NativeLock::acquiring` when the acquisition it numbers ends, however it ends
-/// (unless `abandon` cleared it first and another one began).
-pub(super) struct Acquiring(Arc<AtomicU64>, pub(super) u64);
+/// Clears the slot's `acquiring` when the acquisition it numbers ends, however it ends
+/// (unless `abandon` cleared it first and another one began). Set while an acquisition
+/// runs: two acquisitions through one object would share its owner id, and both could
+/// believe they hold the lock. (BlobLock already takes turns; this keeps the native object
+/// safe on its own.)
+pub(super) struct Acquiring(Slot, pub(super) u64);
 
 impl Drop for Acquiring {
     fn drop(&mut self) {
         let _ = self
             .0
+            .acquiring
             .compare_exchange(self.1, 0, Ordering::SeqCst, Ordering::SeqCst);
     }
 }
@@ -42,23 +46,14 @@ pub(super) static ACQUISITIONS: AtomicU64 = AtomicU64::new(1);
 
 impl NativeLock {
     pub(super) fn lease(&self) -> Option<Arc<Lease>> {
-        self.lease
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .lease
-            .clone()
+        self.lease.holding().lease.clone()
     }
 
     /// Why the current lease, or the last one released, was lost.
     pub(super) fn loss(&self) -> Option<String> {
         match self.lease() {
             Some(lease) => lease.lost_reason(),
-            None => self
-                .lease
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .last_loss
-                .clone(),
+            None => self.lease.holding().last_loss.clone(),
         }
     }
 
@@ -92,7 +87,6 @@ impl NativeLock {
             lock,
             lease: Default::default(),
             pid: crate::per_process::pid(),
-            acquiring: Arc::new(AtomicU64::new(0)),
             timeout: None,
             raise_on_lost: true,
         }
@@ -103,9 +97,10 @@ impl NativeLock {
     /// acquisition begins: see `Lock::release_in_background`.)
     pub(super) fn begin_acquiring(&self) -> PyResult<Acquiring> {
         let id = ACQUISITIONS.fetch_add(1, Ordering::Relaxed);
-        let began = self
-            .acquiring
-            .compare_exchange(0, id, Ordering::SeqCst, Ordering::SeqCst);
+        let began =
+            self.lease
+                .acquiring
+                .compare_exchange(0, id, Ordering::SeqCst, Ordering::SeqCst);
         if began.is_err() {
             return Err(LockError::new_err((
                 format!(
@@ -115,7 +110,7 @@ impl NativeLock {
                 self.lock.uri().to_string(),
             )));
         }
-        let guard = Acquiring(self.acquiring.clone(), id);
+        let guard = Acquiring(self.lease.clone(), id);
         self.refuse_if_held()?;
         Ok(guard)
     }
@@ -145,13 +140,10 @@ impl NativeLock {
     /// left, or else a release of whatever the lockfile shows for this lock's owner.
     pub(super) fn in_flight(&self, acquiring: &Acquiring) -> OnDrop {
         let id = acquiring.1;
-        self.lease
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .in_flight = Some(InFlight { id, owed: None });
+        self.lease.holding().in_flight = Some(InFlight { id, owed: None });
         let (slot, lock) = (self.lease.clone(), self.lock.clone());
         OnDrop::new(Box::new(move || {
-            let mut holding = slot.lock().unwrap_or_else(|e| e.into_inner());
+            let mut holding = slot.holding();
             let owed = match holding.in_flight.take() {
                 Some(f) if f.id == id => f.owed,
                 other => {

@@ -162,8 +162,8 @@ impl LockStore for FileStore {
         &self.files.uri
     }
 
-    fn identity(&self) -> String {
-        self.files.path.display().to_string()
+    fn identity(&self) -> Arc<str> {
+        self.files.path.display().to_string().into()
     }
 
     /// On a local file system only: the kernel does not see an NFS server's other clients.

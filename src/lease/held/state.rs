@@ -1,0 +1,159 @@
+//! The state a lease's handle, its heartbeat and its release share, and what they read
+//! and change in it: the deadline, the loss, the lockfile held.
+
+use super::super::retry::Backoff;
+use super::super::LossHook;
+use crate::claim::{Claim, State};
+use crate::errors::Error;
+use crate::metrics;
+use crate::protocol::{Engine, Held};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::sync::Notify;
+use tokio::time::Instant;
+
+/// What a lease's handle, its heartbeat task and its release share. Thousands are held
+/// at once: it is kept under 512 bytes with its counts (the allocator's next class down
+/// from 640), so rarely used parts are boxed and flags are atomics.
+pub(super) struct LeaseState {
+    /// Shared with the lock (an engine is about 100 bytes, and thousands of locks are held).
+    pub(super) engine: Arc<Engine>,
+    pub(super) token: u64,
+    /// The heartbeat and release take turns on the lockfile through this.
+    pub(super) kept: tokio::sync::Mutex<Kept>,
+    /// Past this instant we no longer claim the lock (`lease_start + expire - margin`), as
+    /// nanoseconds after `acquired_at`.
+    pub(super) deadline_ns: AtomicU64,
+    /// When the lock was acquired (the start of the acquiring write): hold times count from it.
+    pub(super) acquired_at: Instant,
+    /// Why the lease was lost; sticky once set.
+    pub(super) lost: Mutex<Option<Box<str>>>,
+    pub(super) stopped: AtomicBool,
+    pub(super) released: AtomicBool,
+    /// Set by a successful hand-off: a remote may be starting on this lock.
+    pub(super) handed_off: AtomicBool,
+    /// A remote's lease (`keep_alive`): its writes say so, and it cannot hand off.
+    pub(super) remote: bool,
+    /// How the next beat waits (see [`file_beat`]).
+    pub(super) next: Mutex<NextBeat>,
+    pub(super) on_lost: Option<LossHook>,
+    pub(super) claim: Arc<Claim>,
+}
+
+/// What the heartbeat and a release hold while they write: the lockfile as held, and the
+/// pauses between renewals that failed, kept between beats.
+pub(super) struct Kept {
+    pub(super) held: Held,
+    pub(super) backoff: Backoff,
+}
+
+/// How a lease's next beat waits for its time.
+pub(super) enum NextBeat {
+    /// No beat is filed (one is running, or the heartbeat has ended).
+    Unfiled,
+    /// Filed with the shared runtime's starter, to be taken back by a stop.
+    Filed(crate::starter::Ticket),
+    /// As a task sleeping on the lease's clock (simulated clocks, runtimes of the caller's
+    /// own), woken early by a stop through this.
+    Sleeping(Arc<Notify>),
+}
+
+impl LeaseState {
+    pub(super) fn deadline_of(&self, held: &Held) -> Instant {
+        let t = &self.engine.timing;
+        held.lease_start + t.expire - t.margin
+    }
+
+    pub(super) fn deadline(&self) -> Instant {
+        self.acquired_at + Duration::from_nanos(self.deadline_ns.load(Ordering::SeqCst))
+    }
+
+    pub(super) fn set_deadline(&self, deadline: Instant) {
+        let after = deadline.saturating_duration_since(self.acquired_at);
+        let ns = u64::try_from(after.as_nanos()).unwrap_or(u64::MAX);
+        self.deadline_ns.store(ns, Ordering::SeqCst);
+    }
+
+    pub(super) fn next_beat(&self) -> std::sync::MutexGuard<'_, NextBeat> {
+        self.next.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    pub(super) fn mark_lost(&self, cause: metrics::Loss, reason: String) {
+        let first = {
+            let mut lost = self.lost.lock().unwrap_or_else(|e| e.into_inner());
+            let first = lost.is_none();
+            if first {
+                *lost = Some(reason.as_str().into());
+            }
+            first
+        };
+        // Every time: a release after an earlier loss has moved the claim on since.
+        self.claim.enter(State::Lost, &reason);
+        if !first {
+            return;
+        }
+        metrics::lost(cause, self.engine.clock.now() - self.acquired_at);
+        // Log only after the mutex is dropped: in Python, logging takes the GIL, and a
+        // thread that holds the GIL may be waiting for this mutex (`held.lost`): deadlock.
+        log::warn!(
+            "{}: lock lost by owner {}: {reason}",
+            self.engine.uri(),
+            self.claim.owner()
+        );
+        if let Some(hook) = &self.on_lost {
+            (hook.0)(&Error::Lost {
+                uri: self.engine.uri().to_string(),
+                reason,
+            });
+        }
+    }
+
+    /// Takes up a successful renewal: the new deadline. False when the lease was lost
+    /// meanwhile (lost is sticky: past the old deadline we may already have said so).
+    pub(super) fn renewed(&self, held: &Held) -> bool {
+        let deadline = self.deadline_of(held);
+        if self.lost_reason().is_some() {
+            return false;
+        }
+        self.set_deadline(deadline);
+        self.claim.enter(State::Held, "renewed")
+    }
+
+    pub(super) fn lost_reason(&self) -> Option<String> {
+        if let Some(r) = self.recorded_loss() {
+            return Some(r);
+        }
+        let deadline = self.deadline();
+        // A stopped lease (the remote's keep_alive after stop()) is lost at its deadline too;
+        // only a release ends the claim without loss. Stopping was asked for, so that loss
+        // is neither warned about nor told to on_lost.
+        if self.engine.clock.now() >= deadline && !self.released.load(Ordering::SeqCst) {
+            if self.claim.state() == State::Stopped {
+                return Some("renewal was stopped and the lease ran out".into());
+            }
+            self.mark_lost(metrics::Loss::Deadline, format!(
+                "no successful renewal before the lease deadline ({}s after the last write, less the margin)",
+                self.engine.timing.expire.as_secs_f64()
+            ));
+            return self.recorded_loss();
+        }
+        None
+    }
+
+    pub(super) fn recorded_loss(&self) -> Option<String> {
+        let lost = self.lost.lock().unwrap_or_else(|e| e.into_inner());
+        lost.as_deref().map(String::from)
+    }
+}
+
+#[cfg(all(test, target_pointer_width = "64"))]
+mod tests {
+    /// Every held lock keeps one of these behind an `Arc` (two counts, 16 bytes): over 512
+    /// bytes, the allocator rounds it up to 640.
+    #[test]
+    fn a_held_lease_fits_the_512_byte_class() {
+        let size = std::mem::size_of::<super::LeaseState>() + 16;
+        assert!(size <= 512, "LeaseState with its counts is {size} bytes");
+    }
+}
