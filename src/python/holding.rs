@@ -28,9 +28,10 @@ impl Shared {
 #[derive(Default)]
 pub(crate) struct Holding {
     pub(crate) lease: Option<Arc<Lease>>,
-    pub(crate) last_loss: Option<String>,
+    pub(crate) last_loss: Option<Box<str>>,
     /// The asyncio acquisition running, if one is: `abandon` leaves what it owes there.
-    pub(crate) in_flight: Option<InFlight>,
+    /// (Boxed: it holds a clone of the lock, and only asyncio acquisitions set it.)
+    pub(crate) in_flight: Option<Box<InFlight>>,
 }
 
 pub(crate) fn hold(slot: &Slot, lease: Lease) {
@@ -100,7 +101,7 @@ pub(crate) fn release_slot(
             Some(lease) => {
                 let released = lease.release().await;
                 let loss = lease.lost_reason();
-                slot.holding().last_loss = loss;
+                slot.holding().last_loss = loss.map(String::into_boxed_str);
                 released
             }
             None => lock.release_unheld().await,

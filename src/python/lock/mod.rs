@@ -223,7 +223,7 @@ impl NativeLock {
         let loss = taken.as_ref().and_then(|l| l.lost_reason());
         if loss.is_some() {
             let mut holding = self.lease.holding();
-            holding.last_loss = loss;
+            holding.last_loss = loss.map(String::into_boxed_str);
         }
         if let Some(lease) = taken {
             lease.let_go();

@@ -53,7 +53,7 @@ impl NativeLock {
     pub(super) fn loss(&self) -> Option<String> {
         match self.lease() {
             Some(lease) => lease.lost_reason(),
-            None => self.lease.holding().last_loss.clone(),
+            None => self.lease.holding().last_loss.as_deref().map(String::from),
         }
     }
 
@@ -140,7 +140,7 @@ impl NativeLock {
     /// left, or else a release of whatever the lockfile shows for this lock's owner.
     pub(super) fn in_flight(&self, acquiring: &Acquiring) -> OnDrop {
         let id = acquiring.1;
-        self.lease.holding().in_flight = Some(InFlight { id, owed: None });
+        self.lease.holding().in_flight = Some(Box::new(InFlight { id, owed: None }));
         let (slot, lock) = (self.lease.clone(), self.lock.clone());
         OnDrop::new(Box::new(move || {
             let mut holding = slot.holding();
