@@ -129,4 +129,43 @@ mod tests {
             "the next beat taken back at release"
         );
     }
+
+    /// A held lock keeps no waker (thousands are held); a waiter has one while it waits,
+    /// through which a release in this process hands it the lock.
+    #[test]
+    fn only_a_waiter_keeps_a_waker() {
+        let options = LockOptions::new(30.0).unwrap();
+        let uri = "memory://wakers/lock";
+        let identity = crate::store::open(uri, &Default::default(), &options.timing)
+            .unwrap()
+            .identity();
+        let live = || {
+            wakers()
+                .get(&*identity)
+                .and_then(std::sync::Weak::upgrade)
+                .is_some()
+        };
+        let holder = Lock::new(uri, &options).unwrap();
+        let lease = drive(holder.acquire(None)).unwrap();
+        assert!(!live(), "a held lock keeps no waker");
+        let waiting = std::thread::spawn({
+            let options = options.clone();
+            move || {
+                let waiter = Lock::new(uri, &options).unwrap();
+                drive(waiter.acquire(Some(std::time::Duration::from_secs(60))))
+            }
+        });
+        let began = std::time::Instant::now();
+        while !live() {
+            assert!(
+                began.elapsed() < std::time::Duration::from_secs(30),
+                "the waiter made a waker"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        assert_eq!(drive(lease.release()).unwrap(), ReleaseStatus::Released);
+        let taken = waiting.join().unwrap().expect("the waiter took the lock");
+        assert!(!live(), "its waker went with its wait");
+        drop(taken);
+    }
 }

@@ -54,7 +54,10 @@ impl Lease {
             claim,
             token: held.token(),
             remote,
-            deadline_ns: AtomicU64::new(0),
+            // The deadline of the acquiring write, which started at `acquired_at`.
+            deadline_ns: AtomicU64::new(state::nanos(
+                engine.timing.expire.saturating_sub(engine.timing.margin),
+            )),
             acquired_at: held.lease_start,
             kept: tokio::sync::Mutex::new(Kept {
                 backoff: Backoff::new(&engine.timing),
@@ -67,8 +70,6 @@ impl Lease {
             handed_off: AtomicBool::new(false),
             next: Mutex::new(next),
         });
-        let t = &state.engine.timing;
-        state.set_deadline(state.acquired_at + t.expire - t.margin);
         file_beat(state.clone(), first_beat);
         Lease { state }
     }

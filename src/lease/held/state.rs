@@ -71,8 +71,7 @@ impl LeaseState {
 
     pub(super) fn set_deadline(&self, deadline: Instant) {
         let after = deadline.saturating_duration_since(self.acquired_at);
-        let ns = u64::try_from(after.as_nanos()).unwrap_or(u64::MAX);
-        self.deadline_ns.store(ns, Ordering::SeqCst);
+        self.deadline_ns.store(nanos(after), Ordering::SeqCst);
     }
 
     pub(super) fn next_beat(&self) -> std::sync::MutexGuard<'_, NextBeat> {
@@ -145,6 +144,11 @@ impl LeaseState {
         let lost = self.lost.lock().unwrap_or_else(|e| e.into_inner());
         lost.as_deref().map(String::from)
     }
+}
+
+/// `d` in nanoseconds, as `LeaseState::deadline_ns` keeps it.
+pub(super) fn nanos(d: Duration) -> u64 {
+    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
 }
 
 #[cfg(all(test, target_pointer_width = "64"))]
