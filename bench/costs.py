@@ -97,7 +97,7 @@ def headline(rep: Report, sz: Sizes, tmp: str, moto) -> None:
     rep.add(
         "the file system alone: the system calls of one acquire+release, replayed from Python, "
         f"median (n={floors['cas']['n']})",
-        f"cas {fmt_time(floor)}; a fresh `with` above ×{ours['median'] / floor:.2f} of it",
+        f"cas {fmt_time(floor)}; the fresh `with` above: ×{ours['median'] / floor:.2f} of it",
         f"flufl.lock's link protocol {fmt_time(floors['link']['median'])}"
         f"{ratio(floors['link']['median'], floor)}",
         "fresh `with` ≤ 1.2× the cas floor",

@@ -178,6 +178,12 @@ impl Timing {
         })
     }
 
+    /// How long after the start of one of its writes a holder may still claim the lock:
+    /// `expire` less the margin, which is earlier than any waiter's takeover.
+    pub fn claim(&self) -> Duration {
+        self.expire.saturating_sub(self.margin)
+    }
+
     /// How long one store request may take: half a heartbeat, from 1 to 30 s. A request lost
     /// in a partition hangs until then, so a renewal that hangs is retried in time to land
     /// before the lease deadline (which comes `heartbeat + margin` or more after it was due).

@@ -415,12 +415,12 @@ impl Lock {
     /// the lock over meanwhile. Renew it first; claim it only if that succeeds.
     async fn fresh(&self, engine: &Engine, mut held: Held) -> Option<Held> {
         let t = &engine.timing;
-        if engine.clock.now() < held.lease_start + t.expire - t.margin {
+        if engine.clock.now() < held.lease_start + t.claim() {
             return Some(held);
         }
         log::debug!("{}: acquired too late to claim; renewing first", self.uri);
         match engine.renew(&mut held, None).await {
-            Ok(()) if engine.clock.now() < held.lease_start + t.expire - t.margin => Some(held),
+            Ok(()) if engine.clock.now() < held.lease_start + t.claim() => Some(held),
             _ => None,
         }
     }

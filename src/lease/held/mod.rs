@@ -55,9 +55,7 @@ impl Lease {
             token: held.token(),
             remote,
             // The deadline of the acquiring write, which started at `acquired_at`.
-            deadline_ns: AtomicU64::new(state::nanos(
-                engine.timing.expire.saturating_sub(engine.timing.margin),
-            )),
+            deadline_ns: AtomicU64::new(state::nanos(engine.timing.claim())),
             acquired_at: held.lease_start,
             kept: tokio::sync::Mutex::new(Kept {
                 backoff: Backoff::new(&engine.timing),

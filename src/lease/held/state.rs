@@ -61,8 +61,7 @@ pub(super) enum NextBeat {
 
 impl LeaseState {
     pub(super) fn deadline_of(&self, held: &Held) -> Instant {
-        let t = &self.engine.timing;
-        held.lease_start + t.expire - t.margin
+        held.lease_start + self.engine.timing.claim()
     }
 
     pub(super) fn deadline(&self) -> Instant {
