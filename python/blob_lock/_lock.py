@@ -17,7 +17,7 @@ from blob_lock._args import Seconds, lock_uri, seconds
 from blob_lock._decorate import decorate
 from blob_lock._lock_facts import LockFacts
 from blob_lock._options import LockOptions, shared, signature
-from blob_lock._release_status import ReleaseStatus
+from blob_lock._release_status import ReleaseStatus, release_status
 from blob_lock._turn import current
 from blob_lock.exceptions import LockError, LockLost, LockTimeout
 
@@ -93,14 +93,15 @@ class BlobLock(LockFacts):
     )  # fmt: skip
 
     def __init__(self, uri: str | os.PathLike[str], **options: Unpack[LockOptions]) -> None:
-        uri = lock_uri(uri)
+        if type(uri) is not str:
+            uri = lock_uri(uri)
         self._forks = _process.forks
-        self._native_lock = _blob_lock.NativeLock(uri, options)  # checks every option
+        self._native_lock = native = _blob_lock.NativeLock(uri, options)  # checks every option
         # As given: what a decorated function's calls, and an unpickled copy, are made from
         # (None for none, shared when plain: thousands of locks are held).
         self._options = shared(options) if options else None
-        self._timeout = self._native_lock.timeout
-        self._raise_on_lost = self._native_lock.raise_on_lost
+        self._timeout = native.timeout
+        self._raise_on_lost = native.raise_on_lost
         self._holder: object = None  # whose turn it is to acquire through it (_turn)
 
     @property
@@ -127,11 +128,11 @@ class BlobLock(LockFacts):
         return self._acquire(t, raise_timeout=False)
 
     def _acquire(self, t: float | None, raise_timeout: bool) -> bool:
-        native = self._native
+        native, began = self._native, 0.0
         if t is not None:
             _blob_lock.check_timeout(t)
-        began = time.monotonic()
-        if not _turn.take(self, threading.current_thread(), t, self.uri):
+            began = time.monotonic()
+        if not _turn.take(self, threading.current_thread(), t):
             if raise_timeout:
                 raise LockTimeout(
                     f"timed out after {t:.3f}s waiting for lock {self.uri}: another thread "
@@ -140,13 +141,13 @@ class BlobLock(LockFacts):
                 )
             return False
         try:
-            left = None if t is None else max(0.0, t - (time.monotonic() - began))
+            left = t if t is None else max(0.0, t - (time.monotonic() - began))
             ok = native.acquire(left, raise_timeout)
         except BaseException:
             _turn.give(self)
             raise
         if ok:
-            self._track()
+            _process.track(self)
         else:
             _turn.give(self)
         return ok
@@ -155,7 +156,7 @@ class BlobLock(LockFacts):
         """One attempt that never waits: True if the lock is now ours. False as well while
         another thread holds it through this same object."""
         native = self._native  # first: in a child made by fork, it renews the turn
-        if not _turn.take(self, threading.current_thread(), 0.0, self.uri):
+        if not _turn.take(self, threading.current_thread(), 0.0):
             return False
         try:
             ok = native.try_acquire()
@@ -163,7 +164,7 @@ class BlobLock(LockFacts):
             _turn.give(self)
             raise
         if ok:
-            self._track()
+            _process.track(self)
         else:
             _turn.give(self)
         return ok
@@ -177,7 +178,7 @@ class BlobLock(LockFacts):
         """
         _process.untrack(self)
         try:
-            return ReleaseStatus(self._native.release())
+            return release_status(self._native.release())
         finally:
             _turn.give(self)
 
@@ -191,7 +192,7 @@ class BlobLock(LockFacts):
     async def try_acquire_async(self) -> bool:
         """``try_acquire`` without blocking the event loop."""
         native = self._native  # first: in a child made by fork, it renews the turn
-        if not _turn.take(self, current(), 0.0, self.uri):
+        if not _turn.take(self, current(), 0.0):
             return False
         return await self._acquiring(native.try_acquire_async)
 
@@ -199,7 +200,7 @@ class BlobLock(LockFacts):
         """``release`` without blocking the event loop."""
         _process.untrack(self)
         try:
-            return ReleaseStatus(await self._native.release_async())
+            return release_status(await self._native.release_async())
         finally:
             _turn.give(self)
 
@@ -208,7 +209,7 @@ class BlobLock(LockFacts):
         if t is not None:
             _blob_lock.check_timeout(t)
         began = time.monotonic()
-        if not await _turn.take_async(self, current(), t, self.uri):
+        if not await _turn.take_async(self, current(), t):
             if raise_timeout:
                 raise LockTimeout(
                     f"timed out after {t:.3f}s waiting for lock {self.uri}: another "
@@ -233,7 +234,7 @@ class BlobLock(LockFacts):
             _turn.give(self)
             raise
         if ok:
-            self._track()
+            _process.track(self)
         else:
             _turn.give(self)
         return ok
@@ -244,9 +245,6 @@ class BlobLock(LockFacts):
         _process.untrack(self)
         self._native.abandon()
         _turn.give(self)
-
-    def _track(self) -> None:
-        _process.track(self)
 
     def _end_at_exit(self) -> None:
         if self._native.handed_off:
@@ -267,11 +265,26 @@ class BlobLock(LockFacts):
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        if exc is not None and self._native.handed_off:
+        native = self._native
+        if exc is not None and native.handed_off:
             self._leave_to_remote()
-            self._raise_lost(self.lost_reason, exc)
+            self._raise_lost(native.lost_reason, exc)
             return
-        self._raise_lost(self._release_noting_loss(raise_lost=self._raise_on_lost), exc)
+        # release() inlined (without its status): this is every `with` block's way out.
+        lost = native.lost_reason
+        _process.untrack(self)
+        try:
+            native.release()
+        except LockError as e:
+            if lost is not None and self._raise_on_lost:
+                raise self._lost_error(lost) from e
+            raise
+        finally:
+            _turn.give(self)
+        # Lost while held, or found at release taken over, released or deleted by another.
+        lost = native.lost_reason
+        if lost is not None:
+            self._raise_lost(lost, exc)
 
     async def __aenter__(self) -> BlobLock:
         await self._acquire_async(self._timeout, raise_timeout=True)
@@ -312,20 +325,6 @@ class BlobLock(LockFacts):
             raise error
         if sys.version_info >= (3, 11):
             exc.add_note(str(error))
-
-    def _release_noting_loss(self, raise_lost: bool) -> str | None:
-        """Releases, and says why the lock was lost while held (None if it was not): lost
-        before, or found at release taken over between heartbeats, released or deleted by
-        someone else. With ``raise_lost``, a release error after a known loss is raised as
-        that loss."""
-        lost = self.lost_reason
-        try:
-            self.release()
-        except LockError as e:
-            if lost is not None and raise_lost:
-                raise self._lost_error(lost) from e
-            raise
-        return self.lost_reason
 
     def _lost_error(self, reason: str) -> LockLost:
         return LockLost(f"lock {self.uri} was lost while the block ran: {reason}", self.uri)

@@ -188,8 +188,8 @@ class KeepAliveOptions(TypedDict, total=False):
 
 # Options dicts of plain values, one per distinct set: thousands of locks made with the same
 # keyword arguments (``expire=30``) keep one dict between them instead of 200 bytes each.
-_SHARED: dict[tuple[tuple[str, type, object], ...], Mapping[str, Any]] = {}
-_PLAIN = (str, int, float, bool, type(None))
+_SHARED: dict[tuple[tuple[tuple[str, object], ...], tuple[type, ...]], Mapping[str, Any]] = {}
+_PLAIN = frozenset({str, int, float, bool, type(None)})
 _Options = TypeVar("_Options", bound=Mapping[str, Any])
 
 
@@ -198,9 +198,11 @@ def shared(options: _Options) -> _Options:
     to be changed: it is read when a lock is pickled or decorates a function). Only plain
     values are shared, compared with their types (``1`` is not ``True``), and only a few
     dozen sets: user objects (callbacks, providers) are never kept alive here."""
-    if not all(type(v) in _PLAIN for v in options.values()):
+    # map and tuple, not a generator: a fresh BlobLock per `with` makes this call each time.
+    types = tuple(map(type, options.values()))
+    if not _PLAIN.issuperset(types):
         return options
-    key = tuple((k, type(v), v) for k, v in options.items())
+    key = (tuple(options.items()), types)
     kept = _SHARED.get(key)
     if kept is not None:
         return cast(_Options, kept)

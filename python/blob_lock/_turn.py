@@ -23,6 +23,9 @@ __all__ = ["current", "give", "take", "take_async"]
 class Turned(Protocol):
     _holder: object
 
+    @property
+    def uri(self) -> str: ...
+
 
 # The guard is a plain lock (``with`` on it costs a fifth of ``with`` on the condition);
 # the condition shares it, for the rare holder that waits.
@@ -40,16 +43,16 @@ def current() -> object:
     return task or threading.current_thread()
 
 
-def take(lock: Turned, me: object, timeout: float | None, uri: str) -> bool:
+def take(lock: Turned, me: object, timeout: float | None) -> bool:
     """``me``'s turn on ``lock``; False if another holder keeps it past ``timeout`` (None:
     for ever, 0: do not wait). ``LockError`` if ``me`` holds it already."""
     global _waiting
     with _guard:
         if lock._holder is me:
             raise LockError(
-                f"this BlobLock already holds {uri} (or is acquiring it) in this "
+                f"this BlobLock already holds {lock.uri} (or is acquiring it) in this "
                 "thread; release it first (locks are not reentrant)",
-                uri,
+                lock.uri,
             )
         if lock._holder is not None:
             if timeout is not None and timeout <= 0:
@@ -64,11 +67,11 @@ def take(lock: Turned, me: object, timeout: float | None, uri: str) -> bool:
         return True
 
 
-async def take_async(lock: Turned, me: object, timeout: float | None, uri: str) -> bool:
+async def take_async(lock: Turned, me: object, timeout: float | None) -> bool:
     """``take`` without blocking the event loop: polls, with a growing pause (the condition
     cannot be awaited)."""
     began, pause = time.monotonic(), 0.001
-    while not take(lock, me, 0.0, uri):
+    while not take(lock, me, 0.0):
         waited = time.monotonic() - began
         if timeout is not None and waited >= timeout:
             return False
