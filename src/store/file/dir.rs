@@ -5,6 +5,7 @@
 use super::super::{Snapshot, Version, Write};
 use super::folders;
 use super::guard::{flock_guard, in_process_mutex};
+use super::place;
 use crate::errors::{Error, Result, StoreErrorKind};
 use crate::lockfile::MAX_LOCKFILE_BYTES;
 use bytes::Bytes;
@@ -26,8 +27,8 @@ pub(super) struct LockDir {
     pub(super) guard_wait: Duration,
     /// Set once the file system refused an exchange (NFS): later writes rename at once.
     no_exchange: AtomicBool,
-    /// Whether calls may run inline: [`UNKNOWN`] until the first call (on the pool) looks
-    /// at the file system, then [`LOCAL`] or [`REMOTE`].
+    /// What the folder's file system is ([`super::place`]): [`place::UNKNOWN`] until the
+    /// first call (on the pool) looks.
     pub(super) place: AtomicU8,
     /// Set at this store's first write, which removes stray temporary files unless this
     /// process did in the last [`STRAY_AGE`].
@@ -46,10 +47,6 @@ pub(super) struct LockDir {
 /// than this fails and is retried).
 pub(super) const STRAY_AGE: Duration = Duration::from_secs(60);
 
-pub(super) const UNKNOWN: u8 = 0;
-pub(super) const LOCAL: u8 = 1;
-pub(super) const REMOTE: u8 = 2;
-
 impl LockDir {
     pub(super) fn new(path: PathBuf, uri: String, guard_wait: Duration) -> Self {
         let known = folders::place(path.parent().unwrap_or(Path::new("/")));
@@ -58,38 +55,12 @@ impl LockDir {
             uri,
             guard_wait,
             no_exchange: AtomicBool::new(false),
-            place: AtomicU8::new(known.unwrap_or(UNKNOWN)),
+            place: AtomicU8::new(known.unwrap_or(place::UNKNOWN)),
             strays_removed: AtomicBool::new(false),
             running: AtomicUsize::new(0),
             idle: tokio::sync::Notify::new(),
             durable: false,
         }
-    }
-
-    /// [`LOCAL`] if the lockfile's folder (or its nearest existing ancestor) is on a file
-    /// system known to be local, else [`REMOTE`].
-    #[cfg(any(target_os = "linux", target_os = "android"))]
-    pub(super) fn where_to_run(&self) -> u8 {
-        use nix::sys::statfs::{self as sfs, statfs};
-        // XFS's number is written out: nix leaves its constant out on musl.
-        let xfs = sfs::FsType(0x5846_5342 as _);
-        let local = [
-            sfs::EXT4_SUPER_MAGIC, // also ext2 and ext3: one magic number
-            xfs,
-            sfs::BTRFS_SUPER_MAGIC,
-            sfs::TMPFS_MAGIC,
-            sfs::OVERLAYFS_SUPER_MAGIC,
-            sfs::F2FS_SUPER_MAGIC,
-        ];
-        match self.dir().ancestors().find_map(|d| statfs(d).ok()) {
-            Some(fs) if local.contains(&fs.filesystem_type()) => LOCAL,
-            _ => REMOTE,
-        }
-    }
-
-    #[cfg(not(any(target_os = "linux", target_os = "android")))]
-    pub(super) fn where_to_run(&self) -> u8 {
-        REMOTE
     }
 
     pub(super) fn dir(&self) -> &Path {
@@ -209,8 +180,15 @@ impl LockDir {
         // never to be used. Only a caller who waits hands the removal to the sweeper: on
         // the blocking pool (heartbeats) the pool's threads remove in parallel, where one
         // sweeper thread fell behind 10,000 locks renewing each second and they were lost.
+        // Not on ext4 without a journal, where batches slow every later creation
+        // ([`super::place`]).
         match swapped {
-            Ok(true) if crate::runtime::driving() => super::sweeper::remove_later(tmp),
+            Ok(true)
+                if crate::runtime::driving()
+                    && self.place.load(Ordering::Relaxed) != place::LOCAL_NO_JOURNAL =>
+            {
+                super::sweeper::remove_later(tmp)
+            }
             Ok(true) => {
                 let _ = fs::remove_file(&tmp);
             }

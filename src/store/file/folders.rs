@@ -16,7 +16,7 @@ const KEEP: usize = 4096;
 
 #[derive(Debug, Clone, Copy, Default)]
 struct Folder {
-    /// `dir::LOCAL` or `dir::REMOTE`; `dir::UNKNOWN` (0) until looked at. Not looked at again:
+    /// Its [`super::place`]; `place::UNKNOWN` (0) until looked at. Not looked at again:
     /// a folder remounted from a local to a network file system (or back) while this process
     /// runs is only slower (calls inline on NFS; a watch that polling backs up).
     place: u8,

@@ -14,13 +14,13 @@
 //! again as the next update's temporary file would save creating and removing one, more
 //! than half an update's cost on ext4, but a reader that opened it as the lockfile a moment
 //! earlier, mops's among them, could read it half written.) A caller who waits leaves the
-//! removal of the replaced file to [`sweeper`]. The version is a digest of inode, mtime,
+//! removal of the replaced file to [`sweeper`], except on ext4 without a journal ([`place`]). The version is a digest of inode, mtime,
 //! size and content: any write changes it.
 
 //!
 //! Rooms: this file is the async face (which thread a call runs on); `dir` the
-//! synchronous writes on one lockfile's folder; `folders` what the process learned of each
-//! folder; `notify` the wake-up of waiters when another process writes; `guard` the
+//! synchronous writes on one lockfile's folder; `place` what kind of file system a folder is
+//! on; `folders` what the process learned of each folder; `notify` the wake-up of waiters when another process writes; `guard` the
 //! exclusion of updaters; `errors` what an I/O error means; [`sweeper`]
 //! the removal of replaced lockfiles.
 
@@ -30,6 +30,7 @@ mod folders;
 mod guard;
 #[cfg(any(target_os = "linux", target_os = "android"))]
 mod notify;
+mod place;
 pub mod sweeper;
 #[cfg(test)]
 mod tests;
@@ -38,7 +39,7 @@ use super::{LockStore, Snapshot, Version, Write};
 use crate::errors::Result;
 use async_trait::async_trait;
 use bytes::Bytes;
-use dir::{LockDir, UNKNOWN};
+use dir::LockDir;
 use std::path::PathBuf;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -82,7 +83,7 @@ impl FileStore {
     /// True where calls may run inline: on a caller's own thread, for a lockfile known to be
     /// on a local file system.
     fn inline(&self) -> bool {
-        self.files.place.load(Ordering::Relaxed) == dir::LOCAL && crate::runtime::driving()
+        place::is_local(self.files.place.load(Ordering::Relaxed)) && crate::runtime::driving()
     }
 
     /// Runs `call` on the blocking pool with this store's files; the first call also finds
@@ -103,8 +104,8 @@ impl FileStore {
                 }
             }
             let _ended = Ended(&files);
-            if files.place.load(Ordering::Relaxed) == UNKNOWN {
-                let place = files.where_to_run();
+            if files.place.load(Ordering::Relaxed) == place::UNKNOWN {
+                let place = place::of(files.dir());
                 files.place.store(place, Ordering::Relaxed);
                 folders::note_place(files.dir(), place);
             }
@@ -172,7 +173,7 @@ impl LockStore for FileStore {
         &self,
         wake: &Arc<tokio::sync::Notify>,
     ) -> Option<Box<dyn std::any::Any + Send + Sync>> {
-        if self.files.place.load(Ordering::Relaxed) != dir::LOCAL {
+        if !place::is_local(self.files.place.load(Ordering::Relaxed)) {
             return None;
         }
         let watch = notify::watch(self.files.dir(), wake)?;

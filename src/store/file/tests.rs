@@ -1,6 +1,7 @@
 //! The file store's own tests: torn reads, strays, waiting updaters, where calls run.
 
-use super::dir::{LockDir, LOCAL, REMOTE, STRAY_AGE, UNKNOWN};
+use super::dir::STRAY_AGE;
+use super::place::{self, LOCAL, LOCAL_NO_JOURNAL, REMOTE, UNKNOWN};
 use super::*;
 use std::fs::File;
 use std::path::Path;
@@ -220,7 +221,7 @@ fn on_a_callers_own_thread_an_update_still_waits_for_another_updater() {
     };
     // The first call looked at the file system; from now on calls driven here run here
     // if it is local, never on a runtime worker.
-    let local = store.files.place.load(Ordering::Relaxed) == LOCAL;
+    let local = place::is_local(store.files.place.load(Ordering::Relaxed));
     assert_eq!(drive(async { store.inline() }), local);
     assert!(
         !store.inline(),
@@ -240,13 +241,61 @@ fn on_a_callers_own_thread_an_update_still_waits_for_another_updater() {
 #[cfg(any(target_os = "linux", target_os = "android"))]
 #[test]
 fn calls_run_inline_only_on_file_systems_known_to_be_local() {
-    let on = |dir: &str| {
-        let path = Path::new(dir).join("lock").join("lock.json");
-        LockDir::new(path, String::new(), Duration::ZERO)
-    };
-    assert_eq!(on("/dev/shm").where_to_run(), LOCAL, "tmpfs is local");
+    let on = |dir: &str| place::of(&Path::new(dir).join("lock"));
+    assert_eq!(on("/dev/shm"), LOCAL, "tmpfs is local");
     // procfs stands for any file system not on the list (NFS, SMB, FUSE).
-    assert_eq!(on("/proc/self").where_to_run(), REMOTE);
+    assert_eq!(on("/proc/self"), REMOTE);
+}
+
+/// The journal as jbd2's /proc listing shows it, against ext4's own word where the kernel
+/// gives it (/sys/fs/ext4/<device>/journal_task, `<none>` without a journal).
+#[cfg(any(target_os = "linux", target_os = "android"))]
+#[test]
+fn an_ext4_journal_is_seen_as_the_kernel_reports_it() {
+    use nix::sys::stat::{major, minor};
+    use std::os::unix::fs::MetadataExt;
+    let dir = tempfile::tempdir().unwrap();
+    let dev = fs::metadata(dir.path()).unwrap().dev();
+    let Ok(link) = fs::read_link(format!("/sys/dev/block/{}:{}", major(dev), minor(dev))) else {
+        return; // not on a block device (tmpfs, overlayfs): nothing to compare
+    };
+    let name = link.file_name().unwrap().to_str().unwrap().to_string();
+    let Ok(task) = fs::read_to_string(format!("/sys/fs/ext4/{name}/journal_task")) else {
+        return; // not ext4, or a kernel without that file
+    };
+    let journal = task.trim() != "<none>";
+    assert_eq!(place::ext4_journal(dir.path()), Some(journal));
+    let expected = if journal { LOCAL } else { LOCAL_NO_JOURNAL };
+    assert_eq!(place::of(dir.path()), expected);
+}
+
+/// On ext4 without a journal a caller removes the lockfile its update replaced at once
+/// (batched removals slow every later file creation there, `place`); elsewhere it may
+/// leave it to the sweeper.
+#[cfg(any(target_os = "linux", target_os = "android"))]
+#[test]
+fn without_a_journal_a_caller_removes_what_its_update_replaced() {
+    use crate::runtime::drive;
+    let dir = tempfile::tempdir().unwrap();
+    let store = store(dir.path());
+    let Write::Done(mut version) = drive(store.create(Bytes::from_static(b"{}"))).unwrap() else {
+        panic!("a new lockfile is created")
+    };
+    if store.files.place.load(Ordering::Relaxed) != LOCAL_NO_JOURNAL {
+        return; // a journal, or not ext4: the sweeper's (tested with it)
+    }
+    for i in 0..20 {
+        let body = Bytes::from(format!("{{\"n\":{i}}}"));
+        let Write::Done(v) = drive(store.update(body, &version)).unwrap() else {
+            panic!("no other writer")
+        };
+        version = v;
+        assert_eq!(
+            names(&dir.path().join("lock")),
+            [".lock.json.guard", "lock.json"],
+            "no replaced lockfile waits for the sweeper"
+        );
+    }
 }
 
 /// A store on `dir`'s lockfile, created, if the folder is on a local file system (on NFS
@@ -257,7 +306,7 @@ async fn local_lockfile(dir: &Path) -> Option<FileStore> {
     let Write::Done(_) = store.create(Bytes::from_static(b"{}")).await.unwrap() else {
         panic!("a new lockfile is created")
     };
-    (store.files.place.load(Ordering::Relaxed) == LOCAL).then_some(store)
+    place::is_local(store.files.place.load(Ordering::Relaxed)).then_some(store)
 }
 
 /// Whether a write by another store object on `dir` (which no in-process waker hears)
