@@ -114,7 +114,8 @@ def headline(rep: Report, sz: Sizes, tmp: str, moto) -> None:
         "`release()` (flock; not a lease). The file system alone (bench/worker.py `floor`): "
         "cas is two update-if-match, each a guard flock, a read of the lockfile, a new "
         "temporary file, an exchange and an unlink (blob-lock leaves the unlink to a thread "
-        "of its own, off the caller's path); flufl.lock's protocol a claim file created, "
+        "of its own, off the caller's path, except on ext4 without a journal); flufl.lock's "
+        "protocol a claim file created, "
         "linked, stat-ed, then two unlinks."
     )
 
