@@ -75,6 +75,8 @@ lint-rust:
 	cargo clippy --all-targets --features python -- -D warnings
 	cargo clippy --all-targets --features mutations -- -D warnings
 	RUSTDOCFLAGS="-D warnings" cargo doc --no-deps --quiet
+	# The internal docs too: their links are how one file names the next.
+	RUSTDOCFLAGS="-D warnings" cargo doc --no-deps --quiet --document-private-items
 
 lint-python: install-test-deps
 	$(VENV)/bin/ruff check python tests bench

@@ -1,6 +1,6 @@
 //! A lock and the leases taken on it: the waiting loop around acquisition attempts, the
 //! background heartbeat that renews a held lease, and release. Used by orchestrators
-//! ([`Lock::acquire`]) and by remotes ([`keep_alive`]), which renew the same lease as co-owners.
+//! ([`Lock::acquire`]) and by remotes ([`keep_alive()`]), which renew the same lease as co-owners.
 //!
 //! The lock and its acquisition (`lock.rs`), the options a user gives it (`settings.rs`)
 //! and the configuration made of them (`options.rs`), a held lease and
@@ -31,7 +31,7 @@ use tokio::sync::Notify;
 type Wakers = Mutex<HashMap<Arc<str>, std::sync::Weak<Notify>>>;
 
 /// The wakers of the lockfiles that someone in this process waits for, under their
-/// identities ([`LockStore::identity`]). Held weakly: an entry lives as long as a waiter
+/// identities ([`crate::store::LockStore::identity`]). Held weakly: an entry lives as long as a waiter
 /// holds its waker, so a held lock, which waits for nothing, keeps none.
 static WAKERS: PerProcess<Wakers> = PerProcess::new(Default::default);
 

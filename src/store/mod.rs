@@ -1,6 +1,6 @@
 //! Where lockfiles live. The protocol sees one lockfile through [`LockStore`]: read it with its
 //! version, create it if absent, update it if its version still matches, or overwrite it.
-//! [`open`] turns a lock URI ([`uri`]) and its options into a store bound to
+//! [`open()`] turns a lock URI ([`uri`]) and its options into a store bound to
 //! `<uri>/lock.json`: object_store's S3, Azure, GCS and in-memory stores ([`object`], on one
 //! client per store and process, [`client`], configured and checked by [`cloud`]), and our
 //! own local file store ([`mod@file`], which adds the update-if-match that object_store's local

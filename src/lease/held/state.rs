@@ -35,7 +35,7 @@ pub(super) struct LeaseState {
     pub(super) handed_off: AtomicBool,
     /// A remote's lease (`keep_alive`): its writes say so, and it cannot hand off.
     pub(super) remote: bool,
-    /// How the next beat waits (see [`file_beat`]).
+    /// How the next beat waits (see [`super::heartbeat::file_beat`]).
     pub(super) next: Mutex<NextBeat>,
     pub(super) on_lost: Option<LossHook>,
     pub(super) claim: Arc<Claim>,

@@ -17,7 +17,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, AtomicUsize, Ordering};
 use std::sync::{OnceLock, TryLockError};
 use std::time::Duration;
 
-/// What a [`FileStore`]'s calls share with the blocking pool.
+/// What a [`super::FileStore`]'s calls share with the blocking pool.
 #[derive(Debug)]
 pub(super) struct LockDir {
     pub(super) path: PathBuf,
@@ -34,7 +34,7 @@ pub(super) struct LockDir {
     /// process did in the last [`STRAY_AGE`].
     strays_removed: AtomicBool,
     /// Calls running on the blocking pool: one goes on to its end even when its caller
-    /// stopped waiting (a cancelled acquisition), and [`LockStore::quiesced`] waits for it.
+    /// stopped waiting (a cancelled acquisition), and [`crate::store::LockStore::quiesced`] waits for it.
     pub(super) running: AtomicUsize,
     /// Notified when `running` falls to zero.
     pub(super) idle: tokio::sync::Notify,

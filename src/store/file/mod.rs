@@ -14,8 +14,8 @@
 //! again as the next update's temporary file would save creating and removing one, more
 //! than half an update's cost on ext4, but a reader that opened it as the lockfile a moment
 //! earlier, mops's among them, could read it half written.) A caller who waits leaves the
-//! removal of the replaced file to [`sweeper`], except on ext4 without a journal ([`place`]). The version is a digest of inode, mtime,
-//! size and content: any write changes it.
+//! removal of the replaced file to [`sweeper`], except on ext4 without a journal (`place`).
+//! The version is a digest of inode, mtime, size and content: any write changes it.
 
 //!
 //! Rooms: this file is the async face (which thread a call runs on); `dir` the

@@ -65,8 +65,8 @@ pub(super) fn of(_dir: &Path) -> u8 {
 
 /// Whether the ext4 file system holding `path` has a journal; `None` when the kernel does
 /// not say (no /proc or /sys). The device's name comes from /sys/dev/block; ext4 lists each
-/// file system it mounted in /proc/fs/ext4/<device>, and jbd2 each journal it runs as
-/// /proc/fs/jbd2/<device>-<inode> (since Linux 2.6.28). A journal on another device is not
+/// file system it mounted in `/proc/fs/ext4/<device>`, and jbd2 each journal it runs as
+/// `/proc/fs/jbd2/<device>-<inode>` (since Linux 2.6.28). A journal on another device is not
 /// seen, and reads as none: that file system only loses the sweeper.
 #[cfg(any(target_os = "linux", target_os = "android"))]
 pub(super) fn ext4_journal(path: &Path) -> Option<bool> {

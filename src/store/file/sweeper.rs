@@ -8,7 +8,7 @@
 //! removes what gathered every few milliseconds, so that one wake-up serves a batch.
 //! (Heartbeats, on the blocking pool, remove their own: one thread cannot keep up with
 //! thousands of file locks renewing at once. So do callers on ext4 without a journal, where
-//! removals in batches slow every later file creation: [`super::place`].)
+//! removals in batches slow every later file creation: `place`.)
 //!
 //! A process that ends before its batch is removed leaves those files behind: names
 //! `.lock.json.*.tmp` beside the lockfile, each holding an earlier lockfile, read by
