@@ -141,7 +141,7 @@ class BlobLock(LockFacts):
                 )
             return False
         try:
-            left = t if t is None else max(0.0, t - (time.monotonic() - began))
+            left = None if t is None else max(0.0, t - (time.monotonic() - began))
             ok = native.acquire(left, raise_timeout)
         except BaseException:
             _turn.give(self)
@@ -176,9 +176,14 @@ class BlobLock(LockFacts):
         ``ALREADY_RELEASED`` when nobody does (released by us, by hand, or by whoever held
         it since).
         """
+        return release_status(self._release())
+
+    def _release(self) -> str:
+        """``release()``'s work, returning the native word: ``__exit__`` calls it without
+        making the ReleaseStatus nobody reads there."""
         _process.untrack(self)
         try:
-            return release_status(self._native.release())
+            return self._native.release()
         finally:
             _turn.give(self)
 
@@ -270,17 +275,13 @@ class BlobLock(LockFacts):
             self._leave_to_remote()
             self._raise_lost(native.lost_reason, exc)
             return
-        # release() inlined (without its status): this is every `with` block's way out.
         lost = native.lost_reason
-        _process.untrack(self)
         try:
-            native.release()
+            self._release()
         except LockError as e:
             if lost is not None and self._raise_on_lost:
                 raise self._lost_error(lost) from e
             raise
-        finally:
-            _turn.give(self)
         # Lost while held, or found at release taken over, released or deleted by another.
         lost = native.lost_reason
         if lost is not None:

@@ -31,8 +31,8 @@ use tokio::sync::Notify;
 type Wakers = Mutex<HashMap<Arc<str>, std::sync::Weak<Notify>>>;
 
 /// The wakers of the lockfiles that someone in this process waits for, under their
-/// identities ([`crate::store::LockStore::identity`]). Held weakly: an entry lives as long as a waiter
-/// holds its waker, so a held lock, which waits for nothing, keeps none.
+/// identities ([`crate::store::LockStore::identity`]). Held weakly: an entry lives as long
+/// as a waiter holds its waker, so a held lock, which waits for nothing, keeps none.
 static WAKERS: PerProcess<Wakers> = PerProcess::new(Default::default);
 
 fn wakers() -> std::sync::MutexGuard<'static, HashMap<Arc<str>, std::sync::Weak<Notify>>> {

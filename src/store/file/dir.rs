@@ -34,7 +34,8 @@ pub(super) struct LockDir {
     /// process did in the last [`STRAY_AGE`].
     strays_removed: AtomicBool,
     /// Calls running on the blocking pool: one goes on to its end even when its caller
-    /// stopped waiting (a cancelled acquisition), and [`crate::store::LockStore::quiesced`] waits for it.
+    /// stopped waiting (a cancelled acquisition), and
+    /// [`crate::store::LockStore::quiesced`] waits for it.
     pub(super) running: AtomicUsize,
     /// Notified when `running` falls to zero.
     pub(super) idle: tokio::sync::Notify,

@@ -20,8 +20,8 @@
 //!
 //! Rooms: this file is the async face (which thread a call runs on); `dir` the
 //! synchronous writes on one lockfile's folder; `place` what kind of file system a folder is
-//! on; `folders` what the process learned of each folder; `notify` the wake-up of waiters when another process writes; `guard` the
-//! exclusion of updaters; `errors` what an I/O error means; [`sweeper`]
+//! on; `folders` what the process learned of each folder; `notify` the wake-up of waiters
+//! when another process writes; `guard` the exclusion of updaters; `errors` what an I/O error means; [`sweeper`]
 //! the removal of replaced lockfiles.
 
 mod dir;

@@ -70,12 +70,8 @@ pub(super) fn of(_dir: &Path) -> u8 {
 /// seen, and reads as none: that file system only loses the sweeper.
 #[cfg(any(target_os = "linux", target_os = "android"))]
 pub(super) fn ext4_journal(path: &Path) -> Option<bool> {
-    use nix::sys::stat::{major, minor};
-    use std::os::unix::fs::MetadataExt;
-    let dev = std::fs::metadata(path).ok()?.dev();
-    let link = std::fs::read_link(format!("/sys/dev/block/{}:{}", major(dev), minor(dev))).ok()?;
-    let name = link.file_name()?.to_str()?;
-    if !Path::new("/proc/fs/ext4").join(name).exists() {
+    let name = block_device(path)?;
+    if !Path::new("/proc/fs/ext4").join(&name).exists() {
         return None;
     }
     let prefix = format!("{name}-");
@@ -90,4 +86,15 @@ pub(super) fn ext4_journal(path: &Path) -> Option<bool> {
             .to_str()
             .is_some_and(|n| n.starts_with(&prefix))
     }))
+}
+
+/// The kernel's name of the block device holding `path` (`vda`, `nvme0n1p1`, `dm-0`), as
+/// /sys/dev/block names it; `None` off a block device (tmpfs, overlayfs) or without /sys.
+#[cfg(any(target_os = "linux", target_os = "android"))]
+pub(super) fn block_device(path: &Path) -> Option<String> {
+    use nix::sys::stat::{major, minor};
+    use std::os::unix::fs::MetadataExt;
+    let dev = std::fs::metadata(path).ok()?.dev();
+    let link = std::fs::read_link(format!("/sys/dev/block/{}:{}", major(dev), minor(dev))).ok()?;
+    Some(link.file_name()?.to_str()?.to_string())
 }

@@ -252,14 +252,10 @@ fn calls_run_inline_only_on_file_systems_known_to_be_local() {
 #[cfg(any(target_os = "linux", target_os = "android"))]
 #[test]
 fn an_ext4_journal_is_seen_as_the_kernel_reports_it() {
-    use nix::sys::stat::{major, minor};
-    use std::os::unix::fs::MetadataExt;
     let dir = tempfile::tempdir().unwrap();
-    let dev = fs::metadata(dir.path()).unwrap().dev();
-    let Ok(link) = fs::read_link(format!("/sys/dev/block/{}:{}", major(dev), minor(dev))) else {
+    let Some(name) = place::block_device(dir.path()) else {
         return; // not on a block device (tmpfs, overlayfs): nothing to compare
     };
-    let name = link.file_name().unwrap().to_str().unwrap().to_string();
     let Ok(task) = fs::read_to_string(format!("/sys/fs/ext4/{name}/journal_task")) else {
         return; // not ext4, or a kernel without that file
     };
