@@ -81,25 +81,3 @@ where
     };
     pyo3_async_runtimes::generic::future_into_py::<BlobRuntime, _, T>(py, gated)
 }
-
-/// Runs a hook when dropped unless disarmed: an acquisition whose awaitable is cancelled
-/// (its future dropped) may have written the lockfile, and must release it.
-pub(crate) struct OnDrop(Option<Box<dyn FnOnce() + Send>>);
-
-impl OnDrop {
-    pub(crate) fn new(hook: Box<dyn FnOnce() + Send>) -> Self {
-        OnDrop(Some(hook))
-    }
-
-    pub(crate) fn disarm(mut self) {
-        self.0 = None;
-    }
-}
-
-impl Drop for OnDrop {
-    fn drop(&mut self) {
-        if let Some(hook) = self.0.take() {
-            hook();
-        }
-    }
-}

@@ -3,7 +3,7 @@
 
 use crate::lease::{Cleanup, Lease, Lock};
 use std::future::Future;
-use std::sync::atomic::AtomicU64;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 /// What a NativeLock shares with its acquisitions, in one allocation (thousands of locks
@@ -30,8 +30,7 @@ pub(crate) struct Holding {
     pub(crate) lease: Option<Arc<Lease>>,
     pub(crate) last_loss: Option<Box<str>>,
     /// The asyncio acquisition running, if one is: `abandon` leaves what it owes there.
-    /// (Boxed: it holds a clone of the lock, and only asyncio acquisitions set it.)
-    pub(crate) in_flight: Option<Box<InFlight>>,
+    pub(crate) in_flight: Option<Arc<Flight>>,
 }
 
 pub(crate) fn hold(slot: &Slot, lease: Lease) {
@@ -45,43 +44,124 @@ pub(crate) fn hold(slot: &Slot, lease: Lease) {
     drop(old);
 }
 
-/// An asyncio acquisition under way ([`NativeLock::in_flight`]).
-pub(crate) struct InFlight {
-    /// Its number (as in `NativeLock::acquiring`).
-    pub(crate) id: u64,
-    /// Set by `abandon`: its caller is gone, so what it acquires or wrote is released.
-    pub(crate) owed: Option<Cleanup>,
+/// An asyncio acquisition under way, shared by its future and, until it ends or is
+/// abandoned, its slot. Its future runs on a runtime thread and may end (or be dropped, when
+/// the awaitable is cancelled) while the cancelled Python task runs `abandon`: both take the
+/// slot's mutex, so each sees all or nothing of the other.
+pub(crate) struct Flight {
+    /// Its number (as in `Shared::acquiring`).
+    id: u64,
+    /// Set by `abandon`: its caller is gone, so what it acquires or wrote is released. Only
+    /// touched under the slot's mutex.
+    owed: Mutex<Option<Cleanup>>,
 }
 
-/// Where an asyncio acquisition ends: holds its lease, or, if it was abandoned meanwhile,
-/// gives it back in the background. True if held.
-pub(crate) fn settle(slot: &Slot, id: u64, acquired: Option<Lease>) -> bool {
-    let mut holding = slot.holding();
-    let owed = match holding.in_flight.take() {
-        Some(f) if f.id == id => f.owed,
-        other => {
-            holding.in_flight = other;
-            None
+impl Flight {
+    /// Marks `slot`'s acquisition `id` as in flight; the returned landing ends it.
+    pub(crate) fn start(slot: &Slot, lock: &Lock, id: u64) -> Landing {
+        let flight = Arc::new(Flight {
+            id,
+            owed: Mutex::new(None),
+        });
+        slot.holding().in_flight = Some(flight.clone());
+        Landing {
+            slot: slot.clone(),
+            lock: lock.clone(),
+            flight: Some(flight),
         }
+    }
+}
+
+/// Called by `abandon` under the slot's mutex (`holding`): the caller of the acquisition in
+/// flight is gone. What it acquires or wrote is owed from now on (the lock's next
+/// acquisition waits for it), and the object is free for that next acquisition at once,
+/// whenever the abandoned one ends. False if none is in flight (it has ended: its lease,
+/// if any, is in the slot).
+pub(crate) fn abandon_in_flight(slot: &Slot, holding: &mut Holding, lock: &Lock) -> bool {
+    let Some(flight) = holding.in_flight.take() else {
+        return false;
     };
-    match (acquired, owed) {
-        (Some(lease), None) => {
-            holding.last_loss = None;
-            let old = holding.lease.replace(Arc::new(lease));
-            drop(holding);
-            drop(old);
-            true
+    let mut owed = flight.owed.lock().unwrap_or_else(|e| e.into_inner());
+    if owed.is_none() {
+        *owed = Some(lock.owe_cleanup());
+    }
+    let _ = slot
+        .acquiring
+        .compare_exchange(flight.id, 0, Ordering::SeqCst, Ordering::SeqCst);
+    true
+}
+
+/// The future's end of a [`Flight`]: [`Landing::land`] where the acquisition ends; dropped
+/// unlanded (its future dropped: the awaitable was cancelled), it releases what the
+/// acquisition may have written.
+pub(crate) struct Landing {
+    slot: Slot,
+    lock: Lock,
+    flight: Option<Arc<Flight>>,
+}
+
+impl Landing {
+    /// Where the acquisition ends: holds its lease, or, if it was abandoned, gives it back in
+    /// the background. True if held.
+    pub(crate) fn land(mut self, acquired: Option<Lease>) -> bool {
+        let Some(flight) = self.flight.take() else {
+            return false;
+        };
+        let mut holding = self.slot.holding();
+        let owed = self.end(&mut holding, &flight);
+        match (acquired, owed) {
+            (Some(lease), None) => {
+                holding.last_loss = None;
+                let old = holding.lease.replace(Arc::new(lease));
+                drop(holding);
+                drop(old);
+                true
+            }
+            (Some(lease), Some(owed)) => {
+                drop(holding);
+                owed.give_back(Arc::new(lease));
+                false
+            }
+            // Nothing acquired; what it may have written, the owed cleanup releases (dropped).
+            (None, owed) => {
+                drop(holding);
+                drop(owed);
+                false
+            }
         }
-        (Some(lease), Some(owed)) => {
-            drop(holding);
-            owed.give_back(Arc::new(lease));
-            false
+    }
+
+    /// Takes `flight` out of the slot and frees the object for the next acquisition, in the
+    /// same critical section as what the caller does with the outcome; returns what
+    /// `abandon` left owed.
+    fn end(&self, holding: &mut Holding, flight: &Arc<Flight>) -> Option<Cleanup> {
+        if holding
+            .in_flight
+            .as_ref()
+            .is_some_and(|f| Arc::ptr_eq(f, flight))
+        {
+            holding.in_flight = None;
         }
-        // Nothing acquired; what it may have written, the owed cleanup releases (dropped).
-        (None, owed) => {
-            drop(holding);
-            drop(owed);
-            false
+        let _ =
+            self.slot
+                .acquiring
+                .compare_exchange(flight.id, 0, Ordering::SeqCst, Ordering::SeqCst);
+        let owed = flight.owed.lock().unwrap_or_else(|e| e.into_inner()).take();
+        owed
+    }
+}
+
+impl Drop for Landing {
+    fn drop(&mut self) {
+        let Some(flight) = self.flight.take() else {
+            return;
+        };
+        let mut holding = self.slot.holding();
+        let owed = self.end(&mut holding, &flight);
+        drop(holding);
+        match owed {
+            Some(owed) => owed.release_unheld(),
+            None => self.lock.release_in_background(),
         }
     }
 }

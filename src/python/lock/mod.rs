@@ -11,12 +11,11 @@ use crate::python::args::timeout;
 use crate::python::asyncio::awaitable;
 use crate::python::driver::wait;
 use crate::python::errors::{to_py, LockTimeout};
-use crate::python::holding::{release_slot, settle, Slot};
+use crate::python::holding::{abandon_in_flight, release_slot, Slot};
 use crate::python::inspect;
 use crate::python::options;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
-use std::sync::atomic::Ordering;
 
 /// The native lock behind `blob_lock.BlobLock`.
 #[pyclass(frozen, module = "blob_lock._blob_lock")]
@@ -120,17 +119,15 @@ impl NativeLock {
     ) -> PyResult<Bound<'py, PyAny>> {
         let acquiring = self.begin_acquiring()?;
         let t = self::timeout(timeout)?;
-        let dropped = self.in_flight(&acquiring);
-        let (lock, slot) = (self.lock.clone(), self.lease.clone());
+        let landing = self.in_flight(&acquiring);
+        let lock = self.lock.clone();
         awaitable(py, async move {
+            let _acquiring = acquiring; // kept until the acquisition has landed
             let result = lock.acquire(t).await;
-            dropped.disarm();
-            let id = acquiring.1;
-            drop(acquiring);
             match result {
-                Ok(lease) => Ok(settle(&slot, id, Some(lease))),
+                Ok(lease) => Ok(landing.land(Some(lease))),
                 Err(e) => {
-                    settle(&slot, id, None);
+                    landing.land(None);
                     match e {
                         Error::Timeout { .. } if !raise_timeout => Ok(false),
                         e => Err(to_py(e)),
@@ -143,17 +140,15 @@ impl NativeLock {
     /// `try_acquire` as an awaitable.
     fn try_acquire_async<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
         let acquiring = self.begin_acquiring()?;
-        let dropped = self.in_flight(&acquiring);
-        let (lock, slot) = (self.lock.clone(), self.lease.clone());
+        let landing = self.in_flight(&acquiring);
+        let lock = self.lock.clone();
         awaitable(py, async move {
+            let _acquiring = acquiring;
             let result = lock.try_acquire().await;
-            dropped.disarm();
-            let id = acquiring.1;
-            drop(acquiring);
             match result {
-                Ok(acquired) => Ok(settle(&slot, id, acquired)),
+                Ok(acquired) => Ok(landing.land(acquired)),
                 Err(e) => {
-                    settle(&slot, id, None);
+                    landing.land(None);
                     Err(to_py(e))
                 }
             }
@@ -167,15 +162,7 @@ impl NativeLock {
     /// cancellation) is released at once, in the background, without the event loop.
     fn abandon(&self) {
         let mut holding = self.lease.holding();
-        if let Some(f) = holding.in_flight.as_mut() {
-            if f.owed.is_none() {
-                f.owed = Some(self.lock.owe_cleanup());
-            }
-            // The object is free for the next acquisition, which waits for the cleanup.
-            let _ =
-                self.lease
-                    .acquiring
-                    .compare_exchange(f.id, 0, Ordering::SeqCst, Ordering::SeqCst);
+        if abandon_in_flight(&self.lease, &mut holding, &self.lock) {
             return;
         }
         let taken = holding.lease.take();

@@ -4,10 +4,9 @@
 
 use super::NativeLock;
 use crate::lease::{Lease, Lock};
-use crate::python::asyncio::OnDrop;
 use crate::python::driver::CancelHook;
 use crate::python::errors::LockError;
-use crate::python::holding::{hold, InFlight, Slot};
+use crate::python::holding::{hold, Flight, Landing, Slot};
 use pyo3::prelude::*;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -135,27 +134,10 @@ impl NativeLock {
         Box::new(move || lock.release_in_background())
     }
 
-    /// Marks an asyncio acquisition as in flight in the slot, and makes the hook that
-    /// cleans up if its future is dropped before it ends (cancelled): the cleanup `abandon`
-    /// left, or else a release of whatever the lockfile shows for this lock's owner.
-    pub(super) fn in_flight(&self, acquiring: &Acquiring) -> OnDrop {
-        let id = acquiring.1;
-        self.lease.holding().in_flight = Some(Box::new(InFlight { id, owed: None }));
-        let (slot, lock) = (self.lease.clone(), self.lock.clone());
-        OnDrop::new(Box::new(move || {
-            let mut holding = slot.holding();
-            let owed = match holding.in_flight.take() {
-                Some(f) if f.id == id => f.owed,
-                other => {
-                    holding.in_flight = other;
-                    return;
-                }
-            };
-            drop(holding);
-            match owed {
-                Some(owed) => owed.release_unheld(),
-                None => lock.release_in_background(),
-            }
-        }))
+    /// Marks an asyncio acquisition as in flight in the slot; the landing it returns ends
+    /// it (`Landing::land`), or, dropped with its future (cancelled), releases what the
+    /// acquisition may have written.
+    pub(super) fn in_flight(&self, acquiring: &Acquiring) -> Landing {
+        Flight::start(&self.lease, &self.lock, acquiring.1)
     }
 }
