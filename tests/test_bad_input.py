@@ -237,6 +237,31 @@ def test_bad_uris_fail_cleanly_everywhere(uri):
             assert isinstance(e, TypeError), (name, e)
 
 
+def test_a_bad_cloud_uri_is_refused_before_a_cloud_library_is_imported():
+    """A typo in a URI fails in milliseconds: checking it does not wait for azure-identity
+    (a third of a second to import) or another cloud's credential chain."""
+    import subprocess
+    import sys
+
+    script = (
+        "import sys\n"
+        "from blob_lock import BlobLock, inspect\n"
+        "for call in (lambda: inspect('az://container/a%20b'), lambda: BlobLock('az://c/a%b')):\n"
+        "    try:\n"
+        "        call()\n"
+        "    except ValueError:\n"
+        "        pass\n"
+        "    else:\n"
+        "        raise SystemExit('accepted')\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('azure', 'boto3', 'google')))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]", done.stdout
+
+
 @pytest.mark.parametrize("timing", BAD_TIMINGS, ids=repr)
 def test_bad_settings_are_refused_at_construction(tmp_path, timing):
     fails_cleanly(lambda: BlobLock(tmp_path / "lock", **timing), f"BlobLock {timing}")
@@ -260,6 +285,27 @@ def test_an_unreachable_store_fails_fast_even_without_a_timeout():
         assert time.monotonic() - began < 15
         assert info.value.transient is False
         assert "has not answered" in str(info.value) and endpoint in str(info.value)
+
+
+def test_an_endpoint_that_resets_every_connection_fails_fast():
+    """Connections accepted and then reset are retried a few times at first contact (a
+    flaky path), never waited on for ever: a server that never answers still fails."""
+    from fault_proxy import FaultProxy
+
+    proxy = FaultProxy("127.0.0.1", 9)
+    try:
+        proxy.reset()
+        began = time.monotonic()
+        with pytest.raises(StoreError) as info:
+            BlobLock("s3://bucket/lock", storage_options={**S3, "aws_endpoint": proxy.url}).acquire(
+                timeout=None
+            )
+        assert time.monotonic() - began < 30
+        assert info.value.transient is False
+        assert "has not answered" in str(info.value) and proxy.url in str(info.value)
+        assert proxy.accepted > 1, "the dropped connections were not retried"
+    finally:
+        proxy.close()
 
 
 def cli_fails_cleanly(args: list[str], env: dict[str, str] | None = None) -> None:

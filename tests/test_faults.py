@@ -103,6 +103,23 @@ def test_a_longer_outage_is_reported_as_loss_before_a_waiter_gets_in(proxied, wo
     assert waiter.release() == ReleaseStatus.RELEASED
 
 
+def test_a_store_whose_first_connections_are_reset_is_retried_not_refused(proxied, workers):
+    """A process whose first requests to a store meet connections reset (a flaky path: the
+    store is there) retries them and acquires once the path heals, rather than failing as a
+    store that does not answer (a wrong endpoint fails fast: tests/test_bad_input.py)."""
+    backend, proxy, options, env = proxied
+    proxy.reset()  # every connection accepted, then reset, from before the first request
+    holder = workers("watch", backend.uri(), options, str(EXPIRE), env=env)
+    deadline = time.monotonic() + 60
+    while proxy.accepted < 2:  # its first request and a retry of it were reset
+        assert time.monotonic() < deadline, "the holder made no second request"
+        assert holder.poll(0) is None, "the holder gave up"
+        time.sleep(0.01)
+    proxy.heal()
+    first = holder.line(timeout=60)
+    assert first["event"] == "acquired", first
+
+
 def test_processes_count_exactly_through_a_faulty_network(proxied, workers, tmp_path):
     """N processes x M acquisitions, each a non-atomic read-modify-write of a shared
     counter, every request through the proxy while faults come and go: 503 bursts, resets

@@ -18,6 +18,7 @@ __all__ = [
     "NativeLockfile",
     "__version__",
     "check_timeout",
+    "check_uri",
     "close_async",
     "close_python_calls",
     "doctor",
@@ -236,6 +237,10 @@ def doctor(
 ) -> dict[str, Any]:
     """Probes the store behind `uri` on a scratch lockfile, and with `race` (racers, rounds)
     races independent clients beside it; a dict of the report."""
+
+def check_uri(uri: str, prefix: bool = False) -> None:
+    """Checks a lock URI (with `prefix`, a listing's prefix) as every entry point would take
+    it: ValueError naming what is wrong."""
 
 def check_timeout(timeout: float) -> None:
     """Checks a timeout as `acquire` would take it: ValueError if it is not one."""

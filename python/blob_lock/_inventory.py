@@ -36,7 +36,7 @@ def _inventory(
         )
     uri = _args.lock_uri(prefix)
     return _blob_lock.NativeInventory(
-        uri, **_credentials.resolve(uri, storage_options, credential_provider)
+        uri, **_credentials.resolve(uri, storage_options, credential_provider, prefix=True)
     )
 
 

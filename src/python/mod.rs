@@ -53,6 +53,7 @@ fn _blob_lock(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(exit::close_python_calls, m)?)?;
     m.add_function(wrap_pyfunction!(exit::drain, m)?)?;
     m.add_function(wrap_pyfunction!(args::check_timeout, m)?)?;
+    m.add_function(wrap_pyfunction!(args::check_uri, m)?)?;
     m.add_function(wrap_pyfunction!(metrics::stats, m)?)?;
     m.add_function(wrap_pyfunction!(options::option_definitions, m)?)?;
     m.add("KEEP_ALIVE_OPTIONS", keep_alive::KEEP_ALIVE_TAKES.to_vec())?;

@@ -66,9 +66,15 @@ impl std::fmt::Debug for Client {
 #[derive(Debug, Default)]
 pub struct Facts {
     answered: AtomicBool,
+    /// Connections dropped before any answer (accepted, then reset or closed).
+    dropped_unanswered: AtomicU8,
     verdict: AtomicU8,
     warned: AtomicBool,
 }
+
+/// How many connections a store that has never answered may drop before it counts as
+/// unreachable: a flaky path retries, an endpoint that never speaks HTTP still fails fast.
+const DROPS_BEFORE_ANSWERING: u8 = 3;
 
 impl Facts {
     /// True once the store answered a request of this process (any HTTP answer).
@@ -80,6 +86,18 @@ impl Facts {
         if !self.answered.load(Ordering::Relaxed) {
             self.answered.store(true, Ordering::Relaxed);
         }
+    }
+
+    /// Counts one connection dropped before the store ever answered; true while such drops
+    /// are still retried ([`DROPS_BEFORE_ANSWERING`]).
+    pub(crate) fn forgive_drop(&self) -> bool {
+        let dropped = self.dropped_unanswered.fetch_add(1, Ordering::Relaxed);
+        if dropped >= DROPS_BEFORE_ANSWERING {
+            self.dropped_unanswered
+                .store(DROPS_BEFORE_ANSWERING, Ordering::Relaxed); // no wrap-around
+            return false;
+        }
+        true
     }
 
     /// The probe's verdict as stored (0: none yet).

@@ -99,7 +99,13 @@ impl Gate {
                 Err(Failure::Store(e))
             }
             Ok(Ok(Err(e))) if !facts.answered() => {
+                // A connection accepted and then dropped: something listens, perhaps behind a
+                // flaky path. Retried a few times (as transient) before failing fast.
+                let dropped = dropped_connection(&e);
                 let known = store_error(&self.uri, e, during);
+                if dropped && facts.forgive_drop() {
+                    return Err(Failure::Ours(known));
+                }
                 Err(Failure::Ours(self.unreachable(known)))
             }
             Ok(Ok(Err(e))) => Err(Failure::Store(e)),
@@ -240,6 +246,23 @@ fn answered_by_store(e: &object_store::Error) -> bool {
         source = s.source();
     }
     e.to_string().contains("Server returned")
+}
+
+/// True if `e` is a connection that was made and then reset or closed before an answer
+/// (not one refused, unresolved or timed out: a wrong endpoint).
+fn dropped_connection(e: &object_store::Error) -> bool {
+    use object_store::client::HttpErrorKind;
+    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(e);
+    while let Some(s) = source {
+        if let Some(http) = s.downcast_ref::<HttpError>() {
+            return matches!(
+                http.kind(),
+                HttpErrorKind::Request | HttpErrorKind::Interrupted
+            );
+        }
+        source = s.source();
+    }
+    false
 }
 
 /// Maps an object_store error to ours, deciding whether a retry can help.

@@ -155,9 +155,13 @@ def _failing(cloud: str, options: dict[str, str], message: str) -> tuple[dict[st
 
 
 def resolve(
-    uri: str, storage_options: Mapping[str, str] | None, credential_provider: object = None
+    uri: str,
+    storage_options: Mapping[str, str] | None,
+    credential_provider: object = None,
+    prefix: bool = False,
 ) -> dict[str, Any]:
-    """The native keyword arguments ``storage_options`` and ``credentials`` for a store."""
+    """The native keyword arguments ``storage_options`` and ``credentials`` for a store;
+    ``uri`` is a lock's (or with ``prefix``, a listing's prefix)."""
     options = _args.storage_options(storage_options)
     cloud = cloud_of(uri)
     if cloud is None:
@@ -167,6 +171,7 @@ def resolve(
                 "(s3://, az://, gs://): local and memory stores take no credentials"
             )
         return {"storage_options": options, "credentials": None}
+    _blob_lock.check_uri(uri, prefix)  # refused before a cloud library is imported
     if credential_provider is not None:
         out = dict(options or {})
         out.pop(_aws.PROFILE_OPTION, None)
