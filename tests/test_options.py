@@ -54,6 +54,39 @@ def test_a_lock_made_with_no_options_uses_the_defaults(tmp_path):
         assert lock._timeout is None and lock._raise_on_lost is True
 
 
+def test_a_fresh_lock_like_one_made_before_is_a_lock_of_its_own(tmp_path):
+    """A fresh BlobLock on a local URI made before with the same options starts from that
+    one's native lock: each still has an owner id of its own, takes its own options, and
+    excludes the others."""
+    uri = str(tmp_path / "lock")
+    locks = [BlobLock(uri, expire=7.0, timeout=0) for _ in range(50)]
+    assert len({lock.owner for lock in locks}) == 50
+    assert all(lock.expire == 7.0 and lock._timeout == 0 for lock in locks)
+    with locks[0]:
+        assert not any(lock.try_acquire() for lock in locks[1:])
+    with locks[-1]:
+        assert locks[0].try_acquire() is False
+    with BlobLock(uri, expire=9.0) as other:  # other options: not a copy of the first
+        assert other.expire == 9.0 and other.token == 3
+
+
+@pytest.mark.parametrize(
+    "made, given",
+    [
+        ({"raise_on_lost": True}, {"raise_on_lost": 1}),
+        ({"expire": 30}, {"expire": True}),
+        ({"expire": 1.0}, {"expire": True}),
+    ],
+)
+def test_equal_options_of_another_type_are_still_checked(tmp_path, made, given):
+    """``1 == True`` and ``True == 1.0`` in Python; a lock made with one does not let the
+    other through unchecked."""
+    uri = str(tmp_path / "lock")
+    BlobLock(uri, **made)
+    with pytest.raises(TypeError):
+        BlobLock(uri, **given)
+
+
 def test_every_entry_point_takes_each_of_its_options(tmp_path):
     values = {
         "expire": timedelta(seconds=6),

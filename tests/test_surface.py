@@ -219,9 +219,12 @@ def test_a_forked_child_tries_the_lock_as_an_owner_of_its_own(tmp_path):
         code = 3
         try:
             mine = held.try_acquire()  # the parent holds it: not ours to take
+            # A fresh lock like the parent's (made in the child, not from the parent's).
+            fresh = BlobLock(uri, expire=30)
+            theirs = fresh.try_acquire() is False and fresh.owner != held.owner
             other = BlobLock(str(tmp_path / "other"))
             freed = other.try_acquire() and other.release() is ReleaseStatus.RELEASED
-            code = 0 if mine is False and freed else 1
+            code = 0 if mine is False and theirs and freed else 1
         finally:
             os._exit(code)
     _, status = os.waitpid(pid, 0)

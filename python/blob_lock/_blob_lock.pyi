@@ -70,6 +70,13 @@ class NativeLock:
         """The `raise_on_lost` option."""
     def for_child(self) -> NativeLock:
         """This lock as a child made by fork sees it (the parent's state is leaked there)."""
+    def another(self) -> NativeLock:
+        """A lock like this one (its URI and options) with an owner id of its own and nothing
+        held, made without parsing or opening anything again."""
+    def take_turn(self) -> bool:
+        """Takes the turn to acquire through this object if it is free (`blob_lock._turn`)."""
+    def give_turn(self) -> None:
+        """Gives the turn back."""
     def acquire(self, timeout: float | None, raise_timeout: bool) -> bool:
         """Waits for the lock; False on timeout, or raises LockTimeout when `raise_timeout`."""
     def try_acquire(self) -> bool:

@@ -16,8 +16,9 @@ from blob_lock import _blob_lock, _process, _turn
 from blob_lock._args import Seconds, lock_uri, seconds
 from blob_lock._decorate import decorate
 from blob_lock._lock_facts import LockFacts
-from blob_lock._options import LockOptions, shared, signature
+from blob_lock._options import LockOptions, signature
 from blob_lock._release_status import ReleaseStatus, release_status
+from blob_lock._templates import native_lock
 from blob_lock._turn import current
 from blob_lock.exceptions import LockError, LockLost, LockTimeout
 
@@ -96,10 +97,10 @@ class BlobLock(LockFacts):
         if type(uri) is not str:
             uri = lock_uri(uri)
         self._forks = _process.forks
-        self._native_lock = native = _blob_lock.NativeLock(uri, options)  # checks every option
-        # As given: what a decorated function's calls, and an unpickled copy, are made from
-        # (None for none, shared when plain: thousands of locks are held).
-        self._options = shared(options) if options else None
+        # The options as given: what a decorated function's calls, and an unpickled copy,
+        # are made from (None for none, shared when plain: thousands of locks are held).
+        native, self._options = native_lock(uri, options)  # checks every option
+        self._native_lock = native
         self._timeout = native.timeout
         self._raise_on_lost = native.raise_on_lost
         self._holder: object = None  # whose turn it is to acquire through it (_turn)

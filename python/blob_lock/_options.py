@@ -193,16 +193,23 @@ _PLAIN = frozenset({str, int, float, bool, type(None)})
 _Options = TypeVar("_Options", bound=Mapping[str, Any])
 
 
-def shared(options: _Options) -> _Options:
-    """``options``, or an equal dict kept for locks made with the same options before (never
-    to be changed: it is read when a lock is pickled or decorates a function). Only plain
-    values are shared, compared with their types (``1`` is not ``True``), and only a few
-    dozen sets: user objects (callbacks, providers) are never kept alive here."""
+def plain_key(options: Mapping[str, Any]) -> tuple[Any, ...] | None:
+    """What tells ``options`` from other sets of plain values, compared with their types
+    (``1`` is not ``True``); None if a value is not plain (a callback, a provider, a dict)."""
     # map and tuple, not a generator: a fresh BlobLock per `with` makes this call each time.
     types = tuple(map(type, options.values()))
     if not _PLAIN.issuperset(types):
+        return None
+    return (tuple(options.items()), types)
+
+
+def shared(options: _Options, key: tuple[Any, ...] | None) -> _Options:
+    """``options``, or an equal dict kept for locks made with the same options before (never
+    to be changed: it is read when a lock is pickled or decorates a function). ``key`` is
+    ``plain_key(options)``: only plain values are shared, and only a few dozen sets, so
+    user objects (callbacks, providers) are never kept alive here."""
+    if key is None:
         return options
-    key = (tuple(options.items()), types)
     kept = _SHARED.get(key)
     if kept is not None:
         return cast(_Options, kept)

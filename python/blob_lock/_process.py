@@ -31,8 +31,9 @@ class Live(Protocol):
 # are released and the keep-alives stopped, so that nothing renews into a dying interpreter.
 # A dict used as a set: a set's table grows fourfold and keeps a quarter to a third of it
 # filled, about twice a dict's bytes per held lock when thousands are held.
+# No lock: each use is one call into the dict (an insert, a pop, a copy), which the
+# interpreter runs as one step; a lock taken twice per `with` cost it microseconds.
 _live: dict[Live, None] = {}
-_live_guard = threading.Lock()
 
 # How many forks made this process; each BlobLock notes the value it was made or renewed
 # under (not a registry of every lock: thousands of held locks would each cost one), and
@@ -43,20 +44,17 @@ fork_guard = threading.Lock()
 
 def track(item: Live) -> None:
     """Notes a lock now held, or a keep-alive now running."""
-    with _live_guard:
-        _live[item] = None
+    _live[item] = None
 
 
 def untrack(item: Live) -> None:
     """Forgets a lock released or a keep-alive stopped."""
-    with _live_guard:
-        _live.pop(item, None)
+    _live.pop(item, None)
 
 
 def owners_here() -> set[str]:
     """Owner ids this process holds or keeps alive now."""
-    with _live_guard:
-        live = list(_live)
+    live = list(_live)
     return {item.owner for item in live if not item.lost}
 
 
@@ -64,8 +62,7 @@ def owners_here() -> set[str]:
 def _at_exit() -> None:
     # First, so that no awaitable completes into an interpreter that is shutting down.
     _blob_lock.close_async()
-    with _live_guard:
-        live = list(_live)
+    live = list(_live)
     try:
         for item in live:
             try:
@@ -87,8 +84,7 @@ def _after_fork_in_child() -> None:
     believe they hold the lock); each KeepAlive reports itself lost here. The parent's
     native state is leaked in the child, never dropped (see NativeLock's Drop). The
     parent's heartbeats go on."""
-    global _live_guard, fork_guard, forks
-    _live_guard = threading.Lock()  # another thread of the parent may have held it
+    global fork_guard, forks
     fork_guard = threading.Lock()
     forks += 1
     for item in list(_live):

@@ -2,10 +2,11 @@
 another thread (or asyncio task) waits for its turn; the one that holds the turn may not
 take it again (locks are not reentrant). A turn is held from acquisition to release.
 
-Whose turn it is lives in the lock's ``_holder`` slot, guarded by one condition for the
-whole process: no object of its own per lock (a ``threading.Lock`` and its holder were 140
-bytes of every held lock, and thousands are held). Waiting for a turn is rare (two threads
-sharing one ``BlobLock`` object), so one condition for all of them costs nothing."""
+Whether the turn is taken is an atomic flag of the native lock: a free turn (nearly every
+one) is taken and given back without a lock of Python's, whose two uses cost a fresh
+``with`` several microseconds. Who holds it lives in the lock's ``_holder`` slot (no object
+of its own per lock: thousands are held). Waiting for a turn is rare (two threads sharing
+one ``BlobLock`` object): the waiters share one condition for the whole process."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ import threading
 import time
 from typing import Protocol
 
+from blob_lock._blob_lock import NativeLock
 from blob_lock.exceptions import LockError
 
 __all__ = ["current", "give", "take", "take_async"]
@@ -22,13 +24,13 @@ __all__ = ["current", "give", "take", "take_async"]
 
 class Turned(Protocol):
     _holder: object
+    _native_lock: NativeLock
 
     @property
     def uri(self) -> str: ...
 
 
-# The guard is a plain lock (``with`` on it costs a fifth of ``with`` on the condition);
-# the condition shares it, for the rare holder that waits.
+# Held only by a waiter and by a giver that found one waiting.
 _guard = threading.Lock()
 _turns = threading.Condition(_guard)
 _waiting = 0
@@ -47,24 +49,29 @@ def take(lock: Turned, me: object, timeout: float | None) -> bool:
     """``me``'s turn on ``lock``; False if another holder keeps it past ``timeout`` (None:
     for ever, 0: do not wait). ``LockError`` if ``me`` holds it already."""
     global _waiting
-    with _guard:
-        if lock._holder is me:
-            raise LockError(
-                f"this BlobLock already holds {lock.uri} (or is acquiring it) in this "
-                "thread; release it first (locks are not reentrant)",
-                lock.uri,
-            )
-        if lock._holder is not None:
-            if timeout is not None and timeout <= 0:
-                return False
-            _waiting += 1
-            try:
-                if not _turns.wait_for(lambda: lock._holder is None, timeout):
-                    return False
-            finally:
-                _waiting -= 1
+    native = lock._native_lock
+    if native.take_turn():
         lock._holder = me
         return True
+    if lock._holder is me:
+        raise LockError(
+            f"this BlobLock already holds {lock.uri} (or is acquiring it) in this "
+            "thread; release it first (locks are not reentrant)",
+            lock.uri,
+        )
+    if timeout is not None and timeout <= 0:
+        return False
+    with _guard:
+        # Counted before the turn is looked at again: a giver reads the count after it
+        # frees the turn, so either this look sees it free or the giver wakes us.
+        _waiting += 1
+        try:
+            if not _turns.wait_for(native.take_turn, timeout):
+                return False
+        finally:
+            _waiting -= 1
+    lock._holder = me
+    return True
 
 
 async def take_async(lock: Turned, me: object, timeout: float | None) -> bool:
@@ -83,11 +90,11 @@ async def take_async(lock: Turned, me: object, timeout: float | None) -> bool:
 def give(lock: Turned) -> None:
     """Gives ``lock``'s turn back, if it is taken (by any thread: ``release()`` may be
     called from another one)."""
-    with _guard:
-        if lock._holder is not None:
-            lock._holder = None
-            if _waiting:
-                _turns.notify_all()
+    lock._holder = None
+    lock._native_lock.give_turn()
+    if _waiting:
+        with _guard:
+            _turns.notify_all()
 
 
 def _after_fork_in_child() -> None:

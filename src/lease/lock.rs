@@ -89,6 +89,17 @@ impl Lock {
         }
     }
 
+    /// Another lock on this URI with these options, with an owner id of its own: it shares
+    /// this one's engine and store, which a fresh lock object for every `with` would
+    /// otherwise parse and open again.
+    pub fn another(&self) -> Lock {
+        Lock {
+            owner: new_owner_id().into(),
+            cleanups: Default::default(),
+            ..self.clone()
+        }
+    }
+
     /// The same lock with a given owner id (a restarted process that kept its id; tests).
     pub fn with_owner(mut self, owner: impl Into<String>) -> Lock {
         self.owner = owner.into().into();

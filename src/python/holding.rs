@@ -3,7 +3,7 @@
 
 use crate::lease::{Cleanup, Lease, Lock};
 use std::future::Future;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 /// What a NativeLock shares with its acquisitions, in one allocation (thousands of locks
@@ -15,6 +15,9 @@ pub(crate) struct Shared {
     holding: Mutex<Holding>,
     /// The acquisition under way through the NativeLock (0: none): one at a time.
     pub(crate) acquiring: AtomicU64,
+    /// Whose turn it is is BlobLock's to say (`_turn`); this says whether one is taken, so
+    /// that taking a free turn is one atomic step without a lock of Python's.
+    pub(crate) turn: AtomicBool,
 }
 
 impl Shared {

@@ -16,6 +16,7 @@ use crate::python::inspect;
 use crate::python::options;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
+use std::sync::atomic::Ordering;
 
 /// The native lock behind `blob_lock.BlobLock`.
 #[pyclass(frozen, module = "blob_lock._blob_lock")]
@@ -64,6 +65,31 @@ impl NativeLock {
         let mut child = NativeLock::empty(self.lock.reopened().map_err(to_py)?);
         (child.timeout, child.raise_on_lost) = (self.timeout, self.raise_on_lost);
         Ok(child)
+    }
+
+    /// A lock like this one (its URI and options), with an owner id of its own and nothing
+    /// held, made without parsing or opening anything again: what `BlobLock` makes for a
+    /// local lock made before with the same plain options.
+    fn another(&self) -> PyResult<NativeLock> {
+        if self.pid != crate::per_process::pid() {
+            return self.for_child(); // its store client is the parent's
+        }
+        let mut other = NativeLock::empty(self.lock.another());
+        (other.timeout, other.raise_on_lost) = (self.timeout, self.raise_on_lost);
+        Ok(other)
+    }
+
+    /// Takes the turn to acquire through this object if it is free (`blob_lock._turn`).
+    fn take_turn(&self) -> bool {
+        self.lease
+            .turn
+            .compare_exchange(false, true, Ordering::SeqCst, Ordering::SeqCst)
+            .is_ok()
+    }
+
+    /// Gives the turn back.
+    fn give_turn(&self) {
+        self.lease.turn.store(false, Ordering::SeqCst);
     }
 
     /// Waits for the lock; False on timeout, or raises LockTimeout when `raise_timeout`.

@@ -1,0 +1,52 @@
+"""Native locks made before, kept as templates: users make a fresh ``BlobLock`` for every
+``with``, and for a local lock (an absolute path, ``file:///``, ``memory://``) made before
+with the same plain options, the new one's native lock is the template's ``another()`` (an
+owner id of its own, the same engine and store) instead of a lock whose options are parsed
+and whose store is opened again. Cloud locks are made anew each time: their credentials
+depend on the environment and ``set_credentials``, which may change between two locks."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from typing import Any
+
+from blob_lock._blob_lock import NativeLock
+from blob_lock._options import plain_key, shared
+
+__all__ = ["native_lock"]
+
+# (uri, plain options) -> (a template never acquired, the options shared). A few dozen:
+# thousands of locks on distinct URIs each pay one miss, not memory held for ever.
+_TEMPLATES: dict[object, tuple[NativeLock, Mapping[str, Any] | None]] = {}
+_MAX = 64
+# Whose meaning does not depend on the working folder or HOME, which may change.
+_LOCAL = ("/", "file:///", "memory://")
+
+
+def native_lock(
+    uri: str, options: Mapping[str, Any]
+) -> tuple[NativeLock, Mapping[str, Any] | None]:
+    """The native lock of ``BlobLock(uri, **options)``, and the options to keep (shared
+    between locks made with equal plain options; None for none)."""
+    plain = plain_key(options) if options else ()
+    if plain is None:  # a callback, a provider, a dict: not kept beyond this lock
+        return NativeLock(uri, options), options
+    key = (uri, plain) if plain else uri
+    made = _TEMPLATES.get(key)
+    if made is not None:
+        return made[0].another(), made[1]
+    native = NativeLock(uri, options)  # checks every option
+    kept = shared(options, plain) if options else None
+    if uri.startswith(_LOCAL):
+        if len(_TEMPLATES) >= _MAX:
+            del _TEMPLATES[next(iter(_TEMPLATES))]
+        _TEMPLATES[key] = (native.another(), kept)
+    return native, kept
+
+
+def _forget() -> None:
+    _TEMPLATES.clear()  # a child made by fork opens its own stores
+
+
+os.register_at_fork(after_in_child=_forget)
