@@ -70,6 +70,19 @@ def test_a_fresh_lock_like_one_made_before_is_a_lock_of_its_own(tmp_path):
         assert other.expire == 9.0 and other.token == 3
 
 
+def test_locks_on_many_local_uris_keep_a_bounded_number_of_templates(tmp_path):
+    """Thousands of locks on distinct URIs in one process: each is its own lock, and the
+    native locks kept to make later ones from stay a few dozen."""
+    from blob_lock import _templates
+
+    locks = [BlobLock(str(tmp_path / f"lock-{i}"), expire=7.0) for i in range(200)]
+    assert len(_templates._TEMPLATES) <= 64
+    assert all(lock.try_acquire() for lock in locks)
+    assert BlobLock(str(tmp_path / "lock-0"), expire=7.0).try_acquire() is False
+    for lock in locks:
+        lock.release()
+
+
 @pytest.mark.parametrize(
     "made, given",
     [

@@ -203,13 +203,11 @@ def plain_key(options: Mapping[str, Any]) -> tuple[Any, ...] | None:
     return (tuple(options.items()), types)
 
 
-def shared(options: _Options, key: tuple[Any, ...] | None) -> _Options:
+def shared(options: _Options, key: tuple[Any, ...]) -> _Options:
     """``options``, or an equal dict kept for locks made with the same options before (never
     to be changed: it is read when a lock is pickled or decorates a function). ``key`` is
-    ``plain_key(options)``: only plain values are shared, and only a few dozen sets, so
+    ``plain_key(options)``, for plain values only, and only a few dozen sets are kept, so
     user objects (callbacks, providers) are never kept alive here."""
-    if key is None:
-        return options
     kept = _SHARED.get(key)
     if kept is not None:
         return cast(_Options, kept)

@@ -51,9 +51,7 @@ pub(crate) fn timeout(t: Option<f64>) -> PyResult<Option<Duration>> {
 pub(crate) fn check_uri(uri: &str, prefix: bool) -> PyResult<()> {
     match crate::store::Location::parse(uri) {
         Ok(_) => Ok(()),
-        Err(Error::InvalidArgument(why)) if prefix => Err(to_py(Error::InvalidArgument(
-            why.replacen("invalid lock URI", "invalid prefix", 1),
-        ))),
+        Err(e) if prefix => Err(to_py(crate::store::as_prefix_error(e))),
         Err(e) => Err(to_py(e)),
     }
 }

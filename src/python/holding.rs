@@ -60,6 +60,13 @@ pub(crate) struct Flight {
 }
 
 impl Flight {
+    /// Frees `slot`'s object for its next acquisition, unless another has begun already.
+    fn free(&self, slot: &Slot) {
+        let _ = slot
+            .acquiring
+            .compare_exchange(self.id, 0, Ordering::SeqCst, Ordering::SeqCst);
+    }
+
     /// Marks `slot`'s acquisition `id` as in flight; the returned landing ends it.
     pub(crate) fn start(slot: &Slot, lock: &Lock, id: u64) -> Landing {
         let flight = Arc::new(Flight {
@@ -88,9 +95,7 @@ pub(crate) fn abandon_in_flight(slot: &Slot, holding: &mut Holding, lock: &Lock)
     if owed.is_none() {
         *owed = Some(lock.owe_cleanup());
     }
-    let _ = slot
-        .acquiring
-        .compare_exchange(flight.id, 0, Ordering::SeqCst, Ordering::SeqCst);
+    flight.free(slot);
     true
 }
 
@@ -145,10 +150,7 @@ impl Landing {
         {
             holding.in_flight = None;
         }
-        let _ =
-            self.slot
-                .acquiring
-                .compare_exchange(flight.id, 0, Ordering::SeqCst, Ordering::SeqCst);
+        flight.free(&self.slot);
         let owed = flight.owed.lock().unwrap_or_else(|e| e.into_inner()).take();
         owed
     }

@@ -43,6 +43,16 @@ impl std::fmt::Debug for Listing {
     }
 }
 
+/// A lock URI's error as the error of a listing's prefix, which is written alike.
+pub fn as_prefix_error(e: Error) -> Error {
+    match e {
+        Error::InvalidArgument(why) => {
+            Error::InvalidArgument(why.replacen("invalid lock URI", "invalid prefix", 1))
+        }
+        other => other,
+    }
+}
+
 impl Listing {
     /// Lists below `prefix` (a URI or a path, as a lock URI is written), with `options` as
     /// a lock takes them; each listing request may take `request_timeout`. Makes no request
@@ -52,12 +62,7 @@ impl Listing {
         options: &super::Access,
         request_timeout: Duration,
     ) -> Result<Listing> {
-        let place = Place::of(prefix, options, Sharing::Shared).map_err(|e| match e {
-            Error::InvalidArgument(why) => {
-                Error::InvalidArgument(why.replacen("invalid lock URI", "invalid prefix", 1))
-            }
-            other => other,
-        })?;
+        let place = Place::of(prefix, options, Sharing::Shared).map_err(as_prefix_error)?;
         let mut shown = prefix.trim_end_matches('/').to_string();
         if shown.ends_with(':') {
             shown.push_str("//"); // `file:///`: the root, named `file://` + `/name`

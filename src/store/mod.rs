@@ -23,7 +23,7 @@ pub mod uri;
 pub use access::Access;
 pub use counted::{Counted, Requests};
 pub use credentials::{Credentials, Fetch, Fetched};
-pub use listing::Listing;
+pub use listing::{as_prefix_error, Listing};
 pub use open::{open, open_object, Private};
 pub use uri::{Cloud, Location};
 
