@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import subprocess
 import sys
 import threading
 import time
@@ -390,6 +391,33 @@ def test_polling_lost_while_losses_are_logged_does_not_deadlock(tmp_path):
     while not all(lock.lost for lock in locks):  # no sleep: hold the GIL as much as we can
         assert time.monotonic() < deadline, "losses not seen"
     assert all("thief" in lock.lost_reason for lock in locks)
+
+
+LOGS_EACH_WITH = """
+import logging, sys
+from blob_lock import BlobLock
+logging.basicConfig(level=logging.WARNING, stream=sys.stdout, format="%(name)s %(message)s")
+logging.getLogger("blob_lock").setLevel(getattr(logging, sys.argv[2]))
+for _ in range(3):
+    with BlobLock(sys.argv[1], expire=30):
+        pass
+"""
+
+
+@pytest.mark.parametrize("level", ["DEBUG", "INFO"])
+def test_debug_records_follow_the_level_set_before_the_first_lock(tmp_path, level):
+    # The native side remembers which records Python's logging refused (asking costs more
+    # than the rest of a log call): each `with` is logged at DEBUG, none at INFO.
+    for uri in [str(tmp_path / "lock"), f"memory://logs/{uuid.uuid4().hex}"]:
+        done = subprocess.run(
+            [sys.executable, "-c", LOGS_EACH_WITH, uri, level],
+            capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        steps = re.findall(r"blob_lock\.claim .*owner \w+: (\w+) -> (\w+)", done.stdout)
+        expected = [("new", "acquiring"), ("acquiring", "held"), ("held", "releasing"),
+                    ("releasing", "released")] * 3  # fmt: skip
+        assert steps == (expected if level == "DEBUG" else []), done.stdout
 
 
 LOSES_ITS_LOCK = """

@@ -100,6 +100,34 @@ def test_equal_options_of_another_type_are_still_checked(tmp_path, made, given):
         BlobLock(uri, **given)
 
 
+class _UnhashableCallback:
+    __hash__ = None  # type: ignore[assignment]
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def __call__(self, error: Exception) -> None:
+        self.calls += 1
+
+
+class _HashFails(_UnhashableCallback):
+    def __hash__(self) -> int:
+        raise RuntimeError("no hash here")
+
+
+@pytest.mark.parametrize("callback", [_UnhashableCallback, _HashFails])
+def test_a_callback_that_cannot_be_hashed_is_taken_as_given(tmp_path, callback):
+    """Made locks are looked up by their options; a value that cannot be hashed is not an
+    error, and each lock keeps its own callback."""
+    uri = str(tmp_path / "lock")
+    first, second = callback(), callback()
+    a, b = BlobLock(uri, on_lost=first), BlobLock(uri, on_lost=second)
+    assert a.owner != b.owner
+    with a:
+        assert b.try_acquire() is False
+    assert b._options is not None and b._options["on_lost"] is second
+
+
 def test_every_entry_point_takes_each_of_its_options(tmp_path):
     values = {
         "expire": timedelta(seconds=6),

@@ -262,6 +262,19 @@ class BlobLock(LockFacts):
         pass  # renewed, unheld, on the child's first use (see _native)
 
     def __enter__(self) -> BlobLock:
+        native = self._native_lock
+        # The common case in this one frame (a fresh BlobLock per `with` pays each call):
+        # not a lock inherited by a fork child, and its turn free. Else `_acquire`, which
+        # waits for the turn or says why not.
+        if self._forks == _process.forks and native.take_turn():
+            self._holder = threading.current_thread()
+            try:
+                native.acquire(self._timeout, True)
+            except BaseException:
+                _turn.give(self)
+                raise
+            _process.track(self)
+            return self
         self._acquire(self._timeout, raise_timeout=True)
         return self
 
@@ -271,6 +284,19 @@ class BlobLock(LockFacts):
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
+        native = self._native_lock
+        # The common case in this one frame: the block ended without an exception, in the
+        # process that acquired, and the lock was not lost while it ran.
+        if exc is None and self._forks == _process.forks and native.lost_reason is None:
+            _process.untrack(self)
+            try:
+                native.release()
+            finally:
+                _turn.give(self)
+            lost = native.lost_reason  # found at release taken over, released or deleted
+            if lost is not None:
+                self._raise_lost(lost, None)
+            return
         native = self._native
         if exc is not None and native.handed_off:
             self._leave_to_remote()

@@ -29,14 +29,21 @@ def native_lock(
 ) -> tuple[NativeLock, Mapping[str, Any] | None]:
     """The native lock of ``BlobLock(uri, **options)``, and the options to keep (shared
     between locks made with equal plain options; None for none)."""
-    plain = plain_key(options) if options else ()
-    if plain is None:  # a callback, a provider, a dict: not kept beyond this lock
+    # Looked up before the values are checked to be plain: only plain ones are ever kept,
+    # and the types in the key tell 1 from True and 1.0.
+    key: object = (
+        (uri, tuple(options.items()), tuple(map(type, options.values()))) if options else uri
+    )
+    try:
+        made = _TEMPLATES.get(key)
+    except Exception:  # an unhashable value (a dict), or one whose hash fails: not kept
         return NativeLock(uri, options), options
-    key = (uri, plain) if plain else uri
-    made = _TEMPLATES.get(key)
     if made is not None:
         return made[0].another(), made[1]
     native = NativeLock(uri, options)  # checks every option
+    plain = plain_key(options) if options else ()
+    if plain is None:  # a callback, a provider, a dict: not kept beyond this lock
+        return native, options
     kept = shared(options, plain) if options else None
     if uri.startswith(_LOCAL):
         if len(_TEMPLATES) >= _MAX:

@@ -64,7 +64,11 @@ pub(crate) fn wake_waiters(identity: &str) {
 
 /// Makes a fresh owner id: random, unguessable, without `/`.
 pub fn new_owner_id() -> String {
-    uuid::Uuid::new_v4().simple().to_string()
+    let mut id = [0u8; uuid::fmt::Simple::LENGTH];
+    uuid::Uuid::new_v4()
+        .simple()
+        .encode_lower(&mut id)
+        .to_owned()
 }
 
 #[cfg(test)]

@@ -10,12 +10,41 @@
 //! Python afterwards with the GIL ([`replay`]), where an exception is the caller's to
 //! raise. Runtime threads log at once, as before.
 
+use log::Log as _;
 use pyo3::prelude::*;
 use std::cell::RefCell;
+use std::collections::HashMap;
+use std::sync::RwLock;
 
 /// pyo3-log's logger, with records held back on threads inside [`holding_back`].
 struct HoldingBack {
     python: pyo3_log::Logger,
+    /// Targets whose records pyo3-log refused, a bit per level. Its answer for a target
+    /// never changes once it has cached the target's Python level (`LoggersAndLevels`,
+    /// never reset), and asking walks its cache by each `::` segment of the target, about a
+    /// thousand instructions, for each of the debug records of every acquire and release.
+    refused: RwLock<HashMap<String, u8>>,
+}
+
+impl HoldingBack {
+    /// pyo3-log's `enabled`, remembering its refusals.
+    fn enabled_here(&self, metadata: &log::Metadata<'_>) -> bool {
+        let bit = 1u8 << (metadata.level() as usize);
+        let known = self.refused.read().unwrap_or_else(|e| e.into_inner());
+        if known
+            .get(metadata.target())
+            .is_some_and(|bits| bits & bit != 0)
+        {
+            return false;
+        }
+        drop(known);
+        if self.python.enabled(metadata) {
+            return true;
+        }
+        let mut known = self.refused.write().unwrap_or_else(|e| e.into_inner());
+        *known.entry(metadata.target().to_string()).or_default() |= bit;
+        false
+    }
 }
 
 /// One record, owned: a log::Record borrows its parts.
@@ -43,12 +72,17 @@ thread_local! {
 
 impl log::Log for HoldingBack {
     fn enabled(&self, metadata: &log::Metadata<'_>) -> bool {
-        self.python.enabled(metadata)
+        self.enabled_here(metadata)
     }
 
     fn log(&self, record: &log::Record<'_>) {
         if CLOSED.load(std::sync::atomic::Ordering::SeqCst) {
             return; // the interpreter is finalizing: nothing may call into it
+        }
+        // pyo3-log's `enabled` reads only its cache of Python's levels: no Python code runs
+        // here. A target not cached yet counts as enabled (and is held, or logged).
+        if !self.enabled_here(record.metadata()) {
+            return;
         }
         // Not while the thread is exiting (its thread-locals gone): log directly then.
         let holding = HELD
@@ -56,11 +90,6 @@ impl log::Log for HoldingBack {
             .unwrap_or(false);
         if !holding {
             return self.python.log(record);
-        }
-        // pyo3-log's `enabled` reads only its cache of Python's levels: no Python code runs
-        // here. A target not cached yet counts as enabled and is held.
-        if !self.python.enabled(record.metadata()) {
-            return;
         }
         // Formatted before borrowing: a message's Display may itself log.
         let one = Held {
@@ -88,7 +117,11 @@ pub(super) fn install(py: Python<'_>) -> PyResult<()> {
         .filter(log::LevelFilter::Warn)
         .filter_target("blob_lock".to_string(), log::LevelFilter::Trace);
     // Fails only when a logger is installed already (a second import): keep that one.
-    if log::set_boxed_logger(Box::new(HoldingBack { python })).is_ok() {
+    let logger = HoldingBack {
+        python,
+        refused: Default::default(),
+    };
+    if log::set_boxed_logger(Box::new(logger)).is_ok() {
         log::set_max_level(log::LevelFilter::Trace);
     }
     Ok(())

@@ -4,8 +4,9 @@
 
 use super::super::{Snapshot, Version, Write};
 use super::folders;
-use super::guard::{flock_guard, in_process_mutex};
+use super::guard::{flock_guard, in_process_mutex, GUARD_NAME};
 use super::place;
+use super::version::{temp_path, version_of, TEMP_PREFIX, TEMP_SUFFIX};
 use crate::errors::{Error, Result, StoreErrorKind};
 use crate::lockfile::MAX_LOCKFILE_BYTES;
 use bytes::Bytes;
@@ -13,8 +14,8 @@ use chrono::{DateTime, Utc};
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Read, Write as _};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, AtomicUsize, Ordering};
-use std::sync::{OnceLock, TryLockError};
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, OnceLock, TryLockError};
 use std::time::Duration;
 
 /// What a [`super::FileStore`]'s calls share with the blocking pool.
@@ -41,6 +42,11 @@ pub(super) struct LockDir {
     pub(super) idle: tokio::sync::Notify,
     /// Whether writes are flushed to disk before they are published (results).
     pub(super) durable: bool,
+    /// The guard file beside the lockfile ([`super::guard`]).
+    pub(super) guard: PathBuf,
+    /// This process's mutex for the path, and the generation of the process that looked it
+    /// up: a lookup in the map of all paths hashes the whole path, on every update.
+    local: OnceLock<(u64, Arc<Mutex<()>>)>,
 }
 
 /// How old a temporary file beside the lockfile must be to count as stray. Younger ones may
@@ -52,6 +58,8 @@ impl LockDir {
     pub(super) fn new(path: PathBuf, uri: String, guard_wait: Duration) -> Self {
         let known = folders::place(path.parent().unwrap_or(Path::new("/")));
         LockDir {
+            guard: path.with_file_name(GUARD_NAME),
+            local: OnceLock::new(),
             path,
             uri,
             guard_wait,
@@ -125,7 +133,7 @@ impl LockDir {
             self.remove_strays();
         }
         let dir = self.dir();
-        let tmp = dir.join(temp_name());
+        let tmp = temp_path(dir);
         let open = || OpenOptions::new().write(true).create_new(true).open(&tmp);
         let mut file = open();
         if matches!(&file, Err(e) if e.kind() == io::ErrorKind::NotFound) {
@@ -261,7 +269,7 @@ impl LockDir {
     /// hosts through the lock on `.lock.json.guard`. Locals drop in reverse order: the
     /// guard first.
     fn guarded<T>(&self, step: impl FnOnce() -> Result<T>) -> Result<T> {
-        let local = in_process_mutex(&self.path);
+        let local = self.local_mutex();
         let _local = local.lock().unwrap_or_else(|e| e.into_inner());
         match self.flock_guard(self.guard_wait)? {
             Some(_flock) => step(),
@@ -280,7 +288,7 @@ impl LockDir {
     /// [`LockDir::update_sync`] if no other thread or process is updating the lockfile right
     /// now, else `None` (without waiting).
     pub(super) fn try_update(&self, body: &[u8], expected: &Version) -> Option<Result<Write>> {
-        let local = in_process_mutex(&self.path);
+        let local = self.local_mutex();
         let _local = match local.try_lock() {
             Ok(held) => held,
             Err(TryLockError::Poisoned(e)) => e.into_inner(),
@@ -295,7 +303,20 @@ impl LockDir {
 
     /// The guard file's lock (see [`flock_guard`]), its errors told as this lockfile's.
     fn flock_guard(&self, patience: Duration) -> Result<Option<File>> {
-        flock_guard(self.dir(), patience).map_err(|(e, during)| self.error(e, during))
+        flock_guard(&self.guard, patience).map_err(|(e, during)| self.error(e, during))
+    }
+
+    /// [`in_process_mutex`] for this lockfile, looked up once per process.
+    fn local_mutex(&self) -> Arc<Mutex<()>> {
+        let generation = crate::per_process::generation();
+        let (looked_up_in, mutex) = self
+            .local
+            .get_or_init(|| (generation, in_process_mutex(&self.path)));
+        if *looked_up_in == generation {
+            mutex.clone()
+        } else {
+            in_process_mutex(&self.path) // a fork child's map is its own
+        }
     }
 
     /// The update itself, under both guards.
@@ -305,20 +326,6 @@ impl LockDir {
             _ => Ok(Write::Conflict),
         }
     }
-}
-
-/// A name for a temporary file, unique across processes and hosts sharing the folder: a
-/// random prefix drawn once per process, the pid (a forked child inherits the prefix), and a
-/// counter. Cheaper than a fresh UUID per write (one `getrandom` call less).
-fn temp_name() -> String {
-    static PREFIX: OnceLock<u64> = OnceLock::new();
-    static COUNTER: AtomicU64 = AtomicU64::new(0);
-    let prefix = PREFIX.get_or_init(|| uuid::Uuid::new_v4().as_u64_pair().0);
-    let n = COUNTER.fetch_add(1, Ordering::Relaxed);
-    format!(
-        "{TEMP_PREFIX}{prefix:016x}-{:x}-{n:x}{TEMP_SUFFIX}",
-        crate::per_process::pid()
-    )
 }
 
 /// Reads `file` to its end, at most `limit` bytes, expecting `size` of them: one call when
@@ -345,48 +352,6 @@ fn read_to_end(mut file: impl Read, size: usize, limit: usize) -> io::Result<Vec
     }
     bytes.truncate(got);
     Ok(bytes)
-}
-
-pub(super) const TEMP_PREFIX: &str = ".lock.json.";
-pub(super) const TEMP_SUFFIX: &str = ".tmp";
-
-fn version_of(meta: &fs::Metadata, content: &[u8]) -> Version {
-    // FNV-1a: stable across builds and processes, unlike std's hasher.
-    let mut h: u64 = 0xcbf29ce484222325;
-    for b in content {
-        h ^= u64::from(*b);
-        h = h.wrapping_mul(0x100000001b3);
-    }
-    Version {
-        e_tag: Some(format!("{}-{h:016x}", file_identity(meta))),
-        version: None,
-    }
-}
-
-/// What tells two writes of the same bytes apart: every write makes a new file, so its
-/// inode (a new one each time), its modification time and its size.
-#[cfg(unix)]
-fn file_identity(meta: &fs::Metadata) -> String {
-    use std::os::unix::fs::MetadataExt;
-    format!(
-        "{:x}-{:x}.{:x}-{:x}",
-        meta.ino(),
-        meta.mtime(),
-        meta.mtime_nsec(),
-        meta.size()
-    )
-}
-
-/// Without inode numbers in std (Windows): the modification time to the nanosecond where
-/// the file system keeps it, and the size.
-#[cfg(not(unix))]
-fn file_identity(meta: &fs::Metadata) -> String {
-    let modified = meta
-        .modified()
-        .ok()
-        .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
-        .map_or(0, |d| d.as_nanos());
-    format!("{modified:x}-{:x}", meta.len())
 }
 
 #[cfg(test)]

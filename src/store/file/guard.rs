@@ -9,11 +9,14 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
-/// The exclusive lock on the guard file in `dir` (held until the file is dropped), or
+/// The guard file's name, beside the lockfile.
+pub(super) const GUARD_NAME: &str = ".lock.json.guard";
+
+/// The exclusive lock on the guard file at `guard` (held until the file is dropped), or
 /// `None` if another holder kept it for `patience`. An error says what failed: opening the
 /// guard file, or locking it.
 pub(super) fn flock_guard(
-    dir: &Path,
+    guard: &Path,
     patience: Duration,
 ) -> Result<Option<File>, (io::Error, &'static str)> {
     let file = OpenOptions::new()
@@ -21,7 +24,7 @@ pub(super) fn flock_guard(
         .write(true)
         .create(true)
         .truncate(false)
-        .open(dir.join(".lock.json.guard"))
+        .open(guard)
         .map_err(|e| (e, "opening the guard file beside"))?;
     // Polled, not blocking: a file lock has no timeout of its own.
     let give_up = Instant::now() + patience;
@@ -42,16 +45,16 @@ pub(super) fn flock_guard(
 /// The mutex of this process for `path`. A child made by fork starts a fresh map: a parent
 /// thread may have held one of the inherited mutexes in mid-update, for ever in the child.
 pub(super) fn in_process_mutex(path: &Path) -> Arc<Mutex<()>> {
-    type Mutexes = (u32, HashMap<PathBuf, Arc<Mutex<()>>>);
+    type Mutexes = (u64, HashMap<PathBuf, Arc<Mutex<()>>>);
     static MUTEXES: OnceLock<Mutex<Mutexes>> = OnceLock::new();
     let mut guard = MUTEXES
         .get_or_init(Default::default)
         .lock()
         .unwrap_or_else(|e| e.into_inner());
     let (owner, map) = &mut *guard;
-    let pid = crate::per_process::pid();
-    if *owner != pid {
-        *owner = pid;
+    let generation = crate::per_process::generation();
+    if *owner != generation {
+        *owner = generation;
         map.clear();
     }
     if let Some(mutex) = map.get(path) {

@@ -21,8 +21,9 @@
 //! Rooms: this file is the async face (which thread a call runs on); `dir` the
 //! synchronous writes on one lockfile's folder; `place` what kind of file system a folder is
 //! on; `folders` what the process learned of each folder; `notify` the wake-up of waiters
-//! when another process writes; `guard` the exclusion of updaters; `errors` what an I/O error means; [`sweeper`]
-//! the removal of replaced lockfiles.
+//! when another process writes; `guard` the exclusion of updaters; `version` what tells
+//! one write from another, and temporary files' names; `errors` what an I/O error means;
+//! [`sweeper`] the removal of replaced lockfiles.
 
 mod dir;
 mod errors;
@@ -34,6 +35,7 @@ mod place;
 pub mod sweeper;
 #[cfg(test)]
 mod tests;
+mod version;
 
 use super::{LockStore, Snapshot, Version, Write};
 use crate::errors::Result;
@@ -199,8 +201,8 @@ impl LockStore for FileStore {
         self.blocking(|f| {
             // Our replaced lockfiles still queued for removal would keep the folder.
             sweeper::flush();
-            for name in [f.path.clone(), f.dir().join(".lock.json.guard")] {
-                match fs::remove_file(&name) {
+            for name in [&f.path, &f.guard] {
+                match fs::remove_file(name) {
                     Err(e) if e.kind() != io::ErrorKind::NotFound => {
                         return Err(f.error(e, "deleting"))
                     }
