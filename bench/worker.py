@@ -25,6 +25,8 @@ import resource
 import sys
 import threading
 import time
+import uuid
+from collections.abc import Callable
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -105,7 +107,7 @@ def uncontended(kind: str, where: str, n: int, options: dict | None, fresh: bool
     say(result={**stats(samples), "samples": samples})
 
 
-def floor(kind: str, where: str, n: int) -> None:
+def floor_cycle(kind: str, where: str) -> Callable[[], None]:
     """The system calls of one uncontended acquire+release, replayed from Python with no
     lock library in between: what the file system alone costs each protocol.
 
@@ -125,7 +127,10 @@ def floor(kind: str, where: str, n: int) -> None:
     body = b"x" * 320  # about a lockfile's size
     with open(lockfile, "wb") as f:
         f.write(body)
+    # Names no other process uses, as blob-lock's and flufl.lock's are: a name another round
+    # used before in this folder is found in the kernel's cache of names, a new one is not.
     names = iter(range(10**9))
+    stem = f"{uuid.uuid4().int >> 64:016x}-{os.getpid():x}-"
 
     def create(path: str) -> None:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
@@ -140,7 +145,7 @@ def floor(kind: str, where: str, n: int) -> None:
         os.fstat(fd)
         os.read(fd, 4096)
         os.close(fd)
-        tmp = f"{where}/.tmp.{next(names)}"
+        tmp = f"{where}/.lock.json.{stem}{next(names):x}.tmp"
         create(tmp)
         if libc.renameat2(-100, tmp.encode(), -100, lockfile.encode(), 2) != 0:  # EXCHANGE
             raise OSError(ctypes.get_errno(), "renameat2")
@@ -152,14 +157,19 @@ def floor(kind: str, where: str, n: int) -> None:
         update()
 
     def link() -> None:
-        claim, lock = f"{where}/claim.{next(names)}", f"{where}/flufl.lck"
+        claim, lock = f"{where}/flufl.lck.{stem}{next(names):x}", f"{where}/flufl.lck"
         create(claim)
         os.link(claim, lock)
         os.stat(claim)
         os.unlink(lock)
         os.unlink(claim)
 
-    cycle = {"cas": cas, "link": link}[kind]
+    return {"cas": cas, "link": link}[kind]
+
+
+def floor(kind: str, where: str, n: int) -> None:
+    """``n`` cycles of ``floor_cycle(kind, where)``, timed."""
+    cycle = floor_cycle(kind, where)
     for _ in range(max(5, n // 10)):
         cycle()
     samples = []
@@ -169,6 +179,47 @@ def floor(kind: str, where: str, n: int) -> None:
         cycle()
         samples.append(clock() - t)
     say(result={**stats(samples), "samples": samples})
+
+
+# Cycles in each turn of `paired`.
+PAIR_TURN = 20
+
+
+def paired(where: str, n: int) -> None:
+    """The cas floor and a fresh ``with BlobLock(uri): pass`` in one process, ``PAIR_TURN``
+    cycles each in turn (which goes first alternates): both meet the same moment's file
+    system and caches, so their ratio is not one process's luck against another's (the
+    medians of single processes moved by ±25 % from one to the next). Each turn's ratio of
+    medians, and both sample lists."""
+    from blob_lock import BlobLock
+
+    ours_at = f"{where}/blob-lock"
+    floor_once = floor_cycle("cas", f"{where}/floor")
+
+    def ours() -> None:
+        with BlobLock(ours_at, expire=30.0):
+            pass
+
+    for _ in range(max(5, n // 10)):
+        floor_once()
+        ours()
+    clock = time.perf_counter
+    floors: list[float] = []
+    oursamples: list[float] = []
+    ratios = []
+    for turn in range(max(1, n // PAIR_TURN)):
+        f: list[float] = []
+        o: list[float] = []
+        order = [(floor_once, f), (ours, o)]
+        for cycle, out in order if turn % 2 == 0 else order[::-1]:
+            for _ in range(PAIR_TURN):
+                t = clock()
+                cycle()
+                out.append(clock() - t)
+        floors += f
+        oursamples += o
+        ratios.append(stats(o)["median"] / stats(f)["median"])
+    say(result={"floor": floors, "ours": oursamples, "ratios": ratios})
 
 
 def latency(protocol: str, prefix: str, n: int, options: dict) -> None:
@@ -525,6 +576,8 @@ def main() -> None:
         uncontended(args[0], args[1], int(args[2]), options, args[3] == "fresh")
     elif mode == "floor":
         floor(args[0], args[1], int(args[2]))
+    elif mode == "paired":
+        paired(args[0], int(args[1]))
     elif mode == "latency":
         latency(args[0], args[1], int(args[2]), json.loads(args[3]))
     elif mode == "trace":
