@@ -153,14 +153,14 @@ def requests(rep: Report, sz: Sizes, tmp: str, moto) -> None:
         for i in range(n + 1):
             uri = moto.uri()
             first = BlobLock(uri, expire=30, protocol=protocol, storage_options=so)
-            if case == "elsewhere":
-                elsewhere(uri, protocol, so)
-            elif case != "new":
+            if case != "new" and case != "elsewhere":
                 assert first.acquire(30)
                 first.release()
+            if case in ("elsewhere", "stale"):
+                elsewhere(uri, protocol, so)
             lock = (
                 first
-                if case != "other"
+                if case not in ("other", "stale")
                 else BlobLock(uri, expire=30, protocol=protocol, storage_options=so)
             )
             mark = moto.counter.snapshot()
@@ -193,6 +193,11 @@ def requests(rep: Report, sz: Sizes, tmp: str, moto) -> None:
         (
             "elsewhere",
             "a fresh BlobLock on a lock another process released last, in a run of such locks",
+        ),
+        (
+            "stale",
+            "a fresh BlobLock on a lock this process released, then another process took and "
+            "released (a stale record), in a run of such locks",
         ),
     ]
     for protocol in ["cas", "lww"]:

@@ -70,4 +70,18 @@ async fn new_locks_cost_two_requests_after_the_first_and_existing_ones_three() {
     // A new lock after them: read first, finding nothing; the next new one is created first.
     assert_eq!(cycle("memory://runs/new-6", &o).await, (1, 1, 1));
     assert_eq!(cycle("memory://runs/new-7", &o).await, (0, 1, 1));
+    // A lock released here, then taken by another process between our turns: the update on
+    // the version our release left is refused, once (a stale record); while others go on
+    // writing between our turns, read first: read, update, release.
+    let shared = "memory://runs/shared";
+    assert_eq!(cycle(shared, &o).await, (0, 1, 1));
+    released_elsewhere(shared, &o).await;
+    assert_eq!(cycle(shared, &o).await, (1, 0, 3));
+    for _ in 0..3 {
+        released_elsewhere(shared, &o).await;
+        assert_eq!(cycle(shared, &o).await, (1, 0, 2));
+    }
+    // Taken again only here: one read finds the record current, then two requests again.
+    assert_eq!(cycle(shared, &o).await, (1, 0, 2));
+    assert_eq!(cycle(shared, &o).await, (0, 0, 2));
 }

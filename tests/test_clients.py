@@ -25,8 +25,11 @@ def test_a_fresh_lock_per_with_takes_two_requests_after_our_own_release(moto_end
     proxy, options, root = proxied_moto(moto_endpoint)
     uri = f"{root}/fresh"
     try:
-        with BlobLock(uri, storage_options=options):
-            pass  # the probe, then the lock's first acquisition and release
+        # The probe and the lock's first acquisition; then one with a record, which also
+        # tells a guess of stale records left by the tests before that ours are current.
+        for _ in range(2):
+            with BlobLock(uri, storage_options=options):
+                pass
         for _ in range(5):
             mark = proxy.snapshot()
             with BlobLock(uri, storage_options=options):
@@ -40,9 +43,24 @@ def test_a_fresh_lock_per_with_takes_two_requests_after_our_own_release(moto_end
             pass
         mark = proxy.snapshot()
         with BlobLock(uri, storage_options=options) as held:
-            assert held.token == 8
+            assert held.token == 9
         kinds = [r.kind for r in proxy.since(mark)]
         assert kinds == ["update", "read", "update", "update"], kinds
+        # While another keeps writing between our turns: read first, three requests.
+        for _ in range(2):
+            with other:
+                pass
+            mark = proxy.snapshot()
+            with BlobLock(uri, storage_options=options):
+                pass
+            kinds = [r.kind for r in proxy.since(mark)]
+            assert kinds == ["read", "update", "update"], kinds
+        # Ours alone again: one read finds our record current, then two requests again.
+        for expected in [["read", "update", "update"], ["update", "update"]]:
+            mark = proxy.snapshot()
+            with BlobLock(uri, storage_options=options):
+                pass
+            assert [r.kind for r in proxy.since(mark)] == expected
     finally:
         proxy.close()
 
@@ -69,6 +87,7 @@ def test_new_locks_cost_two_requests_after_the_first_and_existing_ones_three(mot
 
     try:
         kinds("new-0")  # the probe, and whatever the tests before left this process guessing
+        kinds("new-0")  # with a record: one that tells a guess of stale records otherwise
         assert kinds("new-1") == ["create", "update"]
         assert kinds("new-2") == ["create", "update"]
         released_elsewhere("old-0")

@@ -30,21 +30,28 @@ impl Steps for Cas {
         // The first attempt without a record of our own release guesses whether the lock is new
         // (see `crate::released`); later attempts know it exists.
         let mut guessing = acquisition.begin();
+        // A record compared with what is read instead of used, the last one being stale.
+        let mut unused = None;
         if let Some((released, version)) = engine
             .last_release
             .take()
             .filter(|(lf, _)| lf.is_released())
         {
             guessing = false;
-            let token = released.token + 1;
-            let body = engine.body(owner, token);
-            let start = engine.clock.now();
-            acquisition.note(token, start);
-            let bytes = Bytes::from(body.encode());
-            if let Write::Done(version) = engine.update_lockfile(bytes, &version).await? {
-                return Ok(Attempt::Acquired(engine.held(owner, body, version, start)));
+            if engine.last_release.likely_stale() {
+                unused = Some(released);
+            } else {
+                let token = released.token + 1;
+                let body = engine.body(owner, token);
+                let start = engine.clock.now();
+                acquisition.note(token, start);
+                let bytes = Bytes::from(body.encode());
+                if let Write::Done(version) = engine.update_lockfile(bytes, &version).await? {
+                    return Ok(Attempt::Acquired(engine.held(owner, body, version, start)));
+                }
+                // Someone wrote since our release: the full attempt below finds out who.
+                engine.last_release.found_stale(true);
             }
-            // Someone wrote since our release: the full attempt below finds out who.
         }
         if guessing && engine.last_release.likely_new() {
             // Create first: a new lock then costs create and release, two requests.
@@ -59,6 +66,12 @@ impl Steps for Cas {
         let read = engine.read().await?;
         if guessing {
             engine.last_release.found_new(read.is_none());
+        }
+        if let Some(recorded) = unused {
+            // By content, not version: a store may name one object's version differently in
+            // a write's answer and a read's.
+            let current = read.as_ref().map(|(lf, _)| lf);
+            engine.last_release.found_stale(current != Some(&recorded));
         }
         let (lf, snap) = match read {
             Some(found) => found,
