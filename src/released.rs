@@ -47,14 +47,21 @@ pub enum Record {
 #[derive(Debug, Default)]
 pub struct Own {
     released: Mutex<Option<Box<Released>>>,
-    likely_new: AtomicBool,
-    likely_stale: AtomicBool,
+    guesses: [AtomicBool; 2],
 }
 
-/// The process-wide guesses (see the module's header): read first until a lock turns out
-/// new; trust a record until one turns out stale.
-static LIKELY_NEW: AtomicBool = AtomicBool::new(false);
-static LIKELY_STALE: AtomicBool = AtomicBool::new(false);
+/// The guesses of the module's header, each what the last acquisition of its kind found.
+#[derive(Debug, Clone, Copy)]
+pub enum Guess {
+    /// An acquisition with no record found no lockfile: the next such one creates first.
+    New = 0,
+    /// An acquisition's record was stale: the next one with a record reads first.
+    Stale = 1,
+}
+
+/// The process-wide guesses: read first until a lock turns out new; trust a record until
+/// one turns out stale.
+static GUESSES: [AtomicBool; 2] = [AtomicBool::new(false), AtomicBool::new(false)];
 
 impl Default for Record {
     fn default() -> Self {
@@ -102,39 +109,20 @@ impl Record {
         taken.map(|b| *b)
     }
 
-    /// Whether an acquisition with no record should create the lockfile first: the last
-    /// such acquisition found none.
-    pub fn likely_new(&self) -> bool {
-        self.guess().load(Ordering::Relaxed)
+    /// What the last acquisition of `guess`'s kind found (see [`Guess`]).
+    pub fn likely(&self, guess: Guess) -> bool {
+        self.guess(guess).load(Ordering::Relaxed)
     }
 
-    /// Notes what an acquisition with no record found: no lockfile (`true`) or one.
-    pub fn found_new(&self, new: bool) {
-        self.guess().store(new, Ordering::Relaxed);
+    /// Notes what an acquisition of `guess`'s kind found.
+    pub fn found(&self, guess: Guess, yes: bool) {
+        self.guess(guess).store(yes, Ordering::Relaxed);
     }
 
-    fn guess(&self) -> &AtomicBool {
+    fn guess(&self, guess: Guess) -> &AtomicBool {
         match self {
-            Record::Own(own) => &own.likely_new,
-            Record::Process(_) => &LIKELY_NEW,
-        }
-    }
-
-    /// Whether an acquisition with a record should read first: the last record an
-    /// acquisition had was stale.
-    pub fn likely_stale(&self) -> bool {
-        self.staleness().load(Ordering::Relaxed)
-    }
-
-    /// Notes whether a record an acquisition had was stale.
-    pub fn found_stale(&self, stale: bool) {
-        self.staleness().store(stale, Ordering::Relaxed);
-    }
-
-    fn staleness(&self) -> &AtomicBool {
-        match self {
-            Record::Own(own) => &own.likely_stale,
-            Record::Process(_) => &LIKELY_STALE,
+            Record::Own(own) => &own.guesses[guess as usize],
+            Record::Process(_) => &GUESSES[guess as usize],
         }
     }
 }

@@ -7,6 +7,7 @@ use super::engine::Engine;
 use super::Steps;
 use crate::errors::{Error, Result};
 use crate::lockfile::LockFile;
+use crate::released::Guess;
 use crate::store::{Version, Write};
 use async_trait::async_trait;
 use bytes::Bytes;
@@ -38,7 +39,7 @@ impl Steps for Cas {
             .filter(|(lf, _)| lf.is_released())
         {
             guessing = false;
-            if engine.last_release.likely_stale() {
+            if engine.last_release.likely(Guess::Stale) {
                 unused = Some(released);
             } else {
                 let token = released.token + 1;
@@ -50,28 +51,30 @@ impl Steps for Cas {
                     return Ok(Attempt::Acquired(engine.held(owner, body, version, start)));
                 }
                 // Someone wrote since our release: the full attempt below finds out who.
-                engine.last_release.found_stale(true);
+                engine.last_release.found(Guess::Stale, true);
             }
         }
-        if guessing && engine.last_release.likely_new() {
+        if guessing && engine.last_release.likely(Guess::New) {
             // Create first: a new lock then costs create and release, two requests.
             guessing = false;
             if let Some(acquired) = create(engine, owner, acquisition).await? {
                 return Ok(acquired);
             }
-            engine.last_release.found_new(false);
+            engine.last_release.found(Guess::New, false);
         }
         // Read first: a lock released elsewhere then costs read, update (not a refused
         // create on top), and a new one read, create; three requests with the release.
         let read = engine.read().await?;
         if guessing {
-            engine.last_release.found_new(read.is_none());
+            engine.last_release.found(Guess::New, read.is_none());
         }
         if let Some(recorded) = unused {
             // By content, not version: a store may name one object's version differently in
             // a write's answer and a read's.
             let current = read.as_ref().map(|(lf, _)| lf);
-            engine.last_release.found_stale(current != Some(&recorded));
+            engine
+                .last_release
+                .found(Guess::Stale, current != Some(&recorded));
         }
         let (lf, snap) = match read {
             Some(found) => found,
