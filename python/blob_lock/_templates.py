@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from blob_lock._blob_lock import NativeLock
-from blob_lock._options import plain_key, shared
+from blob_lock._options import is_plain, options_key, shared
 
 __all__ = ["native_lock"]
 
@@ -29,11 +29,9 @@ def native_lock(
 ) -> tuple[NativeLock, Mapping[str, Any] | None]:
     """The native lock of ``BlobLock(uri, **options)``, and the options to keep (shared
     between locks made with equal plain options; None for none)."""
-    # Looked up before the values are checked to be plain: only plain ones are ever kept,
-    # and the types in the key tell 1 from True and 1.0.
-    key: object = (
-        (uri, tuple(options.items()), tuple(map(type, options.values()))) if options else uri
-    )
+    # Looked up before the values are checked to be plain: only plain ones are ever kept.
+    given = options_key(options) if options else ()
+    key: object = (uri, given) if options else uri
     try:
         made = _TEMPLATES.get(key)
     except Exception:  # an unhashable value (a dict), or one whose hash fails: not kept
@@ -41,10 +39,9 @@ def native_lock(
     if made is not None:
         return made[0].another(), made[1]
     native = NativeLock(uri, options)  # checks every option
-    plain = plain_key(options) if options else ()
-    if plain is None:  # a callback, a provider, a dict: not kept beyond this lock
+    if options and not is_plain(given):  # a callback, a provider: not kept beyond this lock
         return native, options
-    kept = shared(options, plain) if options else None
+    kept = shared(options, given) if options else None
     if uri.startswith(_LOCAL):
         if len(_TEMPLATES) >= _MAX:
             del _TEMPLATES[next(iter(_TEMPLATES))]
