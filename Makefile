@@ -150,7 +150,7 @@ test-cloud: build-dev
 	BLOB_LOCK_CLOUD_ONLY=1 $(PY) -m pytest -q -rs tests/test_cloud.py
 
 .PHONY: bench
-bench: install-test-deps
+bench: install-test-deps azurite
 	$(VENV)/bin/maturin develop --release --quiet
 	$(PY) -m pip install --quiet thds-mops flufl.lock filelock
-	$(PY) bench/run.py $(BENCH_ARGS)
+	AZURITE_BLOB=$(abspath $(AZURITE)) $(PY) bench/run.py $(BENCH_ARGS)

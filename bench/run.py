@@ -8,7 +8,7 @@ blob-lock, the peers' figures beside it with their ratio to ours (peer / blob-lo
 Notes under the table say how each figure was taken. ``make bench`` builds a release
 extension first; figures of a debug build mean nothing (the header says which it is).
 
-Sections (``--only``): headline, requests, latency, handover, scale, contention.
+Sections (``--only``): headline, requests, latency, handover, scale, contention, load.
 Every measurement runs in a process of its own (bench/worker.py); moto's S3 server and the
 proxies in front of it (bench/moto_store.py) run here.
 """
@@ -32,10 +32,11 @@ from common import (
     render,
 )
 from costs import clients, headline, latency, requests
+from load import load
 from scale import scale
 from waits import contention, handover
 
-SECTIONS = ["headline", "requests", "latency", "clients", "handover", "scale", "contention"]
+SECTIONS = ["headline", "requests", "latency", "clients", "handover", "scale", "contention", "load"]
 
 
 # -- main -------------------------------------------------------------------------------------
@@ -117,6 +118,8 @@ def main() -> None:
                     scale(rep, sz, tmp)
                 elif section == "contention":
                     contention(rep, sz, tmp)
+                elif section == "load":
+                    load(rep, sz, tmp)
             except Exception as e:  # one section's failure leaves the others' figures
                 rep.failed(section, e)
             rep.took[section] = time.monotonic() - began

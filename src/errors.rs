@@ -110,17 +110,30 @@ pub enum Error {
         /// Whether retrying could help.
         kind: StoreErrorKind,
     },
+
+    /// The store is taking all this process can send it: an acquisition was refused
+    /// without a request so that the renewals of the locks already held keep landing, or a
+    /// renewal was not sent because it could not land before its lease deadline. `message`
+    /// names the store and the figures (its latency, what its leases need, what it answered).
+    #[error("lock {uri}: {message}; retry later, hold fewer locks on this store, or raise expire (fewer renewals per lock)")]
+    Saturated {
+        /// The lockfile URI.
+        uri: String,
+        /// Why, with the figures.
+        message: String,
+    },
 }
 
 impl Error {
-    /// True for store errors that a retry may cure.
+    /// True for errors that a retry may cure: transient store errors, and a saturated
+    /// store (later).
     pub fn is_transient(&self) -> bool {
         matches!(
             self,
             Error::Store {
                 kind: StoreErrorKind::Transient,
                 ..
-            }
+            } | Error::Saturated { .. }
         )
     }
 }

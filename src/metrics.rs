@@ -6,7 +6,7 @@
 //! Every figure is a relaxed atomic in one static: recording is a few uncontended atomic
 //! additions, nothing is allocated, and a held lock carries nothing for it.
 
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering::Relaxed};
 use std::time::Duration;
 
 /// A store request made by the protocol.
@@ -121,15 +121,19 @@ pub enum Acquired {
     TimedOut,
     /// An error ended it.
     Failed,
+    /// It was refused without a request: the store was saturated
+    /// ([`crate::Error::Saturated`]).
+    Saturated,
 }
 
 impl Acquired {
     /// Every ending, in the order of [`Snapshot::acquisitions`].
-    pub const ALL: [Acquired; 4] = [
+    pub const ALL: [Acquired; 5] = [
         Acquired::Acquired,
         Acquired::Busy,
         Acquired::TimedOut,
         Acquired::Failed,
+        Acquired::Saturated,
     ];
 
     /// The ending's name.
@@ -139,6 +143,7 @@ impl Acquired {
             Acquired::Busy => "busy",
             Acquired::TimedOut => "timed_out",
             Acquired::Failed => "failed",
+            Acquired::Saturated => "saturated",
         }
     }
 }
@@ -233,7 +238,7 @@ const fn counters<const N: usize>() -> [AtomicU64; N] {
 
 struct Metrics {
     requests: [[AtomicU64; 4]; 4],
-    acquisitions: [AtomicU64; 4],
+    acquisitions: [AtomicU64; 5],
     releases: AtomicU64,
     renewals_ok: AtomicU64,
     renewals_retried: AtomicU64,
@@ -242,6 +247,9 @@ struct Metrics {
     hold: Histogram,
     renewal_latency: Histogram,
     renewal_margin: Histogram,
+    tightest: Tightest,
+    throttled: AtomicU64,
+    queued: AtomicI64,
 }
 
 static METRICS: Metrics = Metrics {
@@ -255,7 +263,61 @@ static METRICS: Metrics = Metrics {
     hold: Histogram::new(),
     renewal_latency: Histogram::new(),
     renewal_margin: Histogram::new(),
+    tightest: Tightest::new(),
+    throttled: AtomicU64::new(0),
+    queued: AtomicI64::new(0),
 };
+
+/// The least margin a renewal left before its lease deadline, this minute and the last
+/// (milliseconds since the process's first renewal mark the minutes).
+struct Tightest {
+    /// `(minute, least margin in microseconds)` of the current and the previous minute,
+    /// under one mutex: a renewal takes it once.
+    minutes: std::sync::Mutex<[(u64, u64); 2]>,
+}
+
+impl Tightest {
+    const fn new() -> Self {
+        Tightest {
+            minutes: std::sync::Mutex::new([(0, u64::MAX); 2]),
+        }
+    }
+
+    fn minute() -> u64 {
+        static EPOCH: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
+        EPOCH
+            .get_or_init(std::time::Instant::now)
+            .elapsed()
+            .as_secs()
+            / 60
+            + 1
+    }
+
+    fn record(&self, margin: Duration) {
+        let micros = u64::try_from(margin.as_micros()).unwrap_or(u64::MAX);
+        let now = Self::minute();
+        let mut m = self.minutes.lock().unwrap_or_else(|e| e.into_inner());
+        if m[0].0 != now {
+            m[1] = if m[0].0 + 1 == now {
+                m[0]
+            } else {
+                (0, u64::MAX)
+            };
+            m[0] = (now, u64::MAX);
+        }
+        m[0].1 = m[0].1.min(micros);
+    }
+
+    /// The least margin of this minute and the last, if a renewal landed in them.
+    fn get(&self) -> Option<Duration> {
+        let now = Self::minute();
+        let m = self.minutes.lock().unwrap_or_else(|e| e.into_inner());
+        m.iter()
+            .filter(|(minute, least)| *least != u64::MAX && now.saturating_sub(*minute) <= 1)
+            .map(|(_, least)| Duration::from_micros(*least))
+            .min()
+    }
+}
 
 /// Makes `request` and counts it by kind and outcome.
 pub async fn request<T>(kind: Request, request: impl std::future::Future<Output = T>) -> T
@@ -292,6 +354,17 @@ pub fn renewed(latency: Duration, margin: Duration) {
     METRICS.renewals_ok.fetch_add(1, Relaxed);
     METRICS.renewal_latency.record(latency);
     METRICS.renewal_margin.record(margin);
+    METRICS.tightest.record(margin);
+}
+
+/// A store answered that it is overloaded (a throttling answer).
+pub fn throttled() {
+    METRICS.throttled.fetch_add(1, Relaxed);
+}
+
+/// `n` more (or fewer) requests wait for a slot of their store.
+pub fn queued(n: i64) {
+    METRICS.queued.fetch_add(n, Relaxed);
 }
 
 /// A renewal failed and will be tried again.
@@ -334,6 +407,14 @@ pub struct Snapshot {
     pub renewal_latency: HistogramSnapshot,
     /// Seconds left before the lease deadline when each renewal succeeded.
     pub renewal_margin: HistogramSnapshot,
+    /// The least of those margins in the last one to two minutes: how close the tightest
+    /// lease came to its deadline (`None` when no renewal landed then).
+    pub renewal_margin_min: Option<Duration>,
+    /// Answers of stores asking this process to slow down (S3 503 SlowDown, Azure 503
+    /// ServerBusy and 500 OperationTimedOut, GCS 429 and 503).
+    pub throttled: u64,
+    /// Requests waiting now for a slot of their store (renewals go first).
+    pub queued: u64,
 }
 
 /// Every figure of this process so far. A child made by fork starts with its parent's.
@@ -363,6 +444,9 @@ pub fn snapshot() -> Snapshot {
         hold: m.hold.snapshot(),
         renewal_latency: m.renewal_latency.snapshot(),
         renewal_margin: m.renewal_margin.snapshot(),
+        renewal_margin_min: m.tightest.get(),
+        throttled: m.throttled.load(Relaxed),
+        queued: m.queued.load(Relaxed).max(0) as u64,
     }
 }
 

@@ -63,6 +63,12 @@ pub fn driving() -> bool {
     DRIVING.with(|d| d.get())
 }
 
+/// True on the shared runtime's own threads (workers and blocking pool), which renew every
+/// held lock: nothing there may wait for anything slow (in Python, for the GIL).
+pub fn on_runtime_thread() -> bool {
+    ON_RUNTIME.with(|on| on.get())
+}
+
 /// True where futures run on the shared runtime: its own threads, and a thread inside
 /// [`drive`]. (Not in a caller's own runtime, such as a test's with paused time.)
 pub fn on_shared_runtime() -> bool {

@@ -469,3 +469,33 @@ def count_in_processes(
     for p in procs:
         assert p.wait() == 0
     return int(counter.read_text()), done, procs
+
+
+@pytest.fixture(params=["s3", "az"])
+def proxied(request, tmp_path, monkeypatch):
+    """A backend, a proxy in front of its server, and how a holder process reaches the
+    store through the proxy: (backend, proxy, storage options as JSON, environment).
+    Azure gets an Azurite of its own: the shared one slows with every blob the tests before
+    left in it, and these deadlines are tight by design (expire 4 s)."""
+    if request.param == "s3":
+        backend = _make_backend("s3", request, tmp_path)
+        server = backend.storage_options["aws_endpoint"]
+    else:
+        server = request.getfixturevalue("own_azurite")
+        backend = _az_backend(server)
+        monkeypatch.setenv("AZURITE_BLOB_STORAGE_URL", server)  # for the waiters here
+    from urllib.parse import urlsplit
+
+    from fault_proxy import FaultProxy
+
+    where = urlsplit(server)
+    proxy = FaultProxy(where.hostname, where.port)
+    if backend.name == "s3":
+        options, env = dict(backend.storage_options, aws_endpoint=proxy.url), {}
+    else:
+        # object_store takes the emulator's address from the environment only.
+        options, env = backend.storage_options, {"AZURITE_BLOB_STORAGE_URL": proxy.url}
+    try:
+        yield backend, proxy, json.dumps(options), env
+    finally:
+        proxy.close()

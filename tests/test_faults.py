@@ -10,41 +10,11 @@ import os
 import random
 import threading
 import time
-from urllib.parse import urlsplit
 
-import pytest
 from blob_lock import ReleaseStatus
-from conftest import _az_backend, _make_backend
-from fault_proxy import FaultProxy
 
 EXPIRE = 4.0
 HEARTBEAT = EXPIRE / 3
-
-
-@pytest.fixture(params=["s3", "az"])
-def proxied(request, tmp_path, monkeypatch):
-    """A backend, a proxy in front of its server, and how a holder process reaches the
-    store through the proxy: (backend, proxy, storage options as JSON, environment).
-    Azure gets an Azurite of its own: the shared one slows with every blob the tests before
-    left in it, and these deadlines are tight by design (expire 4 s)."""
-    if request.param == "s3":
-        backend = _make_backend("s3", request, tmp_path)
-        server = backend.storage_options["aws_endpoint"]
-    else:
-        server = request.getfixturevalue("own_azurite")
-        backend = _az_backend(server)
-        monkeypatch.setenv("AZURITE_BLOB_STORAGE_URL", server)  # for the waiters here
-    where = urlsplit(server)
-    proxy = FaultProxy(where.hostname, where.port)
-    if backend.name == "s3":
-        options, env = dict(backend.storage_options, aws_endpoint=proxy.url), {}
-    else:
-        # object_store takes the emulator's address from the environment only.
-        options, env = backend.storage_options, {"AZURITE_BLOB_STORAGE_URL": proxy.url}
-    try:
-        yield backend, proxy, json.dumps(options), env
-    finally:
-        proxy.close()
 
 
 def start_holder(workers, backend, options, env):
@@ -58,7 +28,7 @@ def start_holder(workers, backend, options, env):
 def assert_still_held(backend, uri, holder, owner) -> None:
     """Over two more expiries the holder sees no loss and no waiter gets in."""
     waiter = backend.lock(uri, expire=EXPIRE)
-    assert waiter.acquire(timeout=EXPIRE * 2) is False
+    assert waiter.acquire(timeout=EXPIRE * 2) is False, holder.stderr()[-3000:]
     assert holder.poll(0) is None, "the holder reported a loss"
     body = json.loads(backend.raw_get(uri))
     assert body["writer_id"] == owner and not body["released_at"]

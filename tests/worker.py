@@ -15,7 +15,7 @@ import sys
 import time
 from pathlib import Path
 
-from blob_lock import BlobLock, inspect_async, keep_alive
+from blob_lock import BlobLock, StoreSaturated, inspect_async, keep_alive, stats
 
 
 def say(**kw) -> None:
@@ -112,6 +112,89 @@ def main() -> None:
         )
         resource.setrlimit(resource.RLIMIT_NOFILE, (limit, limit))
         asyncio.run(many(uri, options, n, hold, expire, limit))
+    elif mode == "saturate":
+        # Takes N locks one after another with try_acquire, as a wide parallel map of
+        # claims would, past what the store can renew; holds what it took, then releases.
+        n, expire, hold = int(sys.argv[4]), float(sys.argv[5]), float(sys.argv[6])
+        held, busy, saturated, other = [], 0, [], []
+        began = time.monotonic()
+        for i in range(n):
+            lock = BlobLock(f"{uri}/{i}", expire=expire, storage_options=options)
+            try:
+                if lock.try_acquire():
+                    held.append(lock)
+                else:
+                    busy += 1
+            except StoreSaturated as e:
+                saturated.append(str(e))
+            except Exception as e:
+                other.append(f"{type(e).__name__}: {e}")
+        say(
+            event="acquired",
+            held=len(held),
+            busy=busy,
+            saturated=len(saturated),
+            reasons=sorted(set(r.split(" is saturated: ")[-1][:40] for r in saturated))[:5],
+            example=saturated[-1] if saturated else None,
+            other=other[:5],
+            seconds=time.monotonic() - began,
+        )
+        before = stats()["renewals"]["ok"]
+        time.sleep(hold)
+        lost = [lock.lost_reason for lock in held if lock.lost]
+        s = stats()
+        say(
+            event="held",
+            lost=len(lost),
+            first_loss=lost[0] if lost else None,
+            renewals=s["renewals"]["ok"] - before,
+            margin_min=s["renewal_margin_min_seconds"],
+            losses=s["losses"],
+        )
+        statuses = [str(lock.release()) for lock in held]
+        say(event="released", released=statuses.count("released"))
+    elif mode == "gil":
+        # Holds a lock with DEBUG logging on while the main thread holds the GIL for
+        # `seconds` (a long pickle.loads, a C extension that keeps it), then says whether
+        # the lock survived and how many records the heartbeat logged meanwhile.
+        import ctypes
+        import logging
+
+        expire, seconds = float(sys.argv[4]), float(sys.argv[5])
+        records = []
+
+        class Keep(logging.Handler):
+            def emit(self, record: logging.LogRecord) -> None:
+                records.append((record.threadName, record.created, record.getMessage()))
+
+        logging.basicConfig(level=logging.DEBUG, handlers=[Keep()])
+        lock = BlobLock(uri, expire=expire, storage_options=options)
+        lock.acquire()
+        say(event="acquired", owner=lock.owner)
+        began = time.time()
+        ctypes.PyDLL(None).usleep(ctypes.c_uint(int(seconds * 1e6)))  # keeps the GIL
+        ended = time.time()
+        time.sleep(1.5)  # the deliverer hands over what the heartbeat logged
+        renewed = [m for t, c, m in records if "renewed" in m and began < c < ended]
+        say(
+            event="done",
+            lost=lock.lost,
+            reason=lock.lost_reason,
+            renewals_logged_meanwhile=len(renewed),
+            threads=sorted({t for t, _, m in records if "renewed" in m}),
+        )
+        lock.release()
+    elif mode == "exit_many":
+        # Holds N locks, then exits normally (the exit releases them) once `go` exists.
+        n, expire, go = int(sys.argv[4]), float(sys.argv[5]), Path(sys.argv[6])
+        locks = [BlobLock(f"{uri}/{i}", expire=expire, storage_options=options) for i in range(n)]
+        for lock in locks:
+            lock.acquire(timeout=60)
+        say(event="acquired", held=sum(lock.held for lock in locks))
+        while not go.exists():
+            time.sleep(0.05)
+        say(event="exiting", at=time.time())
+        sys.exit(0)
     elif mode == "hold":
         expire = float(sys.argv[4])
         lock = BlobLock(uri, expire=expire, storage_options=options)

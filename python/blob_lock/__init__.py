@@ -4,6 +4,7 @@ with BlobLock("s3://bucket/memo/abc/lock") as held:
     launch_remote(uri, held.owner)      # the remote calls keep_alive(uri, owner)
 """
 
+from blob_lock import _logs  # noqa: F401 - next: records reach logging at its levels
 from blob_lock._blob_lock import __version__
 from blob_lock._claim_memo import MemoClaim, claim_memo, claim_memo_async
 from blob_lock._credentials import CredentialProvider, set_credentials
@@ -36,6 +37,7 @@ from blob_lock.exceptions import (
     LockStolen,
     LockTimeout,
     StoreError,
+    StoreSaturated,
     UnsafeStore,
 )
 
@@ -69,6 +71,7 @@ __all__ = [
     "ReleaseStatus",
     "Stats",
     "StoreError",
+    "StoreSaturated",
     "UnsafeStore",
     "__version__",
     "break_lock",

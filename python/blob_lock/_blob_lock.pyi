@@ -17,6 +17,7 @@ __all__ = [
     "NativeLock",
     "NativeLockfile",
     "__version__",
+    "after_fork_in_child",
     "check_timeout",
     "check_uri",
     "close_async",
@@ -26,7 +27,9 @@ __all__ = [
     "keep_alive",
     "keep_alive_async",
     "keep_alive_options",
+    "logging_changed",
     "option_definitions",
+    "release_all",
     "stats",
     "sweep",
     "write_once",
@@ -260,8 +263,19 @@ def close_async() -> None:
     """From now on no blob-lock awaitable completes (called at interpreter exit)."""
 
 def close_python_calls() -> None:
-    """From now on no runtime thread calls into Python: credential fetches are refused and
-    log records dropped (blob-lock's exit hook calls it last)."""
+    """Hands over the log records and loss callbacks still queued, then from now on no
+    thread of ours calls into Python: credential fetches are refused and log records
+    dropped (blob-lock's exit hook calls it last)."""
+
+def logging_changed() -> None:
+    """Reads Python's logging levels again (blob_lock._logs calls it at each change)."""
+
+def release_all(locks: list[NativeLock], within: float) -> None:
+    """Releases `locks` all at once, giving up after `within` seconds in all (called at
+    interpreter exit)."""
+
+def after_fork_in_child() -> None:
+    """Starts handing log records to Python again in a child made by fork."""
 
 def sweep() -> None:
     """Removes now the replaced lockfiles still queued for removal (called at interpreter

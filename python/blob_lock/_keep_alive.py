@@ -92,6 +92,7 @@ class KeepAlive:
 
     def _end_at_exit(self) -> None:
         self.stop()
+        return None
 
     def _in_fork_child(self) -> None:
         self._native.leak_in_child()

@@ -66,11 +66,11 @@ class BlobLock(LockFacts):
 
     A held lock is lost when someone else takes it over, or when no renewal succeeds before
     its deadline (``expire`` less a safety margin, counted from the last renewal): from then
-    on ``lost`` is True. ``on_lost`` is called once, on a thread of its own, with the
-    ``LockLost`` error that says why; and leaving the ``with`` block raises that error
-    (``raise_on_lost=False`` switches this off), so that the code in the block learns that
-    its exclusion was broken. If the block raised already, its exception goes on with the
-    loss added as a note.
+    on ``lost`` is True. ``on_lost`` is called once, on one of blob-lock's callback threads
+    (at most four, in order), with the ``LockLost`` error that says why; and leaving the
+    ``with`` block raises that error (``raise_on_lost=False`` switches this off), so that the
+    code in the block learns that its exclusion was broken. If the block raised already, its
+    exception goes on with the loss added as a note.
 
     ``labels`` (a mapping of strings) say who holds the lock and why (``{"run": run_id,
     "url": ...}``): every acquisition writes them into the lockfile, renewals and the
@@ -252,11 +252,12 @@ class BlobLock(LockFacts):
         self._native.abandon()
         _turn.give(self)
 
-    def _end_at_exit(self) -> None:
+    def _end_at_exit(self) -> _blob_lock.NativeLock | None:
         if self._native.handed_off:
             self._leave_to_remote()  # the remote may still be starting: not released
-        else:
-            self.release()
+            return None
+        _process.untrack(self)
+        return self._native  # released by the exit, with the other locks held
 
     def _in_fork_child(self) -> None:
         pass  # renewed, unheld, on the child's first use (see _native)

@@ -154,7 +154,9 @@ class LockOptions(TypedDict, total=False):
     ``expire + clock_skew`` ago is taken at once; None switches that off. Default ``60.0``.
     """
     on_lost: Callable[[LockLost], object] | None
-    """Called once, on a thread of its own, with the ``LockLost`` error when a held lock is lost."""
+    """Called once, on one of blob-lock's callback threads, with the ``LockLost`` error when a held
+    lock is lost.
+    """
     raise_on_lost: bool
     """Whether leaving a ``with`` block after a loss raises ``LockLost``. Default ``True``."""
     labels: Mapping[str, str] | None
@@ -180,7 +182,9 @@ class KeepAliveOptions(TypedDict, total=False):
     credential, google-auth credentials); None: ``set_credentials``, else the cloud's own chain.
     """
     on_lost: Callable[[LockLost], object] | None
-    """Called once, on a thread of its own, with the ``LockLost`` error when a held lock is lost."""
+    """Called once, on one of blob-lock's callback threads, with the ``LockLost`` error when a held
+    lock is lost.
+    """
 
 
 # --- end of what `make options` makes ---

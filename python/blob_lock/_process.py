@@ -21,7 +21,9 @@ class Live(Protocol):
     @property
     def lost(self) -> bool: ...
 
-    def _end_at_exit(self) -> None: ...
+    def _end_at_exit(self) -> _blob_lock.NativeLock | None:
+        """Ends what needs no request, and returns the native lock whose release the exit
+        makes with the others', if there is one."""
 
     def _in_fork_child(self) -> None: ...
 
@@ -58,17 +60,29 @@ def owners_here() -> set[str]:
     return {item.owner for item in live if not item.lost}
 
 
+# The exit's releases, all at once, wait at most this long in all (unless the locks'
+# heartbeats are longer): a store that does not answer must not hold the exit up for a
+# heartbeat per lock.
+EXIT_RELEASES_WITHIN = 10.0
+
+
 @atexit.register
 def _at_exit() -> None:
     # First, so that no awaitable completes into an interpreter that is shutting down.
     _blob_lock.close_async()
     live = list(_live)
     try:
+        releases = []
         for item in live:
             try:
-                item._end_at_exit()
+                native = item._end_at_exit()
             except Exception:  # exit must go on; the lock then expires by itself
-                pass
+                continue
+            if native is not None:
+                releases.append(native)
+        if releases:
+            within = min(max(EXIT_RELEASES_WITHIN, *(n.heartbeat for n in releases)), 30.0)
+            _blob_lock.release_all(releases, within)
     finally:
         # What interrupted acquisitions may have written is being released in the
         # background: a moment for that, then the lockfiles the releases replaced.
@@ -87,6 +101,7 @@ def _after_fork_in_child() -> None:
     global fork_guard, forks
     fork_guard = threading.Lock()
     forks += 1
+    _blob_lock.after_fork_in_child()  # log records reach Python from the child's own thread
     for item in list(_live):
         item._in_fork_child()
     _live.clear()

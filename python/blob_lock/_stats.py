@@ -30,6 +30,9 @@ class Stats(TypedDict):
     hold_seconds: Histogram
     renewal_latency_seconds: Histogram
     renewal_margin_seconds: Histogram
+    renewal_margin_min_seconds: float | None
+    throttled: int
+    queued: int
 
 
 def stats() -> Stats:
@@ -42,7 +45,9 @@ def stats() -> Stats:
       ``error``.
     - ``acquisitions``: ``{ending: count}`` of ``acquire`` (and ``with``) and
       ``try_acquire`` calls: ``acquired``, ``busy`` (one attempt found it held),
-      ``timed_out``, ``failed``.
+      ``timed_out``, ``failed``, ``saturated`` (refused without a request: the store was
+      taking all this process could send it, and held locks' renewals come first; see
+      ``StoreSaturated``).
     - ``releases``: leases ended by their own release.
     - ``renewals``: ``{"ok": count, "retried": count}`` (failed renewals tried again).
     - ``losses``: ``{cause: count}`` of leases lost: ``taken_over``, ``released_by_other``,
@@ -54,5 +59,12 @@ def stats() -> Stats:
       acquisition to release or loss), ``renewal_latency_seconds`` (each successful
       renewal), ``renewal_margin_seconds`` (time left before the lease deadline when each
       renewal succeeded: a margin near zero means renewals barely make it).
+    - ``renewal_margin_min_seconds``: the least of those margins in the last one to two
+      minutes, how close the tightest lease came to its deadline (``None`` when no renewal
+      landed then).
+    - ``throttled``: answers of stores asking this process to slow down (S3 503 SlowDown,
+      Azure 503 ServerBusy and 500 OperationTimedOut, GCS 429 and 503).
+    - ``queued``: store requests waiting now for a slot of their store (renewals go
+      first, by their leases' deadlines).
     """
     return cast(Stats, _blob_lock.stats())

@@ -44,7 +44,12 @@ def native_lock(
     kept = shared(options, given) if options else None
     if uri.startswith(_LOCAL):
         if len(_TEMPLATES) >= _MAX:
-            del _TEMPLATES[next(iter(_TEMPLATES))]
+            # The oldest out. Without a lock (a `with` must not take one): another thread
+            # may evict it first, or change the dict between iter() and next().
+            try:
+                _TEMPLATES.pop(next(iter(_TEMPLATES)), None)
+            except (StopIteration, RuntimeError):
+                pass
         _TEMPLATES[key] = (native.another(), kept)
     return native, kept
 

@@ -13,6 +13,7 @@ __all__ = [
     "LockStolen",
     "LockTimeout",
     "StoreError",
+    "StoreSaturated",
     "UnsafeStore",
 ]
 
@@ -75,6 +76,20 @@ class StoreError(LockError):
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (type(self), (self.message, self.uri, self.transient))
+
+
+class StoreSaturated(StoreError):
+    """The store is taking all this process can send it, so a new lock was not taken: the
+    renewals of the locks already held there come first. Raised by ``try_acquire`` (and by
+    an acquisition with a timeout, as the reason of its ``LockTimeout``) while renewals wait
+    for the store, while it asks to slow down (throttling), or while the held locks' renewals
+    would need more than 80 % of what it has shown it can answer. The message gives the
+    figures. Always ``transient``: retry later, hold fewer locks on the store, or raise
+    ``expire`` (each lock then renews less often). Held locks are not affected.
+    """
+
+    def __init__(self, message: str, uri: str | None = None, transient: bool = True) -> None:
+        super().__init__(message, uri, transient)
 
 
 class CredentialsError(LockError):

@@ -35,7 +35,7 @@ from typing import Any
 from blob_lock._inspect import LockState, break_lock, inspect
 from blob_lock._keep_alive import KeepAlive, keep_alive
 from blob_lock._lock import BlobLock
-from blob_lock.exceptions import LockError, LockNotFound, LockStolen
+from blob_lock.exceptions import LockError, LockNotFound, LockStolen, StoreSaturated
 
 __all__ = ["ENV", "GRACE_ENV", "TESTED_WITH", "install", "installed", "lock_location", "uninstall"]
 
@@ -277,7 +277,12 @@ def acquire(
         if deadline is None:
             got = lock.acquire()
         elif deadline - began <= 0:
-            got = lock.try_acquire()
+            try:
+                got = lock.try_acquire()
+            except StoreSaturated:
+                # The store is taking all this process sends it (held locks come first):
+                # to mops, a lock not taken this time, which its waiter tries again later.
+                return None
         else:
             got = lock.acquire(timeout=deadline - began)
         if not got:

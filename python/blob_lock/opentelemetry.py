@@ -4,7 +4,9 @@ Needs ``opentelemetry-api`` (``pip install 'blob-lock[opentelemetry]'``) and, to
 an SDK meter provider.
 
 Counters: ``blob_lock.requests{kind, outcome}``, ``blob_lock.acquisitions{outcome}``,
-``blob_lock.releases``, ``blob_lock.renewals{outcome}``, ``blob_lock.losses{cause}``.
+``blob_lock.releases``, ``blob_lock.renewals{outcome}``, ``blob_lock.losses{cause}``,
+``blob_lock.throttled``; gauges: ``blob_lock.queued``, ``blob_lock.renewal_margin_min``
+(seconds; no observation while no renewal landed in the last minutes).
 OpenTelemetry has no asynchronous histogram, so each histogram of ``stats()`` (for instance
 ``acquire_wait_seconds``) is exported as three observable counters:
 ``blob_lock.acquire_wait_seconds.count``, ``.sum`` (seconds) and ``.bucket{le}`` (the
@@ -78,6 +80,8 @@ def instrument(meter_provider: MeterProvider | None = None) -> None:
         ("renewals", "Renewals: ok, or failed and tried again.", "1",
          _by("renewals", "outcome")),
         ("losses", "Leases lost, by cause.", "1", _by("losses", "cause")),
+        ("throttled", "Store answers asking this process to slow down.", "1",
+         lambda s: [Observation(s["throttled"])]),
     ]  # fmt: skip
     for name in _HISTOGRAMS:
         counters += [
@@ -88,5 +92,16 @@ def instrument(meter_provider: MeterProvider | None = None) -> None:
         ]  # fmt: skip
     for name, description, unit, read in counters:
         meter.create_observable_counter(
+            f"blob_lock.{name}", callbacks=[_callback(read)], unit=unit, description=description
+        )
+    gauges: list[tuple[str, str, str, Read]] = [
+        ("queued", "Store requests waiting for a slot now.", "1",
+         lambda s: [Observation(s["queued"])]),
+        ("renewal_margin_min", "The least margin a renewal left before its deadline.", "s",
+         lambda s: [] if s["renewal_margin_min_seconds"] is None
+         else [Observation(s["renewal_margin_min_seconds"])]),
+    ]  # fmt: skip
+    for name, description, unit, read in gauges:
+        meter.create_observable_gauge(
             f"blob_lock.{name}", callbacks=[_callback(read)], unit=unit, description=description
         )

@@ -4,8 +4,10 @@ reads ``blob_lock.stats()`` at each scrape. Needs ``prometheus_client``
 
 Metrics: ``blob_lock_requests_total{kind, outcome}``,
 ``blob_lock_acquisitions_total{outcome}``, ``blob_lock_releases_total``,
-``blob_lock_renewals_total{outcome}``, ``blob_lock_losses_total{cause}``, and the histograms
-``blob_lock_acquire_wait_seconds``, ``blob_lock_hold_seconds``,
+``blob_lock_renewals_total{outcome}``, ``blob_lock_losses_total{cause}``,
+``blob_lock_throttled_total``, the gauges ``blob_lock_queued`` and
+``blob_lock_renewal_margin_min_seconds`` (absent while no renewal landed in the last
+minutes), and the histograms ``blob_lock_acquire_wait_seconds``, ``blob_lock_hold_seconds``,
 ``blob_lock_renewal_latency_seconds`` and ``blob_lock_renewal_margin_seconds``.
 """
 
@@ -19,6 +21,7 @@ try:
     from prometheus_client.core import (
         REGISTRY,
         CounterMetricFamily,
+        GaugeMetricFamily,
         HistogramMetricFamily,
         Metric,
     )
@@ -60,6 +63,20 @@ class BlobLockCollector(Collector):
         yield releases
         yield _by("renewals", "Renewals: ok, or failed and tried again.", "outcome", s)
         yield _by("losses", "Leases lost, by cause.", "cause", s)
+        throttled = CounterMetricFamily(
+            "blob_lock_throttled", "Store answers asking this process to slow down."
+        )
+        throttled.add_metric([], s["throttled"])
+        yield throttled
+        yield GaugeMetricFamily(
+            "blob_lock_queued", "Store requests waiting for a slot now.", value=s["queued"]
+        )
+        if s["renewal_margin_min_seconds"] is not None:
+            yield GaugeMetricFamily(
+                "blob_lock_renewal_margin_min_seconds",
+                "The least margin a renewal left before its deadline in the last minutes.",
+                value=s["renewal_margin_min_seconds"],
+            )
         for name, doc in _HISTOGRAMS.items():
             h = s[name]
             buckets = [("+Inf" if math.isinf(le) else repr(le), n) for le, n in h["buckets"]]

@@ -14,6 +14,7 @@ use crate::metrics;
 use crate::protocol::Protocol;
 use crate::protocol::{Acquisition, Attempt, Broken, Engine, Held, ReleaseStatus};
 use crate::released::Record;
+use crate::store::load::{as_kind, Kind};
 use crate::store::Access;
 use crate::store::{self, LockStore};
 use crate::timing::{Polls, Timing};
@@ -180,6 +181,7 @@ impl Lock {
         let ended = match &acquired {
             Ok(_) => metrics::Acquired::Acquired,
             Err(Error::Timeout { .. }) => metrics::Acquired::TimedOut,
+            Err(Error::Saturated { .. }) => metrics::Acquired::Saturated,
             Err(_) => metrics::Acquired::Failed,
         };
         metrics::acquisition(ended, self.engine.clock.now() - began);
@@ -267,8 +269,15 @@ impl Lock {
                     claim.enter(State::Waiting, format_args!("held by {who}"));
                     (who, expires_in)
                 }
+                Err(Error::Saturated { message, .. }) => {
+                    // Waits for the store to catch up, as for a holder to leave.
+                    claim.enter(State::Retrying, &message);
+                    (format!("nobody this process could see: {message}"), None)
+                }
                 Err(e) if e.is_transient() => {
-                    log::warn!("{}: acquisition attempt failed, retrying: {e}", self.uri);
+                    ATTEMPT_FAILED.warn(|| {
+                        format!("{}: acquisition attempt failed, retrying: {e}", self.uri)
+                    });
                     claim.enter(State::Retrying, &e);
                     (format!("unknown ({e})"), None)
                 }
@@ -313,8 +322,15 @@ impl Lock {
         }
     }
 
-    /// One acquisition attempt on the protocol the store allows.
+    /// One acquisition attempt on the protocol the store allows; refused before any request
+    /// while the store is saturated (held locks' renewals come first).
     async fn attempt(&self, acquisition: &mut Acquisition) -> Result<(Arc<Engine>, Attempt)> {
+        if let Err(message) = self.engine.store.admit() {
+            return Err(Error::Saturated {
+                uri: self.uri.to_string(),
+                message,
+            });
+        }
         let engine = self.resolved().await?;
         let outcome = engine.attempt(&self.owner, acquisition).await?;
         Ok((engine, outcome))
@@ -353,6 +369,7 @@ impl Lock {
         let ended = match &acquired {
             Ok(Some(_)) => metrics::Acquired::Acquired,
             Ok(None) => metrics::Acquired::Busy,
+            Err(Error::Saturated { .. }) => metrics::Acquired::Saturated,
             Err(_) => metrics::Acquired::Failed,
         };
         metrics::acquisition(ended, self.engine.clock.now() - began);
@@ -402,7 +419,8 @@ impl Lock {
             let engine = self.resolved().await?;
             engine.release_seeing(&self.owner, None).await
         });
-        Ok(released.await.0?.0)
+        let kind = Kind::Release { deadline: None };
+        Ok(as_kind(kind, released).await.0?.0)
     }
 
     /// Reads the lockfile once and says what it shows; never writes.
@@ -441,6 +459,9 @@ impl Lock {
         Lease::start(engine, held, false, self.on_lost.clone(), claim)
     }
 }
+
+/// Acquisitions failing together (an outage) warn once in a while, not once each.
+static ATTEMPT_FAILED: super::warnings::Warning = super::warnings::Warning::new();
 
 /// The options of a lock given none, shared: an empty map in an `Arc` of its own would be
 /// an allocation for every such lock.

@@ -15,6 +15,7 @@ mod options;
 mod retry;
 mod seniority;
 mod settings;
+mod warnings;
 
 pub use cleanup::Cleanup;
 pub use held::Lease;

@@ -51,6 +51,9 @@ impl Backoff {
     }
 }
 
+/// Releases failing together (an outage) warn once in a while, not once each.
+static RETRYING: super::warnings::Warning = super::warnings::Warning::new();
+
 /// Runs `op` until it succeeds, fails for good, or `until` passes, retrying transient store
 /// errors after the pauses of a [`Backoff`]. Also says whether an attempt failed
 /// first: its write may have landed all the same.
@@ -69,7 +72,7 @@ where
     loop {
         match op().await {
             Err(e) if e.is_transient() && engine.clock.now() + backoff.peek() < until => {
-                log::warn!("{}: {what} failed, retrying: {e}", engine.uri());
+                RETRYING.warn(|| format!("{}: {what} failed, retrying: {e}", engine.uri()));
                 retried = true;
                 engine
                     .clock

@@ -259,8 +259,8 @@ settings! {
     /// How far machines' wall clocks may disagree, in seconds: a lock last written more than
     /// `expire + clock_skew` ago is taken at once; None switches that off.
     clock_skew: Option<f64> = Some(60.0), SecondsOrNone;
-    /// Called once, on a thread of its own, with the `LockLost` error when a held lock is
-    /// lost.
+    /// Called once, on one of blob-lock's callback threads, with the `LockLost` error when a
+    /// held lock is lost.
     on_lost: Option<LossHook> = None, Callback;
     /// Whether leaving a `with` block after a loss raises `LockLost`.
     raise_on_lost: bool = true, Flag;

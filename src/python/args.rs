@@ -15,10 +15,11 @@ pub(crate) fn outside_options(store: Access) -> PyResult<LockOptions> {
     LockOptions::from_settings(&Settings::default(), store).map_err(to_py)
 }
 
-/// Calls `callback(LockLost(...))` once when a lease is lost. On a thread of its own: the
-/// hook fires on a runtime thread, whose heartbeats a slow callback must not hold up, and
-/// taking the GIL there could wait on a thread that waits on the runtime. An exception in
-/// the callback goes to `sys.unraisablehook`, as in a `__del__`.
+/// Calls `callback(LockLost(...))` once when a lease is lost, on one of a few threads of
+/// ours ([`super::to_python`]): the hook fires on a runtime thread, whose heartbeats must not
+/// wait for the GIL or a slow callback, and an outage that loses thousands of locks at once
+/// must not start a thread each. An exception in the callback goes to
+/// `sys.unraisablehook`, as in a `__del__`.
 pub(crate) fn loss_hook(callback: Option<Py<PyAny>>) -> Option<LossHook> {
     let callback = Arc::new(callback?);
     Some(LossHook(Arc::new(move |lost: &Error| {
@@ -27,20 +28,25 @@ pub(crate) fn loss_hook(callback: Option<Py<PyAny>>) -> Option<LossHook> {
             Error::Lost { uri, .. } => uri.clone(),
             _ => String::new(),
         };
-        std::thread::spawn(move || {
-            Python::attach(|py| {
-                let exc = LockLost::new_err((message, uri));
-                if let Err(e) = callback.call1(py, (exc.value(py),)) {
-                    e.write_unraisable(py, Some(callback.bind(py)));
-                }
-            })
-        });
+        super::to_python::leave_call(Box::new(move |py| {
+            let exc = LockLost::new_err((message, uri));
+            if let Err(e) = callback.call1(py, (exc.value(py),)) {
+                e.write_unraisable(py, Some(callback.bind(py)));
+            }
+        }));
     })))
 }
 
 pub(crate) fn timeout(t: Option<f64>) -> PyResult<Option<Duration>> {
     t.map(|t| crate::timing::timeout(t).map_err(to_py))
         .transpose()
+}
+
+/// Starts handing log records to Python again in a child made by fork (the parent's thread
+/// that did it does not run there).
+#[pyfunction]
+pub(crate) fn after_fork_in_child() {
+    super::to_python::start();
 }
 
 /// Checks a lock URI (or with `prefix`, a listing's prefix) as every entry point would take

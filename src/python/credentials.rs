@@ -193,7 +193,9 @@ fn gcs(got: &Bound<'_, PyAny>) -> PyResult<Fetched<GcpCredential>> {
     })
 }
 
-/// What a store is opened with: storage options and, if given, credentials.
+/// What a store is opened with: storage options, credentials if given, and the
+/// environment, read here while the caller holds the GIL (Python's `os.environ` writes
+/// hold it too), so that no thread of ours reads it while Python writes it.
 pub(crate) fn access(
     storage_options: Option<std::collections::HashMap<String, String>>,
     credentials: Option<&Bound<'_, NativeCredentials>>,
@@ -201,5 +203,6 @@ pub(crate) fn access(
     crate::store::Access {
         options: storage_options.unwrap_or_default(),
         credentials: credentials.map(|c| c.get().inner.clone()),
+        environment: Some(std::sync::Arc::new(crate::store::Environment::read())),
     }
 }

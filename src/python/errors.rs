@@ -14,6 +14,7 @@ pyo3::import_exception!(blob_lock.exceptions, InvalidLockFile);
 pyo3::import_exception!(blob_lock.exceptions, StoreError);
 pyo3::import_exception!(blob_lock.exceptions, UnsafeStore);
 pyo3::import_exception!(blob_lock.exceptions, CredentialsError);
+pyo3::import_exception!(blob_lock.exceptions, StoreSaturated);
 
 /// The exception for `e`.
 pub(crate) fn to_py(e: Error) -> PyErr {
@@ -32,6 +33,7 @@ pub(crate) fn to_py(e: Error) -> PyErr {
         Error::Store { uri, kind, .. } => {
             StoreError::new_err((msg, uri, kind == StoreErrorKind::Transient))
         }
+        Error::Saturated { uri, .. } => StoreSaturated::new_err((msg, uri, true)),
     }
 }
 

@@ -52,5 +52,11 @@ pub(crate) fn stats(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
         histogram(py, &s.renewal_latency)?,
     )?;
     d.set_item("renewal_margin_seconds", histogram(py, &s.renewal_margin)?)?;
+    d.set_item(
+        "renewal_margin_min_seconds",
+        s.renewal_margin_min.map(|m| m.as_secs_f64()),
+    )?;
+    d.set_item("throttled", s.throttled)?;
+    d.set_item("queued", s.queued)?;
     Ok(d)
 }

@@ -26,6 +26,7 @@ mod lockfile;
 mod logs;
 mod metrics;
 mod options;
+mod to_python;
 mod write_once;
 
 use pyo3::prelude::*;
@@ -33,7 +34,7 @@ use pyo3::prelude::*;
 #[pymodule]
 fn _blob_lock(m: &Bound<'_, PyModule>) -> PyResult<()> {
     // Rust log records go to Python's `logging` under the logger "blob_lock".
-    logs::install(m.py())?;
+    logs::install();
     errors::quiet_guarded_panics();
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add_class::<lock::NativeLock>()?;
@@ -52,8 +53,11 @@ fn _blob_lock(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(exit::sweep, m)?)?;
     m.add_function(wrap_pyfunction!(exit::close_python_calls, m)?)?;
     m.add_function(wrap_pyfunction!(exit::drain, m)?)?;
+    m.add_function(wrap_pyfunction!(exit::release_all, m)?)?;
     m.add_function(wrap_pyfunction!(args::check_timeout, m)?)?;
     m.add_function(wrap_pyfunction!(args::check_uri, m)?)?;
+    m.add_function(wrap_pyfunction!(args::after_fork_in_child, m)?)?;
+    m.add_function(wrap_pyfunction!(logs::logging_changed, m)?)?;
     m.add_function(wrap_pyfunction!(metrics::stats, m)?)?;
     m.add_function(wrap_pyfunction!(options::option_definitions, m)?)?;
     m.add("KEEP_ALIVE_OPTIONS", keep_alive::KEEP_ALIVE_TAKES.to_vec())?;

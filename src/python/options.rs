@@ -78,9 +78,10 @@ pub(crate) fn resolve(
     provider: &Bound<'_, PyAny>,
 ) -> PyResult<Access> {
     if provider.is_none() && storage_options.is_none() && Cloud::of_uri(uri).is_none() {
-        // Local files and memory:// take no credentials: what resolve would answer, without
-        // the call into Python (a part of making every lock object).
-        return Ok(access(None, None));
+        // Local files and memory:// take no credentials and read no environment: what
+        // resolve would answer, without the call into Python (a part of making every lock
+        // object).
+        return Ok(Access::default());
     }
     let resolved = py
         .import("blob_lock._credentials")?

@@ -2,7 +2,9 @@
 //! credentials from outside object_store's own chain ([`Credentials`]), if any.
 
 use super::credentials::Credentials;
+use super::environment::Environment;
 use std::collections::HashMap;
+use std::sync::Arc;
 
 /// What a lock, an inspection or a listing opens its store with.
 #[derive(Debug, Clone, Default)]
@@ -12,6 +14,9 @@ pub struct Access {
     pub options: HashMap<String, String>,
     /// Credentials that replace object_store's own chain.
     pub credentials: Option<Credentials>,
+    /// The environment as read when this was made (the Python bindings read it holding
+    /// the GIL); `None` reads the process's environment when a store is opened.
+    pub environment: Option<Arc<Environment>>,
 }
 
 impl Access {
@@ -20,6 +25,15 @@ impl Access {
         Access {
             options,
             credentials: None,
+            environment: None,
+        }
+    }
+
+    /// The environment its stores are configured from: the copy kept, or the process's now.
+    pub fn environment(&self) -> Arc<Environment> {
+        match &self.environment {
+            Some(env) => env.clone(),
+            None => Arc::new(Environment::read()),
         }
     }
 

@@ -11,23 +11,15 @@
 
 use super::cloud::build;
 use super::credentials::Credentials;
+use super::environment::Environment;
 use super::uri::Cloud;
 use crate::errors::{Error, Result};
 use crate::per_process::PerProcess;
 use object_store::ObjectStore;
 use std::collections::HashMap;
-use std::hash::{Hash, Hasher};
-use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
 use std::sync::{Arc, Mutex, TryLockError};
-
-/// At most this many requests in flight per store: a connection each, so that thousands of
-/// locks heartbeating at once stay under a process's file-descriptor limit.
-pub const MAX_IN_FLIGHT: usize = 64;
-
-/// Of those, this many are kept for renewals: a burst of acquisitions or releases (thousands
-/// of locks taken or given back at once) queues behind its own share and never delays the
-/// renewals that keep the held locks alive.
-pub const FOR_RENEWALS: usize = 16;
+use std::time::{Duration, Instant};
 
 /// The storage option that says whether to probe the store's conditional writes
 /// (`verify`, the default) or to trust them without a probe (`trust`).
@@ -47,10 +39,8 @@ pub struct Client {
     pub(crate) credentials: Option<Credentials>,
     /// What the process learnt about the store; a fork child keeps it.
     pub(crate) facts: Arc<Facts>,
-    /// Bounds the requests in flight ([`MAX_IN_FLIGHT`]).
-    pub(crate) slots: tokio::sync::Semaphore,
-    /// Bounds the requests in flight that are not renewals ([`FOR_RENEWALS`]).
-    pub(crate) bulk: tokio::sync::Semaphore,
+    /// What the store can take from this process, and who goes first ([`super::load`]).
+    pub(crate) load: Arc<super::load::Load>,
     /// One probe of the store at a time.
     pub(crate) probing: tokio::sync::Mutex<()>,
 }
@@ -66,15 +56,23 @@ impl std::fmt::Debug for Client {
 #[derive(Debug, Default)]
 pub struct Facts {
     answered: AtomicBool,
-    /// Connections dropped before any answer (accepted, then reset or closed).
-    dropped_unanswered: AtomicU8,
+    /// When a connection was first dropped before any answer (accepted, then reset or
+    /// closed), in milliseconds after [`epoch`], plus one (0: none was).
+    first_drop: AtomicU64,
     verdict: AtomicU8,
     warned: AtomicBool,
 }
 
-/// How many connections a store that has never answered may drop before it counts as
-/// unreachable: a flaky path retries, an endpoint that never speaks HTTP still fails fast.
-const DROPS_BEFORE_ANSWERING: u8 = 3;
+/// How long a store that has never answered may drop connections before it counts as
+/// unreachable: a flaky path is retried meanwhile (the acquisition's polls, growing from
+/// 50 ms), an endpoint that never speaks HTTP still fails within seconds.
+const DROPS_FORGIVEN_FOR: Duration = Duration::from_secs(5);
+
+/// The instant the process's first [`Facts::forgive_drop`] counts from.
+fn epoch() -> Instant {
+    static EPOCH: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
+    *EPOCH.get_or_init(Instant::now)
+}
 
 impl Facts {
     /// True once the store answered a request of this process (any HTTP answer).
@@ -88,16 +86,19 @@ impl Facts {
         }
     }
 
-    /// Counts one connection dropped before the store ever answered; true while such drops
-    /// are still retried ([`DROPS_BEFORE_ANSWERING`]).
+    /// Notes a connection dropped before the store ever answered; true while such drops
+    /// are still retried ([`DROPS_FORGIVEN_FOR`] after the first).
     pub(crate) fn forgive_drop(&self) -> bool {
-        let dropped = self.dropped_unanswered.fetch_add(1, Ordering::Relaxed);
-        if dropped >= DROPS_BEFORE_ANSWERING {
-            self.dropped_unanswered
-                .store(DROPS_BEFORE_ANSWERING, Ordering::Relaxed); // no wrap-around
-            return false;
-        }
-        true
+        let now = epoch().elapsed().as_millis() as u64 + 1;
+        let first =
+            match self
+                .first_drop
+                .compare_exchange(0, now, Ordering::Relaxed, Ordering::Relaxed)
+            {
+                Ok(_) => now,
+                Err(first) => first,
+            };
+        Duration::from_millis(now - first) < DROPS_FORGIVEN_FOR
     }
 
     /// The probe's verdict as stored (0: none yet).
@@ -124,14 +125,13 @@ impl Client {
         facts: Arc<Facts>,
     ) -> Client {
         Client {
+            load: Arc::new(super::load::Load::new(name.clone())),
             store,
             name,
             cloud,
             trust,
             credentials: None,
             facts,
-            slots: tokio::sync::Semaphore::new(MAX_IN_FLIGHT),
-            bulk: tokio::sync::Semaphore::new(MAX_IN_FLIGHT - FOR_RENEWALS),
             probing: tokio::sync::Mutex::new(()),
         }
     }
@@ -159,6 +159,8 @@ pub(crate) struct Options {
     pub(crate) store: Vec<(String, String)>,
     /// Credentials from outside object_store's chain.
     pub(crate) credentials: Option<Credentials>,
+    /// The environment the client is configured from (read once, [`Environment`]).
+    pub(crate) environment: Arc<Environment>,
 }
 
 impl Options {
@@ -167,6 +169,7 @@ impl Options {
             trust: false,
             store: Vec::new(),
             credentials: access.credentials.clone(),
+            environment: access.environment(),
         };
         for (k, v) in &access.options {
             let key = k.to_ascii_lowercase();
@@ -203,13 +206,7 @@ pub(crate) fn client(
 ) -> Result<Arc<Client>> {
     let key = registry_key(scheme, authority, options);
     get_or_build(&key, |facts| {
-        let (store, name) = build(
-            cloud,
-            scheme,
-            authority,
-            &options.store,
-            options.credentials.as_ref(),
-        )?;
+        let (store, name) = build(cloud, scheme, authority, options)?;
         let facts = facts.unwrap_or_default();
         let mut client = Client::new(store, name, Some(cloud), options.trust, facts);
         client.credentials = options.credentials.clone();
@@ -224,13 +221,7 @@ pub(crate) fn private_client(
     authority: &str,
     options: &Options,
 ) -> Result<Client> {
-    let (store, name) = build(
-        cloud,
-        scheme,
-        authority,
-        &options.store,
-        options.credentials.as_ref(),
-    )?;
+    let (store, name) = build(cloud, scheme, authority, options)?;
     let mut client = Client::new(store, name, Some(cloud), options.trust, Default::default());
     client.credentials = options.credentials.clone();
     Ok(client)
@@ -248,31 +239,9 @@ fn registry_key(scheme: &str, authority: &str, options: &Options) -> String {
         key.push_str(v);
         key.push('\n');
     }
-    key.push_str(&format!("{:x}", environment_fingerprint()));
+    // A change of the environment makes a new client, as building one then would see it.
+    key.push_str(&format!("{:x}", options.environment.digest()));
     key
-}
-
-/// A digest of the environment variables that object_store's builders and its HTTP client
-/// read: a change makes a new client, as building one then would see it.
-fn environment_fingerprint() -> u64 {
-    const PREFIXES: [&str; 6] = [
-        "AWS_",
-        "AZURE_",
-        "AZURITE_",
-        "GOOGLE_",
-        "SSL_CERT_",
-        "SERVICE_ACCOUNT",
-    ];
-    let mut h = std::collections::hash_map::DefaultHasher::new();
-    for (k, v) in std::env::vars_os() {
-        let Some(name) = k.to_str() else { continue };
-        let proxy = name.to_ascii_uppercase().ends_with("_PROXY");
-        if proxy || PREFIXES.iter().any(|p| name.starts_with(p)) {
-            k.hash(&mut h);
-            v.hash(&mut h);
-        }
-    }
-    h.finish()
 }
 
 type Clients = Mutex<HashMap<String, Arc<Client>>>;

@@ -6,6 +6,7 @@
 
 use super::connection_string;
 use super::credentials::Credentials;
+use super::environment::Environment;
 use super::uri::Cloud;
 use crate::errors::{Error, Result};
 use object_store::aws::{AmazonS3Builder, AmazonS3ConfigKey as S3Key};
@@ -20,9 +21,13 @@ pub(crate) fn build(
     cloud: Cloud,
     scheme: &str,
     authority: &str,
-    options: &[(String, String)],
-    credentials: Option<&Credentials>,
+    given: &super::client::Options,
 ) -> Result<(Arc<dyn ObjectStore>, String)> {
+    let (options, credentials, env) = (
+        &given.store,
+        given.credentials.as_ref(),
+        &*given.environment,
+    );
     let url = format!("{scheme}://{authority}");
     if let Some(c) = credentials.filter(|c| c.cloud() != cloud) {
         return Err(Error::InvalidArgument(format!(
@@ -34,18 +39,21 @@ pub(crate) fn build(
         )));
     }
     match cloud {
-        Cloud::S3 => configure::<AmazonS3Builder>(&url, options, credentials),
+        Cloud::S3 => configure::<AmazonS3Builder>(&url, options, credentials, env),
         Cloud::Azure => {
-            let options = connection_string::expand(options)?;
-            configure::<MicrosoftAzureBuilder>(&url, &options, credentials)
+            let options = connection_string::expand(options, env)?;
+            configure::<MicrosoftAzureBuilder>(&url, &options, credentials, env)
         }
-        Cloud::Gcs => configure::<GoogleCloudStorageBuilder>(&url, options, credentials),
+        Cloud::Gcs => configure::<GoogleCloudStorageBuilder>(&url, options, credentials, env),
     }
 }
 
-/// The client settings of every store. Each call is bounded by the lock's own request
-/// timeout ([`crate::timing::Timing::request_timeout`]); these only bound what object_store
-/// does inside one call (its own retries of 5xx, 429 and dropped connections).
+/// The client settings of every store: no retries inside object_store. Each request goes
+/// through the store's gate ([`super::gate`]), which sees every answer (a throttling one
+/// slows the whole process down, [`super::load`]) and tries a request whose connection
+/// closed under it once more; the callers retry the rest with their deadlines in view
+/// (a lease's, an acquisition's). Retries hidden inside a request would spend the store's
+/// capacity where the process cannot see it.
 fn retry() -> RetryConfig {
     RetryConfig {
         backoff: BackoffConfig {
@@ -53,7 +61,7 @@ fn retry() -> RetryConfig {
             max_backoff: Duration::from_secs(2),
             base: 2.0,
         },
-        max_retries: 5,
+        max_retries: 0,
         retry_timeout: Duration::from_secs(30),
     }
 }
@@ -62,7 +70,9 @@ fn retry() -> RetryConfig {
 trait Builder: Sized {
     type Key: std::str::FromStr + AsRef<str> + Clone;
     const CLOUD: Cloud;
-    fn from_env() -> Self;
+    /// The builder configured from the environment, as object_store's `from_env` would
+    /// from the process's.
+    fn from_env(env: &Environment) -> Self;
     fn with_url(self, url: &str) -> Self;
     fn with_retry(self, retry: RetryConfig) -> Self;
     fn with_config(self, key: Self::Key, value: &str) -> Self;
@@ -78,19 +88,31 @@ trait Builder: Sized {
     /// signature: names, never text.
     fn host_parts() -> Vec<(Self::Key, &'static str)>;
     /// The endpoint, for messages.
-    fn endpoint(&self) -> Option<String>;
-    fn finish(self) -> object_store::Result<Arc<dyn ObjectStore>>;
+    fn endpoint(&self, env: &Environment) -> Option<String>;
+    fn finish(self, env: &Environment) -> object_store::Result<Arc<dyn ObjectStore>>;
+}
+
+/// `builder` with every variable of `env` under `prefix` that is one of its keys, as
+/// object_store's `from_env` sets them.
+fn keys_from<B: Builder>(mut builder: B, env: &Environment, prefix: &str) -> B {
+    for (name, value) in env.starting_with(prefix) {
+        if let Ok(key) = name.to_ascii_lowercase().parse::<B::Key>() {
+            builder = builder.with_config(key, value);
+        }
+    }
+    builder
 }
 
 fn configure<B: Builder>(
     url: &str,
     options: &[(String, String)],
     credentials: Option<&Credentials>,
+    env: &Environment,
 ) -> Result<(Arc<dyn ObjectStore>, String)> {
     let store = B::CLOUD.name();
     // Set as configuration keys, not with `with_client_options`, which would replace the
     // client options read from the environment (AWS_ALLOW_HTTP, proxies, CA bundles).
-    let mut b = B::from_env()
+    let mut b = B::from_env(env)
         .with_url(url)
         .with_retry(retry())
         .with_config(B::client_key(ClientConfigKey::Timeout), "30s")
@@ -136,11 +158,11 @@ fn configure<B: Builder>(
             }
         }
     }
-    let name = match b.endpoint() {
+    let name = match b.endpoint(env) {
         Some(endpoint) => format!("{url} at {endpoint}"),
         None => url.to_string(),
     };
-    let built = b.finish().map_err(|e| {
+    let built = b.finish(env).map_err(|e| {
         let given: Vec<&str> = options.iter().map(|(k, _)| k.as_str()).collect();
         let given = match given.is_empty() {
             true => "none".to_string(),
@@ -204,8 +226,8 @@ fn check_url(value: &str) -> std::result::Result<(), String> {
 impl Builder for AmazonS3Builder {
     type Key = S3Key;
     const CLOUD: Cloud = Cloud::S3;
-    fn from_env() -> Self {
-        AmazonS3Builder::from_env()
+    fn from_env(env: &Environment) -> Self {
+        keys_from(AmazonS3Builder::new(), env, "AWS_")
     }
     fn with_url(self, url: &str) -> Self {
         AmazonS3Builder::with_url(self, url)
@@ -247,11 +269,11 @@ impl Builder for AmazonS3Builder {
     fn host_parts() -> Vec<(S3Key, &'static str)> {
         vec![(S3Key::Region, "region"), (S3Key::DefaultRegion, "region")]
     }
-    fn endpoint(&self) -> Option<String> {
+    fn endpoint(&self, _: &Environment) -> Option<String> {
         self.get_config_value(&S3Key::Endpoint)
             .or_else(|| self.get_config_value(&S3Key::S3Endpoint))
     }
-    fn finish(self) -> object_store::Result<Arc<dyn ObjectStore>> {
+    fn finish(self, _: &Environment) -> object_store::Result<Arc<dyn ObjectStore>> {
         Ok(Arc::new(self.build()?))
     }
 }
@@ -259,8 +281,12 @@ impl Builder for AmazonS3Builder {
 impl Builder for MicrosoftAzureBuilder {
     type Key = AzKey;
     const CLOUD: Cloud = Cloud::Azure;
-    fn from_env() -> Self {
-        MicrosoftAzureBuilder::from_env()
+    fn from_env(env: &Environment) -> Self {
+        let builder = keys_from(MicrosoftAzureBuilder::new(), env, "AZURE_");
+        match env.get("MSI_ENDPOINT") {
+            Some(msi) => builder.with_msi_endpoint(msi),
+            None => builder,
+        }
     }
     fn with_url(self, url: &str) -> Self {
         MicrosoftAzureBuilder::with_url(self, url)
@@ -298,7 +324,7 @@ impl Builder for MicrosoftAzureBuilder {
     fn host_parts() -> Vec<(AzKey, &'static str)> {
         vec![(AzKey::AccountName, "account name")]
     }
-    fn endpoint(&self) -> Option<String> {
+    fn endpoint(&self, env: &Environment) -> Option<String> {
         let emulator = self.get_config_value(&AzKey::UseEmulator).is_some_and(|v| {
             matches!(
                 v.to_ascii_lowercase().as_str(),
@@ -308,15 +334,16 @@ impl Builder for MicrosoftAzureBuilder {
         if emulator {
             // object_store reads the emulator's address from here only.
             return Some(
-                std::env::var("AZURITE_BLOB_STORAGE_URL")
-                    .unwrap_or_else(|_| "http://127.0.0.1:10000".into()),
+                env.get("AZURITE_BLOB_STORAGE_URL")
+                    .unwrap_or("http://127.0.0.1:10000")
+                    .to_string(),
             );
         }
         self.get_config_value(&AzKey::Endpoint)
     }
-    fn finish(self) -> object_store::Result<Arc<dyn ObjectStore>> {
-        if let Ok(emulator) = std::env::var("AZURITE_BLOB_STORAGE_URL") {
-            if let Err(why) = check_url(&emulator) {
+    fn finish(self, env: &Environment) -> object_store::Result<Arc<dyn ObjectStore>> {
+        if let Some(emulator) = env.get("AZURITE_BLOB_STORAGE_URL") {
+            if let Err(why) = check_url(emulator) {
                 return Err(object_store::Error::Generic {
                     store: "MicrosoftAzure",
                     source: format!("AZURITE_BLOB_STORAGE_URL {emulator:?} {why}").into(),
@@ -330,8 +357,12 @@ impl Builder for MicrosoftAzureBuilder {
 impl Builder for GoogleCloudStorageBuilder {
     type Key = GcsKey;
     const CLOUD: Cloud = Cloud::Gcs;
-    fn from_env() -> Self {
-        GoogleCloudStorageBuilder::from_env()
+    fn from_env(env: &Environment) -> Self {
+        let builder = match env.get("SERVICE_ACCOUNT") {
+            Some(path) => GoogleCloudStorageBuilder::new().with_service_account_path(path),
+            None => GoogleCloudStorageBuilder::new(),
+        };
+        keys_from(builder, env, "GOOGLE_")
     }
     fn with_url(self, url: &str) -> Self {
         GoogleCloudStorageBuilder::with_url(self, url)
@@ -366,10 +397,10 @@ impl Builder for GoogleCloudStorageBuilder {
     fn host_parts() -> Vec<(GcsKey, &'static str)> {
         Vec::new()
     }
-    fn endpoint(&self) -> Option<String> {
+    fn endpoint(&self, _: &Environment) -> Option<String> {
         self.get_config_value(&GcsKey::BaseUrl)
     }
-    fn finish(self) -> object_store::Result<Arc<dyn ObjectStore>> {
+    fn finish(self, _: &Environment) -> object_store::Result<Arc<dyn ObjectStore>> {
         Ok(Arc::new(self.build()?))
     }
 }
@@ -401,14 +432,14 @@ mod tests {
             (vec![("aws_no_such_key", "1")], "unknown storage option"),
             (vec![("aws_access_key_id", "key\n")], "control character"),
         ] {
-            let e = build(Cloud::S3, "s3", "checked", &options(&opts).store, None)
+            let e = build(Cloud::S3, "s3", "checked", &options(&opts))
                 .err()
                 .unwrap()
                 .to_string();
             assert!(e.contains(why), "{opts:?}: {e} should say {why}");
         }
         let account = options(&[("azure_storage_account_name", "my account")]);
-        let e = build(Cloud::Azure, "az", "c", &account.store, None)
+        let e = build(Cloud::Azure, "az", "c", &account)
             .err()
             .unwrap()
             .to_string();

@@ -24,7 +24,10 @@ const NAMES_ACCOUNT: [&str; 5] = [
 /// The storage options with a connection string (given as [`OPTION`], else read from
 /// [`VARIABLE`] when the options name no account) replaced by the keys it stands for.
 /// Options given explicitly win over the string's parts.
-pub(crate) fn expand(options: &[(String, String)]) -> Result<Vec<(String, String)>> {
+pub(crate) fn expand(
+    options: &[(String, String)],
+    env: &super::Environment,
+) -> Result<Vec<(String, String)>> {
     let given = options.iter().find(|(k, _)| k == OPTION).map(|(_, v)| v);
     let from_env;
     let (text, origin) = match given {
@@ -33,9 +36,9 @@ pub(crate) fn expand(options: &[(String, String)]) -> Result<Vec<(String, String
             let names = options
                 .iter()
                 .any(|(k, _)| NAMES_ACCOUNT.contains(&k.as_str()));
-            from_env = std::env::var(VARIABLE).ok().filter(|_| !names);
-            match &from_env {
-                Some(v) => (v.as_str(), VARIABLE),
+            from_env = env.get(VARIABLE).filter(|_| !names);
+            match from_env {
+                Some(v) => (v, VARIABLE),
                 None => return Ok(options.to_vec()),
             }
         }
@@ -124,7 +127,7 @@ mod tests {
         let got = expand(&opts(&[(
             OPTION,
             "DefaultEndpointsProtocol=http;AccountName=devstoreaccount1;AccountKey=a2V5==;BlobEndpoint=http://127.0.0.1:10000/devstoreaccount1;",
-        )]))
+        )]), &Default::default())
         .unwrap();
         assert_eq!(
             got,
@@ -138,15 +141,22 @@ mod tests {
                 ),
             ])
         );
-        let dev = expand(&opts(&[(OPTION, "UseDevelopmentStorage=true")])).unwrap();
+        let dev = expand(
+            &opts(&[(OPTION, "UseDevelopmentStorage=true")]),
+            &Default::default(),
+        )
+        .unwrap();
         assert_eq!(dev, opts(&[("azure_storage_use_emulator", "true")]));
-        let suffix = expand(&opts(&[
-            (
-                OPTION,
-                "AccountName=acct;AccountKey=k;EndpointSuffix=core.chinacloudapi.cn",
-            ),
-            ("azure_storage_account_key", "explicit"),
-        ]))
+        let suffix = expand(
+            &opts(&[
+                (
+                    OPTION,
+                    "AccountName=acct;AccountKey=k;EndpointSuffix=core.chinacloudapi.cn",
+                ),
+                ("azure_storage_account_key", "explicit"),
+            ]),
+            &Default::default(),
+        )
         .unwrap();
         assert!(suffix.contains(&(
             "azure_storage_endpoint".into(),
@@ -160,9 +170,12 @@ mod tests {
 
     #[test]
     fn a_malformed_string_is_refused_without_repeating_it() {
-        let e = expand(&opts(&[(OPTION, "AccountName=a;secretvalue")]))
-            .unwrap_err()
-            .to_string();
+        let e = expand(
+            &opts(&[(OPTION, "AccountName=a;secretvalue")]),
+            &Default::default(),
+        )
+        .unwrap_err()
+        .to_string();
         assert!(e.contains("part 2 has no '='"), "{e}");
         assert!(!e.contains("secretvalue"), "{e}");
     }

@@ -1,14 +1,24 @@
-//! The gate every request to an object_store store goes through: at most
-//! [`super::client::MAX_IN_FLIGHT`] in flight per store (renewals ahead of the rest), each
-//! bounded by the lock's request timeout once it is sent, a panic inside object_store turned
-//! into an error, and the store's answers noted, so that a store that has never answered
-//! this process fails at once instead of being waited for.
+//! The gate every request to an object_store store goes through: a slot of the store's
+//! [`Load`](super::load::Load) first (renewals ahead of the rest), a timeout that follows
+//! the store's latency, a request whose connection closed under it sent again at once, a
+//! throttling answer tried again after a short pause (three tries in all, as the clouds'
+//! SDKs make, each throttle slowing the whole process down), a panic inside object_store
+//! turned into an error, and the store's answers noted, so that a store that has never
+//! answered this process fails at once instead of being waited for. What an answer means
+//! is `answers.rs`. object_store itself retries nothing ([`super::cloud`]): this is
+//! the one place a request is tried again.
 
+use super::answers::{
+    answered_by_store, dropped_connection, missing_bucket, names_a_missing_bucket, store_error,
+    throttling, transport_failure,
+};
 use super::client::Client;
+use super::load::{self, Ending, TooLate};
 use super::{Version, Write};
 use crate::errors::{Error, Result, StoreErrorKind};
+use crate::timing::Timing;
 use bytes::Bytes;
-use object_store::client::HttpError;
+use object_store::client::HttpErrorKind;
 use object_store::path::Path;
 use object_store::{ObjectStoreExt, PutMode, PutOptions, PutPayload};
 use std::future::Future;
@@ -17,13 +27,45 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
+/// How long one request may take: never less than `floor` (the lock's request timeout),
+/// longer when the store's latency asks for it, never longer than `ceiling` (what a lease
+/// can afford: a write that lands later cannot be claimed) nor, for a renewal, its lease's
+/// deadline.
+#[derive(Debug, Clone, Copy)]
+pub struct Timeouts {
+    /// The least time a request is given.
+    pub floor: Duration,
+    /// The most.
+    pub ceiling: Duration,
+}
+
+impl Timeouts {
+    /// The timeouts of a lock's requests.
+    pub fn of(timing: &Timing) -> Timeouts {
+        let floor = timing.request_timeout();
+        Timeouts {
+            floor,
+            ceiling: timing.claim().max(floor),
+        }
+    }
+
+    /// A request of its own kind (a listing, a result): `floor`, up to four times as long
+    /// on a slow store.
+    pub fn at_least(floor: Duration) -> Timeouts {
+        Timeouts {
+            floor,
+            ceiling: floor * 4,
+        }
+    }
+}
+
 /// Requests to one store on behalf of one lock.
 #[derive(Clone)]
 pub struct Gate {
     pub(crate) client: Arc<Client>,
     /// The lockfile's URI, for messages (shared with the lock as its identity, where equal).
     pub(crate) uri: Arc<str>,
-    request_timeout: Duration,
+    timeouts: Timeouts,
 }
 
 /// Why a call failed: an object_store error for the caller to read (a conflict, a missing
@@ -34,13 +76,12 @@ pub(crate) enum Failure {
 }
 
 impl Gate {
-    /// Requests to `client`'s store for the lockfile `uri`, each taking at most
-    /// `request_timeout` once sent.
-    pub fn new(client: Arc<Client>, uri: String, request_timeout: Duration) -> Gate {
+    /// Requests to `client`'s store for the lockfile `uri`, each bounded by `timeouts`.
+    pub fn new(client: Arc<Client>, uri: String, timeouts: Timeouts) -> Gate {
         Gate {
             client,
             uri: uri.into(),
-            request_timeout,
+            timeouts,
         }
     }
 
@@ -53,14 +94,42 @@ impl Gate {
             .to_string()
     }
 
-    /// Runs one request through the gate (see the module doc).
-    pub(crate) async fn call<T>(
+    /// Runs the request `make` makes through the gate (see the module doc); it may make it
+    /// twice, when a connection closed under the first.
+    pub(crate) async fn call<T, F>(
+        &self,
+        during: &str,
+        make: impl FnMut() -> F,
+    ) -> std::result::Result<T, Failure>
+    where
+        F: Future<Output = object_store::Result<T>> + Send,
+    {
+        self.send(during, make, true).await
+    }
+
+    /// Runs one request through the gate, never twice (the next item of a listing).
+    pub(crate) async fn call_once<T>(
         &self,
         during: &str,
         request: impl Future<Output = object_store::Result<T>> + Send,
     ) -> std::result::Result<T, Failure> {
+        let mut once = Some(request);
+        // `send` makes it once when told not to try again.
+        let make = move || once.take().expect("a call_once request is made once");
+        self.send(during, make, false).await
+    }
+
+    async fn send<T, F>(
+        &self,
+        during: &str,
+        mut make: impl FnMut() -> F,
+        again: bool,
+    ) -> std::result::Result<T, Failure>
+    where
+        F: Future<Output = object_store::Result<T>> + Send,
+    {
         if self.client.cloud.is_none() {
-            return request.await.map_err(Failure::Store); // memory: no network to guard
+            return make().await.map_err(Failure::Store); // memory: no network to guard
         }
         let facts = &self.client.facts;
         // Credentials first, under their own bound: a slow token endpoint is not a store
@@ -75,65 +144,109 @@ impl Gate {
         }
         // The wait for a slot is this process's own queue, not the store's answer: it is
         // bounded by the callers' deadlines (an acquisition's timeout, a lease's), and only
-        // the request itself by the request timeout.
-        let _bulk = match URGENT.try_with(|_| ()) {
-            Ok(()) => None,
-            Err(_) => Some(self.client.bulk.acquire().await),
-        };
-        let _slot = self.client.slots.acquire().await;
-        let bounded = tokio::time::timeout(self.request_timeout, Guarded(Box::pin(request)));
-        match bounded.await {
-            Ok(Ok(Ok(value))) => {
-                facts.mark_answered();
-                Ok(value)
-            }
-            Ok(Ok(Err(e))) if super::credentials::failure_in(&e).is_some() => {
-                let message = super::credentials::failure_in(&e).unwrap_or_default();
-                Err(Failure::Ours(Error::Credentials {
+        // the request itself by its timeout.
+        let Timeouts { floor, ceiling } = self.timeouts;
+        let kind = load::current_kind();
+        let pass = match self.client.load.enter(kind, floor, ceiling).await {
+            Ok(pass) => pass,
+            Err(TooLate(message)) => {
+                return Err(Failure::Ours(Error::Saturated {
                     uri: self.uri.to_string(),
                     message,
                 }))
             }
-            Ok(Ok(Err(e))) if answered_by_store(&e) => {
-                facts.mark_answered();
-                Err(Failure::Store(e))
-            }
-            Ok(Ok(Err(e))) if !facts.answered() => {
-                // A connection accepted and then dropped: something listens, perhaps behind a
-                // flaky path. Retried a few times (as transient) before failing fast.
-                let dropped = dropped_connection(&e);
-                let known = store_error(&self.uri, e, during);
-                if dropped && facts.forgive_drop() {
-                    return Err(Failure::Ours(known));
+        };
+        let mut pass = pass;
+        let timeout = pass.timeout();
+        let give_up = tokio::time::Instant::now() + timeout;
+        let (mut resent, mut throttled) = (0, 0);
+        let e = loop {
+            let attempt = tokio::time::timeout_at(give_up, Guarded(Box::pin(make())));
+            match attempt.await {
+                Ok(Ok(Ok(value))) => {
+                    facts.mark_answered();
+                    pass.end(Ending::Answered);
+                    return Ok(value);
                 }
-                Err(Failure::Ours(self.unreachable(known)))
+                Ok(Ok(Err(e))) if super::credentials::failure_in(&e).is_some() => {
+                    pass.end(Ending::Unanswered);
+                    let message = super::credentials::failure_in(&e).unwrap_or_default();
+                    return Err(Failure::Ours(Error::Credentials {
+                        uri: self.uri.to_string(),
+                        message,
+                    }));
+                }
+                Ok(Ok(Err(e))) if answered_by_store(&e) => {
+                    facts.mark_answered();
+                    if !throttling(&e) {
+                        pass.end(Ending::Answered);
+                        return Err(Failure::Store(e));
+                    }
+                    pass.note(Ending::Throttled);
+                    // Tried again after a pause that doubles (jittered), while the request
+                    // has time left; a write that landed all the same is settled by the
+                    // protocol.
+                    let pause = THROTTLED_PAUSE.mul_f64((1 << throttled) as f64 * jitter());
+                    let time_left = give_up.saturating_duration_since(tokio::time::Instant::now());
+                    if !again || throttled + 1 >= TRIES || time_left <= pause * 2 {
+                        pass.end(Ending::Throttled);
+                        return Err(Failure::Store(e));
+                    }
+                    throttled += 1;
+                    tokio::time::sleep(pause).await;
+                    pass.resend();
+                }
+                // A connection the pool kept, closed by the store under this request (or
+                // one not made at all): again at once, as object_store's own retries did (a
+                // write that landed all the same is settled by the protocol).
+                Ok(Ok(Err(e)))
+                    if again && resent < RESENDS && facts.answered() && resendable(&e) =>
+                {
+                    resent += 1;
+                    pass.resend();
+                }
+                Ok(Ok(Err(e))) => break e,
+                Ok(Err(panic)) => {
+                    pass.end(Ending::Unanswered);
+                    return Err(Failure::Ours(Error::Store {
+                        uri: self.uri.to_string(),
+                        message: format!(
+                            "{during} failed: object_store could not make the request ({panic}); check the endpoint and the storage options of {}",
+                            self.client.name
+                        ),
+                        kind: StoreErrorKind::Permanent,
+                    }));
+                }
+                Err(_elapsed) => {
+                    pass.end(Ending::TimedOut);
+                    let timed_out = Error::Store {
+                        uri: self.uri.to_string(),
+                        message: format!(
+                            "{during} failed: no answer within {:.1}s",
+                            timeout.as_secs_f64()
+                        ),
+                        kind: StoreErrorKind::Transient,
+                    };
+                    return Err(Failure::Ours(if facts.answered() {
+                        timed_out
+                    } else {
+                        self.unreachable(timed_out)
+                    }));
+                }
             }
-            Ok(Ok(Err(e))) => Err(Failure::Store(e)),
-            Ok(Err(panic)) => Err(Failure::Ours(Error::Store {
-                uri: self.uri.to_string(),
-                message: format!(
-                    "{during} failed: object_store could not make the request ({panic}); check the endpoint and the storage options of {}",
-                    self.client.name
-                ),
-                kind: StoreErrorKind::Permanent,
-            })),
-            Err(_elapsed) => {
-                let what = format!(
-                    "no answer within {:.1}s",
-                    self.request_timeout.as_secs_f64()
-                );
-                let timed_out = Error::Store {
-                    uri: self.uri.to_string(),
-                    message: format!("{during} failed: {what}"),
-                    kind: StoreErrorKind::Transient,
-                };
-                Err(Failure::Ours(if facts.answered() {
-                    timed_out
-                } else {
-                    self.unreachable(timed_out)
-                }))
-            }
+        };
+        pass.end(Ending::Unanswered);
+        if facts.answered() {
+            return Err(Failure::Store(e));
         }
+        // A connection accepted and then dropped: something listens, perhaps behind a
+        // flaky path. Retried a few times (as transient) before failing fast.
+        let dropped = dropped_connection(&e);
+        let known = store_error(&self.uri, e, during);
+        if dropped && facts.forgive_drop() {
+            return Err(Failure::Ours(known));
+        }
+        Err(Failure::Ours(self.unreachable(known)))
     }
 
     /// `failed` as the failure of a store that has never answered this process: permanent,
@@ -162,14 +275,14 @@ impl Gate {
     }
 
     pub(crate) async fn put_at(&self, path: &Path, body: Bytes, mode: PutMode) -> Result<Write> {
-        let opts = PutOptions {
-            mode,
-            ..Default::default()
+        let store = &self.client.store;
+        let put = || {
+            let opts = PutOptions {
+                mode: mode.clone(),
+                ..Default::default()
+            };
+            store.put_opts(path, PutPayload::from(body.clone()), opts)
         };
-        let put = self
-            .client
-            .store
-            .put_opts(path, PutPayload::from(body), opts);
         match self.call("writing", put).await {
             Ok(r) => Ok(Write::Done(Version {
                 e_tag: r.e_tag,
@@ -188,142 +301,35 @@ impl Gate {
     }
 
     pub(crate) async fn delete_at(&self, path: &Path) -> Result<()> {
-        match self.call("deleting", self.client.store.delete(path)).await {
+        let store = &self.client.store;
+        match self.call("deleting", || store.delete(path)).await {
             Ok(()) | Err(Failure::Store(object_store::Error::NotFound { .. })) => Ok(()),
             Err(failure) => Err(self.error(failure, "deleting")),
         }
     }
 }
-/// When a store's 404 says that more than the object is missing (the bucket, the
-/// container, the account: a missing object answers 404 too, and the store's error code
-/// tells them apart), what to tell the user.
-pub(crate) fn names_a_missing_bucket(msg: &str) -> Option<&'static str> {
-    if ["NoSuchBucket", "ContainerNotFound", "bucket does not exist"]
-        .iter()
-        .any(|c| msg.contains(c))
-    {
-        return Some("the bucket or container does not exist");
-    }
-    // Azure's answer for a resource it does not know at all: most often an endpoint that
-    // leaves out the account (Azurite's is http://HOST:PORT/ACCOUNT).
-    if msg.contains("ResourceNotFound") {
-        return Some(
-            "the store does not know this account, container or path (ResourceNotFound): check the endpoint (for Azurite, http://HOST:PORT/ACCOUNT), the account and the container",
-        );
-    }
-    None
+
+/// Tries of a request the store answers with a throttling answer.
+const TRIES: u32 = 3;
+/// The pause before the second try; it doubles before the third.
+const THROTTLED_PAUSE: Duration = Duration::from_millis(50);
+/// Sends of a request again at once when its connection failed before an answer (the
+/// connection pool may hold several the store closed).
+const RESENDS: u32 = 3;
+
+/// A factor between 0.5 and 1.5, so that requests throttled together do not come back
+/// together.
+fn jitter() -> f64 {
+    0.5 + rand::random::<f64>()
 }
 
-/// The error of a request to a bucket or container that does not exist.
-pub(crate) fn missing_bucket(uri: &str, what: &str, msg: &str) -> Error {
-    Error::Store {
-        uri: uri.to_string(),
-        message: format!("{what} ({msg}); create it first or fix the URI or endpoint"),
-        kind: StoreErrorKind::Permanent,
-    }
-}
-
-/// True when `e` is the store's own answer (an HTTP status), false when no answer came
-/// (connection refused, DNS, TLS, a reset) or the request never left (credentials).
-fn answered_by_store(e: &object_store::Error) -> bool {
-    use object_store::Error as E;
-    if matches!(
-        e,
-        E::NotFound { .. }
-            | E::AlreadyExists { .. }
-            | E::Precondition { .. }
-            | E::NotModified { .. }
-            | E::PermissionDenied { .. }
-            | E::Unauthenticated { .. }
-    ) {
-        return true;
-    }
-    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(e);
-    while let Some(s) = source {
-        if s.downcast_ref::<HttpError>().is_some() {
-            return false; // the transport failed: nothing came back
-        }
-        source = s.source();
-    }
-    e.to_string().contains("Server returned")
-}
-
-/// True if `e` is a connection that was made and then reset or closed before an answer
-/// (not one refused, unresolved or timed out: a wrong endpoint).
-fn dropped_connection(e: &object_store::Error) -> bool {
-    use object_store::client::HttpErrorKind;
-    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(e);
-    while let Some(s) = source {
-        if let Some(http) = s.downcast_ref::<HttpError>() {
-            return matches!(
-                http.kind(),
-                HttpErrorKind::Request | HttpErrorKind::Interrupted
-            );
-        }
-        source = s.source();
-    }
-    false
-}
-
-/// Maps an object_store error to ours, deciding whether a retry can help.
-pub(crate) fn store_error(uri: &str, e: object_store::Error, during: &str) -> Error {
-    use object_store::Error as E;
-    let (kind, hint) = match &e {
-        E::PermissionDenied { .. } | E::Unauthenticated { .. } => (
-            StoreErrorKind::Permanent,
-            "; the store refused the credentials: check which ones are used (`blob-lock doctor` names their source) and that they may read and write here",
-        ),
-        E::NotSupported { .. } | E::NotImplemented { .. } | E::UnknownConfigurationKey { .. } => {
-            (StoreErrorKind::Permanent, "")
-        }
-        E::InvalidPath { .. } => (StoreErrorKind::Permanent, ""),
-        // The HTTP client refused to build the request: its configuration is wrong, and
-        // every retry would fail alike. Most often an http:// endpoint without allow_http.
-        _ if e.to_string().contains("builder error") => (
-            StoreErrorKind::Permanent,
-            "; the HTTP client cannot make this request: for an http:// endpoint set \
-             aws_allow_http / azure_allow_http / google_allow_http (or ALLOW_HTTP) to true",
-        ),
-        _ => (classify_message(&e.to_string()), ""),
-    };
-    Error::Store {
-        uri: uri.to_string(),
-        message: format!("{during} failed: {e}{hint}"),
-        kind,
-    }
-}
-
-/// object_store keeps its HTTP status private; its message carries it. A 4xx other than
-/// 408 and 429 is the caller's fault and will not change on retry.
-pub(crate) fn classify_message(msg: &str) -> StoreErrorKind {
-    match status_in(msg) {
-        Some(code) if (400..500).contains(&code) && code != 408 && code != 429 => {
-            StoreErrorKind::Permanent
-        }
-        _ => StoreErrorKind::Transient,
-    }
-}
-
-/// The HTTP status in an object_store message, if there is one.
-pub(crate) fn status_in(msg: &str) -> Option<u16> {
-    let i = msg.find("status code: ")?;
-    msg[i + 13..]
-        .chars()
-        .take(3)
-        .collect::<String>()
-        .parse()
-        .ok()
-}
-
-tokio::task_local! {
-    /// Set around a renewal: its requests skip the queue of the other requests to the store.
-    static URGENT: ();
-}
-
-/// Runs `renewal` with its store requests ahead of acquisitions, releases and reads (see
-/// [`super::client::FOR_RENEWALS`]).
-pub async fn urgently<F: Future>(renewal: F) -> F::Output {
-    URGENT.scope((), renewal).await
+/// True for a transport failure worth one more try at once: the request was not sent, or
+/// its connection was closed under it.
+fn resendable(e: &object_store::Error) -> bool {
+    matches!(
+        transport_failure(e),
+        Some(HttpErrorKind::Connect | HttpErrorKind::Request | HttpErrorKind::Interrupted)
+    )
 }
 
 thread_local! {
@@ -368,26 +374,6 @@ fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn classifies_status_codes() {
-        assert_eq!(
-            classify_message("Server returned non-2xx status code: 400 Bad Request"),
-            StoreErrorKind::Permanent
-        );
-        assert_eq!(
-            classify_message("Server returned non-2xx status code: 503 Slow Down"),
-            StoreErrorKind::Transient
-        );
-        assert_eq!(
-            classify_message("status code: 429 Too Many"),
-            StoreErrorKind::Transient
-        );
-        assert_eq!(
-            classify_message("connection refused"),
-            StoreErrorKind::Transient
-        );
-    }
 
     #[tokio::test]
     async fn a_panic_in_a_request_becomes_an_error() {

@@ -2,6 +2,7 @@
 //! URIs of the locks whose `lock.json` lies anywhere below it. A page is read when asked
 //! for, so a prefix with millions of objects costs memory for one page, not for all.
 
+use super::answers::{missing_bucket, names_a_missing_bucket};
 use super::client;
 use super::gate::Gate;
 use super::open::{Place, Sharing};
@@ -118,7 +119,7 @@ impl Listing {
                 while page.len() < max {
                     let Some(listed) = stream else { break };
                     let next = gate
-                        .call("listing", async { listed.next().await.transpose() })
+                        .call_once("listing", async { listed.next().await.transpose() })
                         .await;
                     let meta = match next {
                         Ok(Some(meta)) => meta,
@@ -127,11 +128,11 @@ impl Listing {
                             break;
                         }
                         Err(super::gate::Failure::Store(e))
-                            if super::gate::names_a_missing_bucket(&e.to_string()).is_some() =>
+                            if names_a_missing_bucket(&e.to_string()).is_some() =>
                         {
                             let msg = e.to_string();
-                            let what = super::gate::names_a_missing_bucket(&msg).unwrap_or("");
-                            return Err(super::gate::missing_bucket(&self.prefix, what, &msg));
+                            let what = names_a_missing_bucket(&msg).unwrap_or("");
+                            return Err(missing_bucket(&self.prefix, what, &msg));
                         }
                         Err(failure) => return Err(gate.error(failure, "listing")),
                     };
@@ -192,7 +193,11 @@ fn objects(
         .store
         .list((!key.is_empty()).then_some(&path))
         .boxed();
-    let gate = Gate::new(client, shown.to_string(), request_timeout);
+    let gate = Gate::new(
+        client,
+        shown.to_string(),
+        super::gate::Timeouts::at_least(request_timeout),
+    );
     Ok(Source::Objects {
         gate,
         key,

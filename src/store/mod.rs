@@ -7,14 +7,17 @@
 //! store lacks).
 
 mod access;
+pub(crate) mod answers;
 pub mod client;
 pub mod cloud;
 mod connection_string;
 pub mod counted;
 pub mod credentials;
+pub mod environment;
 pub mod file;
 pub mod gate;
 pub mod listing;
+pub mod load;
 pub mod object;
 mod open;
 pub mod probe;
@@ -23,6 +26,7 @@ pub mod uri;
 pub use access::Access;
 pub use counted::{Counted, Requests};
 pub use credentials::{Credentials, Fetch, Fetched};
+pub use environment::Environment;
 pub use listing::{as_prefix_error, Listing};
 pub use open::{open, open_object, Private};
 pub use uri::{Cloud, Location};
@@ -127,6 +131,19 @@ pub trait LockStore: Send + Sync + fmt::Debug + 'static {
     /// write it abandoned, or that write would land after it and hold the lock. (A file call
     /// on the blocking pool runs to its end; an HTTP request is dropped with its future.)
     async fn quiesced(&self) {}
+
+    /// Whether a new acquisition may try now: `Err(why)` while the store is saturated
+    /// ([`load::Load::admit`]); always where the store has no such limit (memory, files).
+    fn admit(&self) -> std::result::Result<(), String> {
+        Ok(())
+    }
+
+    /// Counts a lease renewing this lockfile every `heartbeat` in what the store can take
+    /// (`renews`), or no longer (`!renews`, once per count) ([`load::Load::renewing`]);
+    /// nothing where the store has no such limit (memory, files).
+    fn renewing(&self, heartbeat: std::time::Duration, renews: bool) {
+        let _ = (heartbeat, renews);
+    }
 
     /// Wakes `wake`'s waiters when another process writes the lockfile, where the store
     /// hears of writes (local files); until the returned value is dropped. `None`: waiters

@@ -1,8 +1,9 @@
 //! A lockfile in an object_store store (S3, Azure, GCS, memory), on its store's shared
 //! [`Client`], every request through the store's [`Gate`].
 
+use super::answers::{missing_bucket, names_a_missing_bucket};
 use super::client::Client;
-use super::gate::{self, Gate};
+use super::gate::{self, Gate, Timeouts};
 use super::probe;
 use super::{LockStore, Snapshot, Version, Write};
 use crate::errors::{Error, Result, StoreErrorKind};
@@ -12,7 +13,6 @@ use bytes::Bytes;
 use object_store::path::Path;
 use object_store::{GetOptions, PutMode, UpdateVersion};
 use std::sync::Arc;
-use std::time::Duration;
 
 /// A lockfile in an object_store store with conditional writes.
 pub struct ObjectLockStore {
@@ -30,36 +30,26 @@ impl std::fmt::Debug for ObjectLockStore {
 
 impl ObjectLockStore {
     /// The lockfile `<key>/lock.json` on `client`'s store; `uri` names it in messages, and
-    /// each request may take `request_timeout`.
-    pub fn new(
-        client: Arc<Client>,
-        key: &str,
-        uri: String,
-        request_timeout: Duration,
-    ) -> Result<Self> {
+    /// each request's timeout is bounded by `timeouts`.
+    pub fn new(client: Arc<Client>, key: &str, uri: String, timeouts: Timeouts) -> Result<Self> {
         let dir = Path::parse(key).map_err(|e| {
             Error::InvalidArgument(format!("invalid lock path {key:?} in {uri}: {e}"))
         })?;
         Ok(ObjectLockStore {
             path: dir.join(LOCKFILE_NAME),
-            gate: Gate::new(client, uri, request_timeout),
+            gate: Gate::new(client, uri, timeouts),
         })
     }
 
     /// The object `key` itself, not a lock's folder (a result that `write_once` publishes);
     /// `uri` names it in messages.
-    pub fn object(
-        client: Arc<Client>,
-        key: &str,
-        uri: String,
-        request_timeout: Duration,
-    ) -> Result<Self> {
+    pub fn object(client: Arc<Client>, key: &str, uri: String, timeouts: Timeouts) -> Result<Self> {
         let path = Path::parse(key).map_err(|e| {
             Error::InvalidArgument(format!("invalid object path {key:?} in {uri}: {e}"))
         })?;
         Ok(ObjectLockStore {
             path,
-            gate: Gate::new(client, uri, request_timeout),
+            gate: Gate::new(client, uri, timeouts),
         })
     }
 }
@@ -67,7 +57,7 @@ impl ObjectLockStore {
 #[async_trait]
 impl LockStore for ObjectLockStore {
     async fn read(&self) -> Result<Option<Snapshot>> {
-        let get = async {
+        let get = || async {
             let got = self
                 .gate
                 .client
@@ -86,8 +76,8 @@ impl LockStore for ObjectLockStore {
             Err(gate::Failure::Store(object_store::Error::NotFound { source, .. })) => {
                 let msg = source.to_string();
                 // A missing bucket answers 404 too; tell it apart by the store's error code.
-                if let Some(what) = gate::names_a_missing_bucket(&msg) {
-                    return Err(gate::missing_bucket(&self.gate.uri, what, &msg));
+                if let Some(what) = names_a_missing_bucket(&msg) {
+                    return Err(missing_bucket(&self.gate.uri, what, &msg));
                 }
                 return Ok(None);
             }
@@ -146,6 +136,21 @@ impl LockStore for ObjectLockStore {
 
     fn known_conditional_writes(&self) -> Option<bool> {
         probe::known_conditional_writes(&self.gate)
+    }
+
+    fn admit(&self) -> std::result::Result<(), String> {
+        let client = &self.gate.client;
+        match client.cloud {
+            Some(_) => client.load.admit(),
+            None => Ok(()),
+        }
+    }
+
+    fn renewing(&self, heartbeat: std::time::Duration, renews: bool) {
+        let client = &self.gate.client;
+        if client.cloud.is_some() {
+            client.load.renewing(heartbeat, renews);
+        }
     }
 
     fn identity(&self) -> Arc<str> {

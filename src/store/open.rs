@@ -3,6 +3,7 @@
 
 use super::client::{self, Client, Options};
 use super::file::FileStore;
+use super::gate::Timeouts;
 use super::object::ObjectLockStore;
 use super::uri::Location;
 use super::{Access, LockStore};
@@ -80,9 +81,12 @@ pub fn open(uri: &str, options: &Access, timing: &Timing) -> Result<Arc<dyn Lock
     let timeout = timing.request_timeout();
     Ok(match Place::of(uri, options, Sharing::Shared)? {
         Place::Folder(dir) => Arc::new(FileStore::new(dir.join(LOCKFILE_NAME), lock_uri, timeout)),
-        Place::Objects { client, key } => {
-            Arc::new(ObjectLockStore::new(client, &key, lock_uri, timeout)?)
-        }
+        Place::Objects { client, key } => Arc::new(ObjectLockStore::new(
+            client,
+            &key,
+            lock_uri,
+            Timeouts::of(timing),
+        )?),
     })
 }
 
@@ -119,7 +123,7 @@ pub fn open_object(uri: &str, options: &Access, timeout: Duration) -> Result<Arc
                 client,
                 &key,
                 uri.to_string(),
-                timeout,
+                Timeouts::at_least(timeout),
             )?)
         }
     })
@@ -163,7 +167,7 @@ impl Private {
                     client.clone(),
                     &key,
                     lock_uri,
-                    timeout,
+                    Timeouts::of(&self.timing),
                 )?)
             }
         })

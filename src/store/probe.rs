@@ -9,7 +9,8 @@
 //! It cannot see writes that are checked and then made in two steps, which two racers can
 //! both pass (moto's server); `blob-lock doctor --race` races clients to find those.
 
-use super::gate::{status_in, Gate};
+use super::answers::status_in;
+use super::gate::Gate;
 use super::{Version, Write};
 use crate::errors::{Error, Result};
 use bytes::Bytes;

@@ -6,9 +6,13 @@ use crate::claim::State;
 use crate::errors::Error;
 use crate::metrics;
 use crate::protocol::Engine;
+use crate::store::load::{self, Kind};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use tokio::time::Instant;
+
+/// Renewals failing together (an outage) warn once in a while, not once each.
+static RENEWAL_FAILED: crate::lease::warnings::Warning = crate::lease::warnings::Warning::new();
 
 /// Files the next beat of the heartbeat, due at `at`: a task of its own runs the beat when
 /// it is due, files the one after, and ends, so that between beats a held lock keeps no
@@ -67,7 +71,8 @@ async fn beat(state: &LeaseState) -> Option<Instant> {
         // waits for its turn on the held lockfile.
         let writer_name = state.remote.then_some(crate::protocol::REMOTE);
         let renewal = state.engine.renew(held, writer_name);
-        let mut renewal = Box::pin(crate::store::gate::urgently(renewal));
+        // Its requests go ahead of the store's others, by this deadline.
+        let mut renewal = Box::pin(load::as_kind(Kind::Renewal { deadline }, renewal));
         tokio::select! {
             biased;
             r = &mut renewal => r,
@@ -96,6 +101,11 @@ async fn beat(state: &LeaseState) -> Option<Instant> {
             state.mark_lost(Engine::loss_cause(&reason), reason);
             None
         }
+        Err(Error::Saturated { message, .. }) => {
+            // Not sent: it could not have landed before the deadline.
+            state.mark_lost(metrics::Loss::Deadline, message);
+            None
+        }
         Err(e) if !e.is_transient() && !matches!(e, Error::InvalidLockFile { .. }) => {
             // Bad credentials, a deleted bucket: no retry can renew the lease. (An
             // unreadable lockfile may be a foreign writer's torn write: retried.)
@@ -114,10 +124,13 @@ async fn beat(state: &LeaseState) -> Option<Instant> {
                 );
                 return None;
             }
-            log::warn!("{}: renewal failed, retrying: {e}", state.engine.uri());
+            RENEWAL_FAILED
+                .warn(|| format!("{}: renewal failed, retrying: {e}", state.engine.uri()));
             metrics::renewal_retried();
             state.claim.enter(State::RenewRetrying, &e);
-            let pause = backoff.pause(state.engine.clock.jitter());
+            // Closer to the deadline, tried more often: a third of what is left at most.
+            let left = deadline.saturating_duration_since(now);
+            let pause = backoff.pause(state.engine.clock.jitter()).min(left / 3);
             Some((now + pause).min(deadline))
         }
     }

@@ -10,6 +10,7 @@ use crate::claim::{Claim, State};
 use crate::errors::{Error, Result};
 use crate::metrics;
 use crate::protocol::{Engine, Held, ReleaseStatus};
+use crate::store::load::Kind;
 use heartbeat::file_beat;
 use state::{Kept, LeaseState, NextBeat};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -67,7 +68,10 @@ impl Lease {
             released: AtomicBool::new(false),
             handed_off: AtomicBool::new(false),
             next: Mutex::new(next),
+            counted: AtomicBool::new(false),
         });
+        // Counted where the store weighs new acquisitions against its held leases.
+        state.count();
         file_beat(state.clone(), first_beat);
         Lease { state }
     }
@@ -140,7 +144,10 @@ impl Lease {
             return Err(lost(reason.unwrap_or_else(|| "the lease ended".into())));
         }
         let handed = state.engine.hand_off(held, grace);
-        match crate::store::gate::urgently(handed).await {
+        let kind = Kind::Renewal {
+            deadline: state.deadline(),
+        };
+        match crate::store::load::as_kind(kind, handed).await {
             Ok(()) if state.renewed(held) => {
                 state.handed_off.store(true, Ordering::SeqCst);
                 log::info!(
@@ -201,7 +208,10 @@ impl Lease {
             until,
             Some(deadline),
         );
-        let status = match released.await {
+        let kind = Kind::Release {
+            deadline: Some(deadline),
+        };
+        let status = match crate::store::load::as_kind(kind, released).await {
             Ok(status) => status,
             Err(e) => {
                 self.state.claim.enter(State::Failed, &e);
@@ -265,6 +275,7 @@ impl Lease {
     /// Tells the heartbeat to stop, without waiting for it.
     fn halt(&self) {
         self.state.stopped.store(true, Ordering::SeqCst);
+        self.state.uncount();
         let mut next = self.state.next_beat();
         match std::mem::replace(&mut *next, NextBeat::Unfiled) {
             // Taken back before it started; or it has started, and the running beat sees

@@ -39,6 +39,8 @@ pub(super) struct LeaseState {
     pub(super) next: Mutex<NextBeat>,
     pub(super) on_lost: Option<LossHook>,
     pub(super) claim: Arc<Claim>,
+    /// Set while this lease is counted in what its store can take (while it renews).
+    pub(super) counted: AtomicBool,
 }
 
 /// What the heartbeat and a release hold while they write: the lockfile as held, and the
@@ -77,6 +79,22 @@ impl LeaseState {
         self.next.lock().unwrap_or_else(|e| e.into_inner())
     }
 
+    /// Counts this lease in what its store can take, once.
+    pub(super) fn count(&self) {
+        if !self.counted.swap(true, Ordering::SeqCst) {
+            let heartbeat = self.engine.timing.heartbeat;
+            self.engine.store.renewing(heartbeat, true);
+        }
+    }
+
+    /// Counts it no more: it renews no more (stopped, released, lost).
+    pub(super) fn uncount(&self) {
+        if self.counted.swap(false, Ordering::SeqCst) {
+            let heartbeat = self.engine.timing.heartbeat;
+            self.engine.store.renewing(heartbeat, false);
+        }
+    }
+
     pub(super) fn mark_lost(&self, cause: metrics::Loss, reason: String) {
         let first = {
             let mut lost = self.lost.lock().unwrap_or_else(|e| e.into_inner());
@@ -91,6 +109,7 @@ impl LeaseState {
         if !first {
             return;
         }
+        self.uncount(); // it renews no more
         metrics::lost(cause, self.engine.clock.now() - self.acquired_at);
         // Log only after the mutex is dropped: in Python, logging takes the GIL, and a
         // thread that holds the GIL may be waiting for this mutex (`held.lost`): deadlock.

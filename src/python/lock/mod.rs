@@ -330,3 +330,13 @@ impl NativeLock {
         self.loss()
     }
 }
+
+impl NativeLock {
+    /// Its release, to be run with others (at interpreter exit, [`super::exit`]).
+    pub(crate) fn releasing(
+        &self,
+    ) -> impl std::future::Future<Output = crate::Result<crate::ReleaseStatus>> + Send + 'static
+    {
+        release_slot(self.lock.clone(), &self.lease)
+    }
+}

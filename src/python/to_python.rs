@@ -1,0 +1,263 @@
+//! Work for Python from threads that must never wait for its GIL: the runtime's, which
+//! renew every held lock. A thread that holds the GIL for seconds (a long `pickle.loads`,
+//! a C extension that keeps it) must not delay a heartbeat, so a heartbeat thread only
+//! leaves its log records and loss callbacks here and goes on:
+//!
+//! - log records wait in a bounded queue that one thread of ours (the deliverer) hands to
+//!   `logging`; when the queue is full a record is dropped and counted, and the deliverer
+//!   says how many were dropped. The deliverer also reads Python's logging levels again
+//!   every [`REFRESH`], so that a level set later is honoured ([`super::logs`]).
+//! - loss callbacks (`on_lost`) wait in a queue that at most [`MAX_CALLERS`] threads of ours
+//!   run, in order: every callback runs, an outage that loses thousands of locks at once
+//!   starts no thread per loss, and a slow callback holds up only its own thread.
+//!
+//! At interpreter exit ([`close`]) what is queued is handed over by the exiting thread
+//! itself; from then on no thread of ours calls into Python. In a child made by fork, the
+//! queues and threads are the child's own.
+
+use crate::per_process::PerProcess;
+use pyo3::prelude::*;
+use std::collections::VecDeque;
+use std::sync::{Condvar, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+/// Records waiting beyond this many are dropped (and counted).
+pub(super) const MAX_RECORDS: usize = 10_000;
+
+/// At most this many threads run loss callbacks at once.
+pub(super) const MAX_CALLERS: usize = 4;
+
+/// How often Python's logging levels are read again.
+pub(super) const REFRESH: Duration = Duration::from_secs(1);
+
+/// A caller thread with nothing to do ends after this long.
+const IDLE: Duration = Duration::from_secs(10);
+
+/// A log record, owned, as it waits for the deliverer.
+pub(super) struct Record {
+    pub(super) level: log::Level,
+    pub(super) target: String,
+    pub(super) message: String,
+    pub(super) file: Option<String>,
+    pub(super) line: Option<u32>,
+    /// When it was logged (seconds since the epoch), which the Python record keeps.
+    pub(super) created: f64,
+    /// The name of the thread that logged it.
+    pub(super) thread: Option<String>,
+}
+
+/// Something to run with the GIL (a loss callback).
+pub(super) type Call = Box<dyn FnOnce(Python<'_>) + Send>;
+
+#[derive(Default)]
+struct Inbox {
+    records: VecDeque<Record>,
+    dropped: u64,
+    calls: VecDeque<Call>,
+    deliverer: bool,
+    callers: usize,
+    idle_callers: usize,
+    /// Threads of ours inside Python now (or waiting for the GIL to be).
+    in_python: usize,
+    closed: bool,
+}
+
+#[derive(Default)]
+struct Mailbox {
+    inbox: Mutex<Inbox>,
+    /// Records or calls arrived, or the mailbox closed.
+    arrived: Condvar,
+    /// A thread left Python.
+    left: Condvar,
+}
+
+static MAILBOX: PerProcess<Mailbox> = PerProcess::new(Default::default);
+
+fn inbox() -> (&'static Mailbox, MutexGuard<'static, Inbox>) {
+    let mailbox = MAILBOX.get();
+    (
+        mailbox,
+        mailbox.inbox.lock().unwrap_or_else(|e| e.into_inner()),
+    )
+}
+
+/// Leaves `record` for the deliverer; never waits for Python. Dropped (and counted) when
+/// [`MAX_RECORDS`] are waiting already.
+pub(super) fn leave_record(record: Record) {
+    let (mailbox, mut inbox) = inbox();
+    if inbox.closed {
+        return;
+    }
+    if inbox.records.len() >= MAX_RECORDS {
+        inbox.dropped += 1;
+        return;
+    }
+    inbox.records.push_back(record);
+    start_deliverer(&mut inbox);
+    mailbox.arrived.notify_all();
+}
+
+/// Leaves `call` for a caller thread; never waits for Python.
+pub(super) fn leave_call(call: Call) {
+    let (mailbox, mut inbox) = inbox();
+    if inbox.closed {
+        return;
+    }
+    inbox.calls.push_back(call);
+    if inbox.idle_callers == 0 && inbox.callers < MAX_CALLERS {
+        inbox.callers += 1;
+        let spawned = std::thread::Builder::new()
+            .name("blob-lock-callbacks".into())
+            .spawn(run_calls);
+        if spawned.is_err() {
+            inbox.callers -= 1; // the others (or the exit) run it
+        }
+    }
+    mailbox.arrived.notify_all();
+}
+
+/// Starts the deliverer, if it is not running: at the first record, and at import (it also
+/// reads the logging levels again every [`REFRESH`]).
+pub(super) fn start() {
+    let (_, mut inbox) = inbox();
+    start_deliverer(&mut inbox);
+}
+
+fn start_deliverer(inbox: &mut Inbox) {
+    if inbox.deliverer || inbox.closed {
+        return;
+    }
+    inbox.deliverer = std::thread::Builder::new()
+        .name("blob-lock-logs".into())
+        .spawn(deliver_records)
+        .is_ok();
+}
+
+/// Counts a thread of ours into Python, unless the mailbox closed (false then): under the
+/// mutex that [`close`] sets `closed` under, so that it waits for every thread counted.
+fn entering(mut inbox: MutexGuard<'_, Inbox>) -> bool {
+    if inbox.closed {
+        return false;
+    }
+    inbox.in_python += 1;
+    true
+}
+
+fn left(mailbox: &Mailbox) {
+    let mut inbox = mailbox.inbox.lock().unwrap_or_else(|e| e.into_inner());
+    inbox.in_python -= 1;
+    mailbox.left.notify_all();
+}
+
+/// The deliverer: hands records to `logging` as they come, and reads the levels again
+/// every [`REFRESH`].
+fn deliver_records() {
+    let mailbox = MAILBOX.get();
+    let mut refreshed = Instant::now();
+    loop {
+        let mut inbox = mailbox.inbox.lock().unwrap_or_else(|e| e.into_inner());
+        while inbox.records.is_empty() && inbox.dropped == 0 && !inbox.closed {
+            let due = REFRESH.saturating_sub(refreshed.elapsed());
+            if due.is_zero() {
+                break;
+            }
+            inbox = match mailbox.arrived.wait_timeout(inbox, due) {
+                Ok((inbox, _)) => inbox,
+                Err(e) => e.into_inner().0,
+            };
+        }
+        let records: Vec<Record> = inbox.records.drain(..).collect();
+        let dropped = std::mem::take(&mut inbox.dropped);
+        if !entering(inbox) {
+            return;
+        }
+        let refresh = refreshed.elapsed() >= REFRESH;
+        Python::attach(|py| {
+            super::logs::deliver(py, records, dropped);
+            if refresh {
+                super::logs::refresh(py);
+            }
+        });
+        if refresh {
+            refreshed = Instant::now();
+        }
+        left(mailbox);
+    }
+}
+
+/// A caller thread: runs the calls in order, and ends after [`IDLE`] without one.
+fn run_calls() {
+    let mailbox = MAILBOX.get();
+    loop {
+        let mut inbox = mailbox.inbox.lock().unwrap_or_else(|e| e.into_inner());
+        let idle_since = Instant::now();
+        inbox.idle_callers += 1;
+        let call = loop {
+            if inbox.closed {
+                inbox.idle_callers -= 1;
+                inbox.callers -= 1;
+                return;
+            }
+            if let Some(call) = inbox.calls.pop_front() {
+                break call;
+            }
+            let waited = idle_since.elapsed();
+            if waited >= IDLE {
+                inbox.idle_callers -= 1;
+                inbox.callers -= 1;
+                return;
+            }
+            inbox = match mailbox.arrived.wait_timeout(inbox, IDLE - waited) {
+                Ok((inbox, _)) => inbox,
+                Err(e) => e.into_inner().0,
+            };
+        };
+        inbox.idle_callers -= 1;
+        if !entering(inbox) {
+            drop(call); // closed meanwhile: the exit ran what was queued
+            let mut inbox = mailbox.inbox.lock().unwrap_or_else(|e| e.into_inner());
+            inbox.callers -= 1;
+            return;
+        }
+        Python::attach(call);
+        left(mailbox);
+    }
+}
+
+/// At interpreter exit (the GIL held): hands over what is queued on this thread, then
+/// closes the mailbox, so that no thread of ours calls into Python any more, and waits up
+/// to `grace` for those inside Python to leave.
+pub(super) fn close(py: Python<'_>, grace: Duration) {
+    let (records, dropped, calls) = {
+        let (_, mut inbox) = inbox();
+        inbox.closed = true;
+        let records: Vec<Record> = inbox.records.drain(..).collect();
+        let calls: Vec<Call> = inbox.calls.drain(..).collect();
+        (records, std::mem::take(&mut inbox.dropped), calls)
+    };
+    mailbox_closed(py, grace);
+    super::logs::deliver(py, records, dropped);
+    for call in calls {
+        call(py);
+    }
+}
+
+fn mailbox_closed(py: Python<'_>, grace: Duration) {
+    let mailbox = MAILBOX.get();
+    mailbox.arrived.notify_all();
+    // Without the GIL: a thread of ours waiting for it to leave Python needs it.
+    py.detach(|| {
+        let until = Instant::now() + grace;
+        let mut inbox = mailbox.inbox.lock().unwrap_or_else(|e| e.into_inner());
+        while inbox.in_python > 0 {
+            let left = until.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return;
+            }
+            inbox = match mailbox.left.wait_timeout(inbox, left) {
+                Ok((inbox, _)) => inbox,
+                Err(e) => e.into_inner().0,
+            };
+        }
+    });
+}

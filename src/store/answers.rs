@@ -1,0 +1,210 @@
+//! What a store's answer (or its absence) means: an answer at all or a transport failure,
+//! a throttling answer, a missing bucket, and whether a retry can help. object_store keeps
+//! the HTTP status private; its messages carry it.
+
+use crate::errors::{Error, StoreErrorKind};
+use object_store::client::{HttpError, HttpErrorKind};
+
+/// True when `e` is the store's own answer (an HTTP status), false when no answer came
+/// (connection refused, DNS, TLS, a reset) or the request never left (credentials).
+pub(crate) fn answered_by_store(e: &object_store::Error) -> bool {
+    use object_store::Error as E;
+    if matches!(
+        e,
+        E::NotFound { .. }
+            | E::AlreadyExists { .. }
+            | E::Precondition { .. }
+            | E::NotModified { .. }
+            | E::PermissionDenied { .. }
+            | E::Unauthenticated { .. }
+    ) {
+        return true;
+    }
+    if transport_failure(e).is_some() {
+        return false; // the transport failed: nothing came back
+    }
+    e.to_string().contains("Server returned")
+}
+
+/// The kind of the transport failure in `e`, if it is one.
+pub(crate) fn transport_failure(e: &object_store::Error) -> Option<HttpErrorKind> {
+    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(e);
+    while let Some(s) = source {
+        if let Some(http) = s.downcast_ref::<HttpError>() {
+            return Some(http.kind());
+        }
+        source = s.source();
+    }
+    None
+}
+
+/// True if `e` is a connection that was made and then reset or closed before an answer,
+/// even while it was being made (something listens there), not one refused, unresolved or
+/// timed out (a wrong endpoint).
+pub(crate) fn dropped_connection(e: &object_store::Error) -> bool {
+    match transport_failure(e) {
+        Some(HttpErrorKind::Request | HttpErrorKind::Interrupted) => true,
+        Some(HttpErrorKind::Connect) => {
+            use std::io::ErrorKind as K;
+            let mut source: Option<&(dyn std::error::Error + 'static)> = Some(e);
+            while let Some(s) = source {
+                if let Some(io) = s.downcast_ref::<std::io::Error>() {
+                    return matches!(
+                        io.kind(),
+                        K::ConnectionReset
+                            | K::ConnectionAborted
+                            | K::BrokenPipe
+                            | K::UnexpectedEof
+                    );
+                }
+                source = s.source();
+            }
+            false
+        }
+        _ => false,
+    }
+}
+
+/// True if the store answered that it is overloaded and asks its clients to slow down:
+/// S3's 503 SlowDown (also inside a 200), Azure's 503 ServerBusy and 500
+/// OperationTimedOut, GCS's 429 and 503, and any 429 or 503.
+pub(crate) fn throttling(e: &object_store::Error) -> bool {
+    let msg = e.to_string();
+    match status_in(&msg) {
+        Some(429 | 503) => true,
+        Some(500) => msg.contains("OperationTimedOut"),
+        _ => ["SlowDown", "ServerBusy", "Please reduce your request rate"]
+            .iter()
+            .any(|code| msg.contains(code)),
+    }
+}
+
+/// When a store's 404 says that more than the object is missing (the bucket, the
+/// container, the account: a missing object answers 404 too, and the store's error code
+/// tells them apart), what to tell the user.
+pub(crate) fn names_a_missing_bucket(msg: &str) -> Option<&'static str> {
+    if ["NoSuchBucket", "ContainerNotFound", "bucket does not exist"]
+        .iter()
+        .any(|c| msg.contains(c))
+    {
+        return Some("the bucket or container does not exist");
+    }
+    // Azure's answer for a resource it does not know at all: most often an endpoint that
+    // leaves out the account (Azurite's is http://HOST:PORT/ACCOUNT).
+    if msg.contains("ResourceNotFound") {
+        return Some(
+            "the store does not know this account, container or path (ResourceNotFound): check the endpoint (for Azurite, http://HOST:PORT/ACCOUNT), the account and the container",
+        );
+    }
+    None
+}
+
+/// The error of a request to a bucket or container that does not exist.
+pub(crate) fn missing_bucket(uri: &str, what: &str, msg: &str) -> Error {
+    Error::Store {
+        uri: uri.to_string(),
+        message: format!("{what} ({msg}); create it first or fix the URI or endpoint"),
+        kind: StoreErrorKind::Permanent,
+    }
+}
+
+/// Maps an object_store error to ours, deciding whether a retry can help.
+pub(crate) fn store_error(uri: &str, e: object_store::Error, during: &str) -> Error {
+    use object_store::Error as E;
+    let (kind, hint) = match &e {
+        E::PermissionDenied { .. } | E::Unauthenticated { .. } => (
+            StoreErrorKind::Permanent,
+            "; the store refused the credentials: check which ones are used (`blob-lock doctor` names their source) and that they may read and write here",
+        ),
+        E::NotSupported { .. } | E::NotImplemented { .. } | E::UnknownConfigurationKey { .. } => {
+            (StoreErrorKind::Permanent, "")
+        }
+        E::InvalidPath { .. } => (StoreErrorKind::Permanent, ""),
+        // The HTTP client refused to build the request: its configuration is wrong, and
+        // every retry would fail alike. Most often an http:// endpoint without allow_http.
+        _ if e.to_string().contains("builder error") => (
+            StoreErrorKind::Permanent,
+            "; the HTTP client cannot make this request: for an http:// endpoint set \
+             aws_allow_http / azure_allow_http / google_allow_http (or ALLOW_HTTP) to true",
+        ),
+        _ if throttling(&e) => (
+            StoreErrorKind::Transient,
+            "; the store asks its clients to slow down (throttling): blob-lock backs off",
+        ),
+        _ => (classify_message(&e.to_string()), ""),
+    };
+    Error::Store {
+        uri: uri.to_string(),
+        message: format!("{during} failed: {e}{hint}"),
+        kind,
+    }
+}
+
+/// A 4xx other than 408 and 429 is the caller's fault and will not change on retry.
+pub(crate) fn classify_message(msg: &str) -> StoreErrorKind {
+    match status_in(msg) {
+        Some(code) if (400..500).contains(&code) && code != 408 && code != 429 => {
+            StoreErrorKind::Permanent
+        }
+        _ => StoreErrorKind::Transient,
+    }
+}
+
+/// The HTTP status in an object_store message, if there is one.
+pub(crate) fn status_in(msg: &str) -> Option<u16> {
+    let i = msg.find("status code: ")?;
+    msg[i + 13..]
+        .chars()
+        .take(3)
+        .collect::<String>()
+        .parse()
+        .ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn classifies_status_codes() {
+        assert_eq!(
+            classify_message("Server returned non-2xx status code: 400 Bad Request"),
+            StoreErrorKind::Permanent
+        );
+        assert_eq!(
+            classify_message("Server returned non-2xx status code: 503 Slow Down"),
+            StoreErrorKind::Transient
+        );
+        assert_eq!(
+            classify_message("status code: 429 Too Many"),
+            StoreErrorKind::Transient
+        );
+        assert_eq!(
+            classify_message("connection refused"),
+            StoreErrorKind::Transient
+        );
+    }
+
+    #[test]
+    fn knows_the_clouds_throttling_answers() {
+        let generic = |msg: &str| object_store::Error::Generic {
+            store: "S3",
+            source: msg.to_string().into(),
+        };
+        for throttled in [
+            "Server returned non-2xx status code: 503 Service Unavailable: <Code>SlowDown</Code>",
+            "Server returned non-2xx status code: 503 Service Unavailable: ServerBusy",
+            "Server returned non-2xx status code: 500 Internal Server Error: <Code>OperationTimedOut</Code>",
+            "Server returned non-2xx status code: 429 Too Many Requests",
+            "Server returned error response: <Error><Code>SlowDown</Code></Error>",
+        ] {
+            assert!(throttling(&generic(throttled)), "{throttled}");
+        }
+        for not in [
+            "Server returned non-2xx status code: 500 Internal Server Error: InternalError",
+            "Server returned non-2xx status code: 412 Precondition Failed",
+        ] {
+            assert!(!throttling(&generic(not)), "{not}");
+        }
+    }
+}

@@ -1,0 +1,554 @@
+//! What one store can take from this process, and who goes first when it can take no more.
+//!
+//! Every request to a store over HTTP passes its [`Load`] ([`super::gate`] sends it): a
+//! request waits for one of the store's slots, whose number follows the store's answers
+//! (`limit.rs`); waiting requests go in the order of `queue.rs` (renewals first, by their
+//! leases' deadlines); each request may take what the store's latency says it needs
+//! (`latency.rs`), never less than the lock's request timeout and never more than its lease
+//! can afford. A renewal that could only land after its deadline is not sent.
+//!
+//! New acquisitions are what gives way when the store falls behind: while renewals wait for
+//! slots, while the store asks to slow down, or while the renewals of the leases held here
+//! would need more than [`HEADROOM`] of what the store has shown it can answer, an
+//! acquisition is refused at once ([`crate::Error::Saturated`], which names the reason and
+//! its figures) instead of adding to the load: held locks are never what is lost.
+
+mod capacity;
+mod latency;
+mod limit;
+mod queue;
+
+use crate::metrics;
+use capacity::Capacity;
+use latency::Latency;
+use limit::Limit;
+use queue::{Queue, Rank, Turn};
+use std::future::Future;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+use tokio::time::Instant;
+
+/// The share of the store's measured capacity that the renewals of held leases may use; the
+/// rest absorbs bursts, retries, reads and releases.
+pub const HEADROOM: f64 = 0.8;
+
+/// A renewal that waited for a slot more than this share of the time it had left before its
+/// lease deadline, in the last second or two, means the store is falling behind: a queue
+/// of renewals grows only while they need more than the store answers.
+const RENEWAL_WAIT: f64 = 1.0 / 8.0;
+
+/// How long a throttling answer holds new acquisitions back, at least.
+const THROTTLE_HOLD: Duration = Duration::from_secs(1);
+
+/// At most one warning about lagging renewals per store in this long.
+const LAG_WARNING_EVERY: Duration = Duration::from_secs(60);
+
+/// What a request is, for the order in which requests get slots.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// A renewal of a held lease, which is lost if it does not land by `deadline`.
+    Renewal {
+        /// The lease's deadline.
+        deadline: Instant,
+    },
+    /// A release. Of a held lease (its `deadline`), it goes with the renewals, by that
+    /// deadline: it ends the lease's renewals, so it lightens the store's load. Without a
+    /// lease (what an interrupted acquisition may have written), after the renewals.
+    Release {
+        /// The deadline of the lease released, if there is one.
+        deadline: Option<Instant>,
+    },
+    /// Anything else: acquisitions, reads from outside, listings, probes.
+    Other,
+}
+
+tokio::task_local! {
+    static KIND: Kind;
+}
+
+/// Runs `fut` with its store requests counted as `kind`.
+pub async fn as_kind<F: Future>(kind: Kind, fut: F) -> F::Output {
+    KIND.scope(kind, fut).await
+}
+
+/// The kind of the requests the current task makes.
+pub fn current_kind() -> Kind {
+    KIND.try_with(|k| *k).unwrap_or(Kind::Other)
+}
+
+fn rank_of(kind: Kind) -> Rank {
+    match kind {
+        Kind::Renewal { deadline } => Rank::Renewal(deadline),
+        Kind::Release { deadline: Some(d) } => Rank::LeaseRelease(d),
+        Kind::Release { deadline: None } => Rank::Release,
+        Kind::Other => Rank::Other,
+    }
+}
+
+/// Why a request was not let through: a renewal that could not land before its lease
+/// deadline (why, in words).
+#[derive(Debug)]
+pub struct TooLate(pub String);
+
+/// How a request that was let through ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ending {
+    /// The store answered (a success, a conflict, a missing object, a refusal).
+    Answered,
+    /// The store answered that it is overloaded (S3 503 SlowDown, Azure 503 ServerBusy and
+    /// 500 OperationTimedOut, GCS 429 and 503).
+    Throttled,
+    /// No answer within the request's timeout.
+    TimedOut,
+    /// No answer for another reason (a connection refused or reset).
+    Unanswered,
+}
+
+/// One store's load, shared by every request to it in this process.
+#[derive(Debug)]
+pub struct Load {
+    /// The store, for messages.
+    name: String,
+    state: Mutex<State>,
+}
+
+#[derive(Default)]
+struct State {
+    in_flight: usize,
+    /// Of those, requests that are not renewals.
+    bulk_in_flight: usize,
+    limit: Limit,
+    latency: Latency,
+    queue: Queue,
+    /// Leases renewing on this store, and the renewals a second they need together.
+    leases: usize,
+    renewals_per_second: f64,
+    /// Requests waiting in the queue (those that left are not counted).
+    waiting: usize,
+    capacity: Capacity,
+    /// The renewal that waited for a slot the longest share of the time it had left, in
+    /// the current second and the last (`(share, wait)`), and when the current one began.
+    renewal_wait: [(f64, Duration); 2],
+    second: Option<Instant>,
+    throttled_at: Option<Instant>,
+    warned_at: Option<Instant>,
+}
+
+impl std::fmt::Debug for State {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("State")
+            .field("in_flight", &self.in_flight)
+            .field("limit", &self.limit.get())
+            .field("queued", &self.queue.len())
+            .finish()
+    }
+}
+
+impl Load {
+    /// The load of the store named `name` (for messages).
+    pub fn new(name: String) -> Load {
+        Load {
+            name,
+            state: Mutex::default(),
+        }
+    }
+
+    fn state(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Waits for a slot for a request of `kind`, which may take at least `floor` and at most
+    /// `ceiling` (a renewal: at most until its deadline).
+    pub async fn enter(
+        self: &Arc<Self>,
+        kind: Kind,
+        floor: Duration,
+        ceiling: Duration,
+    ) -> Result<Pass, TooLate> {
+        let asked = Instant::now();
+        let rank = rank_of(kind);
+        let mut heard = {
+            let mut s = self.state();
+            s.tick(asked);
+            // Every request joins the queue, and goes at once if its rank lets it.
+            let heard = s.push(rank, asked);
+            s.hand_on(asked);
+            heard
+        };
+        let turn = match heard.try_recv().ok() {
+            Some(turn) => turn,
+            None => {
+                let waiting = Waiting {
+                    load: self,
+                    heard,
+                    rank,
+                    told: false,
+                };
+                waiting.turn().await
+            }
+        };
+        if let Turn::TooLate = turn {
+            return Err(TooLate(self.too_late(kind)));
+        }
+        let now = Instant::now();
+        let mut s = self.state();
+        if let Rank::Renewal(deadline) = rank {
+            let waited = now - asked;
+            let left = deadline.saturating_duration_since(asked).as_secs_f64();
+            let share = waited.as_secs_f64() / left.max(1e-3);
+            if share > s.renewal_wait[0].0 {
+                s.renewal_wait[0] = (share, waited);
+            }
+        }
+        let timeout = match kind {
+            // Half of what the lease has left, at least: a store that has just become
+            // slower than the request timeout still renews, and one retry still fits.
+            Kind::Renewal { deadline } => {
+                let left = deadline.saturating_duration_since(now);
+                s.latency.timeout(floor).max(left / 2).min(left)
+            }
+            _ => s.latency.timeout(floor).min(ceiling.max(floor)),
+        };
+        Ok(Pass {
+            load: self.clone(),
+            kind,
+            asked,
+            sent: now,
+            in_flight: s.in_flight,
+            timeout,
+        })
+    }
+
+    /// The reason a renewal was not sent.
+    fn too_late(&self, kind: Kind) -> String {
+        let s = self.state();
+        let left = match kind {
+            Kind::Renewal { deadline } => deadline.saturating_duration_since(Instant::now()),
+            _ => Duration::ZERO,
+        };
+        format!(
+            "the renewal was not sent: {:.3}s were left before the lease deadline, less than {} takes to answer ({}, {} requests waiting, {} in flight)",
+            left.as_secs_f64(),
+            self.name,
+            s.latency_words(),
+            s.queue.len(),
+            s.in_flight
+        )
+    }
+
+    /// Whether a new acquisition may try now: `Err(why)` while the store is saturated
+    /// (renewals falling behind, a throttling answer, or held leases needing most of its
+    /// capacity). Asked before an attempt makes any request, so that an attempt is either
+    /// not made or made whole.
+    pub fn admit(&self) -> Result<(), String> {
+        let now = Instant::now();
+        let mut s = self.state();
+        s.tick(now);
+        match s.saturation(now, &self.name) {
+            Some(why) => Err(why),
+            None => Ok(()),
+        }
+    }
+
+    /// Counts a lease renewing on this store every `heartbeat` (`renews`), or no longer
+    /// (`!renews`, once for each count): what new acquisitions are weighed against.
+    pub fn renewing(&self, heartbeat: Duration, renews: bool) {
+        let per_second = 1.0 / heartbeat.as_secs_f64().max(1e-3);
+        let mut s = self.state();
+        if renews {
+            s.leases += 1;
+            s.renewals_per_second += per_second;
+        } else {
+            s.leases = s.leases.saturating_sub(1);
+            s.renewals_per_second = (s.renewals_per_second - per_second).max(0.0);
+            if s.leases == 0 {
+                s.renewals_per_second = 0.0; // no drift from rounding
+            }
+        }
+    }
+
+    /// Requests waiting for a slot now, and in flight.
+    pub fn depth(&self) -> (usize, usize) {
+        let s = self.state();
+        (s.queue.len(), s.in_flight)
+    }
+
+    /// The number of requests that may be in flight now.
+    pub fn limit(&self) -> usize {
+        self.state().limit.get()
+    }
+
+    /// Gives a slot back and hands it on to the first waiter who may take it.
+    fn give_back(&self, rank: Rank) {
+        let mut s = self.state();
+        s.untake(rank);
+        s.hand_on(Instant::now());
+    }
+
+    /// Notes how a request that was let through ended.
+    fn ended(&self, pass: &Pass, ending: Ending) {
+        let now = Instant::now();
+        let took = now - pass.sent;
+        let mut warn = None;
+        {
+            let mut s = self.state();
+            s.tick(now);
+            match ending {
+                Ending::Answered => {
+                    s.capacity.answered(now);
+                    s.latency.answered(took, now);
+                    let baseline = s.latency.baseline().unwrap_or(took);
+                    s.limit.answered(took, baseline, pass.in_flight);
+                }
+                Ending::Throttled => {
+                    s.capacity.answered(now);
+                    s.throttled_at = Some(now);
+                    let rtt = s.latency.smoothed().unwrap_or(took);
+                    s.limit.congested(now, rtt);
+                    metrics::throttled();
+                }
+                Ending::TimedOut => {
+                    s.latency.timed_out();
+                    let rtt = s.latency.smoothed().unwrap_or(took);
+                    s.limit.congested(now, rtt);
+                }
+                Ending::Unanswered => {}
+            }
+            if let Kind::Renewal { deadline } = pass.kind {
+                let slack = deadline.saturating_duration_since(pass.asked);
+                let lag = now - pass.asked;
+                let due = s.warned_at.is_none_or(|t| now - t >= LAG_WARNING_EVERY);
+                if ending == Ending::Answered && lag * 2 > slack && due {
+                    s.warned_at = Some(now);
+                    warn = Some(format!(
+                        "{}: renewals are lagging: one took {:.2}s of the {:.2}s left before its lease deadline ({} leases renew here, {:.0} renewals a second; {}, {} requests waiting, {} in flight); new acquisitions on this store are refused until it catches up",
+                        self.name,
+                        lag.as_secs_f64(),
+                        slack.as_secs_f64(),
+                        s.leases,
+                        s.renewals_per_second,
+                        s.latency_words(),
+                        s.queue.len(),
+                        s.in_flight,
+                    ));
+                }
+            }
+        }
+        if let Some(w) = warn {
+            log::warn!("{w}");
+        }
+    }
+}
+
+impl State {
+    /// Moves the second of the renewals' longest wait on.
+    fn tick(&mut self, now: Instant) {
+        let Some(began) = self.second else {
+            self.second = Some(now);
+            return;
+        };
+        let elapsed = now - began;
+        if elapsed >= Duration::from_secs(2) {
+            self.renewal_wait = Default::default();
+        } else if elapsed >= Duration::from_secs(1) {
+            self.renewal_wait = [Default::default(), self.renewal_wait[0]];
+        } else {
+            return;
+        }
+        self.second = Some(now);
+    }
+
+    /// Queues a request of `rank`.
+    fn push(&mut self, rank: Rank, now: Instant) -> tokio::sync::oneshot::Receiver<Turn> {
+        if self.waiting == 0 {
+            self.capacity.busy(now);
+        }
+        self.waiting += 1;
+        metrics::queued(1);
+        self.queue.push(rank)
+    }
+
+    /// One waiter fewer: told its turn, or gone.
+    fn unqueue(&mut self, now: Instant) {
+        self.waiting -= 1;
+        metrics::queued(-1);
+        if self.waiting == 0 {
+            self.capacity.idle(now);
+        }
+    }
+
+    /// Why a new acquisition would add more than the store can take, if it would.
+    fn saturation(&self, now: Instant, name: &str) -> Option<String> {
+        if let Some(at) = self.throttled_at {
+            let hold = THROTTLE_HOLD.max(self.latency.smoothed().unwrap_or_default() * 2);
+            if now - at < hold {
+                return Some(format!(
+                    "{name} is saturated: it asked this process to slow down {:.2}s ago (a throttling answer); {} leases renew there",
+                    (now - at).as_secs_f64(),
+                    self.leases
+                ));
+            }
+        }
+        let [a, b] = self.renewal_wait;
+        let (share, waited) = if a.0 >= b.0 { a } else { b };
+        if share > RENEWAL_WAIT {
+            return Some(format!(
+                "{name} is saturated: renewals of the {} leases held there are falling behind (one waited {:.2}s for the store, {:.0} % of the time it had left before its lease deadline; {}, {} requests waiting, {} in flight)",
+                self.leases,
+                waited.as_secs_f64(),
+                100.0 * share,
+                self.latency_words(),
+                self.queue.len(),
+                self.in_flight
+            ));
+        }
+        if let Some(capacity) = self.capacity.estimate(now) {
+            let needed = self.renewals_per_second;
+            if needed >= HEADROOM * capacity {
+                return Some(format!(
+                    "{name} is saturated: the {} leases held there need {needed:.0} renewals a second, {:.0} % of the {capacity:.0} requests a second it answers this process when kept busy (a new lock is taken below {:.0} %)",
+                    self.leases,
+                    100.0 * needed / capacity,
+                    100.0 * HEADROOM
+                ));
+            }
+        }
+        None
+    }
+
+    fn latency_words(&self) -> String {
+        match self.latency.smoothed() {
+            Some(l) => format!("answering in {:.0} ms", l.as_secs_f64() * 1e3),
+            None => "no answer yet".into(),
+        }
+    }
+
+    /// Whether a request of `rank` may have a slot now. Requests other than renewals leave
+    /// a quarter of the slots to renewals.
+    fn has_slot(&self, rank: Rank) -> bool {
+        let limit = self.limit.get();
+        match rank {
+            r if r.keeps_a_lease() => self.in_flight < limit,
+            _ => self.in_flight < limit && self.bulk_in_flight < limit - limit / 4,
+        }
+    }
+
+    fn take(&mut self, rank: Rank) {
+        self.in_flight += 1;
+        if !rank.keeps_a_lease() {
+            self.bulk_in_flight += 1;
+        }
+    }
+
+    fn untake(&mut self, rank: Rank) {
+        self.in_flight -= 1;
+        if !rank.keeps_a_lease() {
+            self.bulk_in_flight -= 1;
+        }
+    }
+
+    /// Hands free slots to the waiters in turn.
+    fn hand_on(&mut self, now: Instant) {
+        while let Some(rank) = self.queue.first() {
+            if let Rank::Renewal(deadline) = rank {
+                let fastest = self.latency.baseline().unwrap_or_default();
+                if deadline.saturating_duration_since(now) <= fastest {
+                    if self.queue.tell_first(Turn::TooLate) {
+                        self.unqueue(now);
+                    }
+                    continue;
+                }
+            }
+            if !self.has_slot(rank) {
+                return;
+            }
+            // Taken now: a waiter that leaves before it hears gives it back (`Waiting`).
+            self.take(rank);
+            if self.queue.tell_first(Turn::Go) {
+                self.unqueue(now);
+            } else {
+                self.untake(rank);
+            }
+        }
+    }
+}
+
+/// A request waiting in the queue. Dropped before its turn (its caller stopped waiting), it
+/// leaves the queue; dropped after being told to go, it gives the slot back.
+struct Waiting<'a> {
+    load: &'a Arc<Load>,
+    heard: tokio::sync::oneshot::Receiver<Turn>,
+    rank: Rank,
+    told: bool,
+}
+
+impl Waiting<'_> {
+    async fn turn(mut self) -> Turn {
+        // The queue keeps the sender until it tells: no error while the load exists.
+        let turn = (&mut self.heard).await.unwrap_or(Turn::TooLate);
+        self.told = true;
+        turn
+    }
+}
+
+impl Drop for Waiting<'_> {
+    fn drop(&mut self) {
+        if self.told {
+            return;
+        }
+        self.heard.close();
+        match self.heard.try_recv() {
+            Ok(Turn::Go) => self.load.give_back(self.rank),
+            Ok(Turn::TooLate) => {}
+            Err(_) => {
+                let mut s = self.load.state();
+                s.unqueue(Instant::now());
+                s.hand_on(Instant::now());
+            }
+        }
+    }
+}
+
+/// A request let through: gives its slot back when dropped, after [`Pass::end`] says how
+/// it ended.
+#[derive(Debug)]
+pub struct Pass {
+    load: Arc<Load>,
+    kind: Kind,
+    asked: Instant,
+    sent: Instant,
+    /// Requests in flight when this one was sent, itself included.
+    in_flight: usize,
+    timeout: Duration,
+}
+
+impl Pass {
+    /// How long the request may take.
+    pub fn timeout(&self) -> Duration {
+        self.timeout
+    }
+
+    /// Notes how the request ended and gives its slot back.
+    pub fn end(self, ending: Ending) {
+        self.load.ended(&self, ending);
+    }
+
+    /// Notes how one try of the request ended, keeping its slot for another.
+    pub fn note(&self, ending: Ending) {
+        self.load.ended(self, ending);
+    }
+
+    /// The request is sent again: its latency counts from now.
+    pub fn resend(&mut self) {
+        self.sent = Instant::now();
+    }
+}
+
+impl Drop for Pass {
+    fn drop(&mut self) {
+        self.load.give_back(rank_of(self.kind));
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,257 @@
+//! The load of a store on its own: who gets the slots, and what is refused.
+
+use super::*;
+
+const MS: Duration = Duration::from_millis(1);
+const FLOOR: Duration = Duration::from_secs(1);
+
+fn load() -> Arc<Load> {
+    Arc::new(Load::new("s3://test".into()))
+}
+
+fn waiting(load: &Load) -> usize {
+    load.state().waiting
+}
+
+#[tokio::test(start_paused = true)]
+async fn renewals_get_freed_slots_first_earliest_deadline_first() {
+    let load = load();
+    let limit = load.limit();
+    // Every slot taken (reads may take three quarters of them).
+    let now = Instant::now();
+    let mut busy = Vec::new();
+    for i in 0..limit {
+        let kind = match i < limit - limit / 4 {
+            true => Kind::Other,
+            false => Kind::Renewal {
+                deadline: now + FLOOR * 100,
+            },
+        };
+        busy.push(load.enter(kind, FLOOR, FLOOR).await.unwrap());
+    }
+    let order = Arc::new(Mutex::new(Vec::new()));
+    let mut tasks = Vec::new();
+    for (name, kind) in [
+        ("read", Kind::Other),
+        (
+            "late renewal",
+            Kind::Renewal {
+                deadline: now + MS * 9000,
+            },
+        ),
+        ("release", Kind::Release { deadline: None }),
+        (
+            "urgent renewal",
+            Kind::Renewal {
+                deadline: now + MS * 3000,
+            },
+        ),
+    ] {
+        let (load, order) = (load.clone(), order.clone());
+        tasks.push(tokio::spawn(async move {
+            let pass = load.enter(kind, FLOOR, FLOOR).await.unwrap();
+            order.lock().unwrap().push(name);
+            tokio::time::sleep(MS).await;
+            pass.end(Ending::Answered);
+        }));
+        tokio::task::yield_now().await;
+    }
+    assert_eq!(waiting(&load), 4);
+    // Slots come free one at a time.
+    for pass in busy {
+        pass.end(Ending::Answered);
+        tokio::time::sleep(MS * 10).await;
+    }
+    for t in tasks {
+        t.await.unwrap();
+    }
+    assert_eq!(
+        *order.lock().unwrap(),
+        ["urgent renewal", "late renewal", "release", "read"]
+    );
+    assert_eq!(waiting(&load), 0);
+    assert_eq!(load.depth(), (0, 0));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_quarter_of_the_slots_stays_free_for_renewals() {
+    let load = load();
+    let limit = load.limit();
+    let mut held = Vec::new();
+    for _ in 0..limit - limit / 4 {
+        held.push(load.enter(Kind::Other, FLOOR, FLOOR).await.unwrap());
+    }
+    let more = tokio::time::timeout(MS * 100, load.enter(Kind::Other, FLOOR, FLOOR)).await;
+    assert!(more.is_err(), "a read waits");
+    let deadline = Instant::now() + FLOOR * 10;
+    let renewal = tokio::time::timeout(
+        MS * 100,
+        load.enter(Kind::Renewal { deadline }, FLOOR, FLOOR),
+    );
+    assert!(renewal.await.is_ok(), "a renewal goes at once");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_waiter_that_leaves_gives_its_place_and_any_slot_back() {
+    let load = load();
+    let limit = load.limit();
+    let mut held = Vec::new();
+    for _ in 0..limit {
+        let deadline = Instant::now() + FLOOR * 10;
+        held.push(
+            load.enter(Kind::Renewal { deadline }, FLOOR, FLOOR)
+                .await
+                .unwrap(),
+        );
+    }
+    for _ in 0..5 {
+        let left = tokio::time::timeout(MS, load.enter(Kind::Other, FLOOR, FLOOR)).await;
+        assert!(left.is_err());
+    }
+    assert_eq!(waiting(&load), 0, "those who left wait no more");
+    drop(held);
+    assert_eq!(load.depth().1, 0, "every slot given back");
+    let pass = load.enter(Kind::Other, FLOOR, FLOOR).await.unwrap();
+    drop(pass);
+    assert_eq!(load.depth(), (0, 0));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_renewal_that_could_not_land_before_its_deadline_is_not_sent() {
+    let load = load();
+    // The store answers in 200 ms at best.
+    let p = load.enter(Kind::Other, FLOOR, FLOOR).await.unwrap();
+    tokio::time::sleep(MS * 200).await;
+    p.end(Ending::Answered);
+    let limit = load.limit();
+    let mut held = Vec::new();
+    for _ in 0..limit {
+        let far = Instant::now() + FLOOR * 100;
+        held.push(
+            load.enter(Kind::Renewal { deadline: far }, FLOOR, FLOOR)
+                .await
+                .unwrap(),
+        );
+    }
+    let deadline = Instant::now() + MS * 500;
+    let load2 = load.clone();
+    let late =
+        tokio::spawn(async move { load2.enter(Kind::Renewal { deadline }, FLOOR, FLOOR).await });
+    // A slot frees up when only 150 ms are left: less than the store's fastest answer.
+    tokio::time::sleep(MS * 350).await;
+    held.pop();
+    match late.await.unwrap() {
+        Err(TooLate(why)) => assert!(why.contains("not sent"), "{why}"),
+        other => panic!("sent: {other:?}"),
+    }
+    assert_eq!(waiting(&load), 0);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_renewal_may_take_until_its_deadline_on_a_slow_store() {
+    let load = load();
+    // The store answers in 3 s: the floor of 1 s would cut every request off.
+    for _ in 0..20 {
+        let p = load.enter(Kind::Other, FLOOR, FLOOR * 30).await.unwrap();
+        tokio::time::sleep(FLOOR * 3).await;
+        p.end(Ending::Answered);
+    }
+    let read = load.enter(Kind::Other, FLOOR, FLOOR * 30).await.unwrap();
+    assert!(read.timeout() >= FLOOR * 3, "{:?}", read.timeout());
+    assert!(read.timeout() <= FLOOR * 30);
+    let deadline = Instant::now() + FLOOR * 4;
+    let renewal = load
+        .enter(Kind::Renewal { deadline }, FLOOR, FLOOR * 30)
+        .await
+        .unwrap();
+    let t = renewal.timeout();
+    assert!(t >= FLOOR * 3 && t <= FLOOR * 4, "{t:?}");
+    drop(renewal);
+    // A renewal may take half of what its lease has left, whatever the store showed.
+    let deadline = Instant::now() + FLOOR * 20;
+    let renewal = load
+        .enter(Kind::Renewal { deadline }, FLOOR, FLOOR * 30)
+        .await
+        .unwrap();
+    assert_eq!(renewal.timeout(), FLOOR * 10);
+    drop(renewal);
+    let deadline = Instant::now() + MS * 3010;
+    let renewal = load
+        .enter(Kind::Renewal { deadline }, FLOOR, FLOOR * 30)
+        .await
+        .unwrap();
+    assert_eq!(
+        renewal.timeout(),
+        MS * 3010,
+        "no longer than its lease can afford"
+    );
+    drop(renewal);
+    let deadline = Instant::now() + FLOOR * 2;
+    let hopeless = load
+        .enter(Kind::Renewal { deadline }, FLOOR, FLOOR * 30)
+        .await;
+    assert!(
+        matches!(hopeless, Err(TooLate(_))),
+        "2 s left, 3 s to answer"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn acquisitions_are_refused_while_the_store_throttles() {
+    let load = load();
+    let p = load.enter(Kind::Other, FLOOR, FLOOR).await.unwrap();
+    tokio::time::sleep(MS * 20).await;
+    p.end(Ending::Throttled);
+    let before = load.limit();
+    match load.admit() {
+        Err(why) => assert!(why.contains("slow down"), "{why}"),
+        other => panic!("{other:?}"),
+    }
+    assert!(
+        load.enter(Kind::Other, FLOOR, FLOOR).await.is_ok(),
+        "reads still go"
+    );
+    tokio::time::sleep(FLOOR * 2).await;
+    assert!(load.admit().is_ok(), "later, again");
+    assert!(before < limit::MAX as usize);
+}
+
+#[tokio::test(start_paused = true)]
+async fn acquisitions_are_refused_once_held_leases_need_most_of_the_capacity() {
+    let load = load();
+    // A store kept busy answers 100 requests a second: 4 slots, 40 ms each.
+    let t0 = Instant::now();
+    while Instant::now() - t0 < FLOOR * 3 {
+        let mut round = Vec::new();
+        for _ in 0..load.limit() + 2 {
+            let load = load.clone();
+            round.push(tokio::spawn(async move {
+                let p = load.enter(Kind::Other, FLOOR, FLOOR).await.unwrap();
+                tokio::time::sleep(MS * 40).await;
+                p.end(Ending::Answered);
+            }));
+        }
+        for r in round {
+            r.await.unwrap();
+        }
+    }
+    let capacity = load
+        .state()
+        .capacity
+        .estimate(Instant::now())
+        .expect("measured");
+    // 80 leases renewing every second need 80 renewals a second: 80 % or more of it.
+    let needed = (capacity * HEADROOM).ceil() as usize;
+    for _ in 0..needed {
+        assert!(load.admit().is_ok());
+        load.renewing(FLOOR, true);
+    }
+    match load.admit() {
+        Err(why) => assert!(why.contains("renewals a second"), "{why}"),
+        other => panic!("{other:?}"),
+    }
+    for _ in 0..needed / 2 {
+        load.renewing(FLOOR, false);
+    }
+    assert!(load.admit().is_ok(), "room again");
+}
