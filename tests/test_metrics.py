@@ -66,6 +66,10 @@ def test_stats_count_acquisitions_requests_renewals_releases_and_losses(tmp_path
     assert delta(before, after, "losses", "released_by_other") == 1
     renewals = delta(before, after, "renewals", "ok")
     assert renewals >= 2
+    # How close the tightest lease came to its deadline: within its lease of 3 s, less the
+    # margin.
+    assert 0 < after["renewal_margin_min_seconds"] < 2.7
+    assert after["queued"] == 0 and after["throttled"] == 0
     assert delta(before, after, "renewal_latency_seconds", "count") == renewals
     assert delta(before, after, "hold_seconds", "count") == 2
     assert delta(before, after, "hold_seconds", "sum") > 2.0
@@ -125,6 +129,8 @@ def test_prometheus_serves_the_metrics_over_http(tmp_path):
         assert 'blob_lock_requests_total{kind="create",outcome="ok"}' in text
         assert 'blob_lock_hold_seconds_bucket{le="+Inf"}' in text
         assert "blob_lock_renewal_margin_seconds_count" in text
+        assert f"blob_lock_throttled_total {float(stats()['throttled'])}" in text
+        assert "blob_lock_queued 0.0" in text
     finally:
         server.shutdown()
         thread.join(10)
@@ -152,6 +158,8 @@ def test_opentelemetry_collects_the_metrics(tmp_path):
     ]
     assert acquired == [stats()["acquisitions"]["acquired"]]
     assert points["blob_lock.hold_seconds.count"][0].value == stats()["hold_seconds"]["count"]
+    assert points["blob_lock.throttled"][0].value == stats()["throttled"]
+    assert points["blob_lock.queued"][0].value == 0
     les = {p.attributes["le"] for p in points["blob_lock.acquire_wait_seconds.bucket"]}
     assert "+Inf" in les and "0.001" in les
     provider.shutdown()

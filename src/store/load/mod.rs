@@ -14,95 +14,29 @@
 //! its figures) instead of adding to the load: held locks are never what is lost.
 
 mod capacity;
+mod kind;
 mod latency;
 mod limit;
+mod pass;
 mod queue;
+mod saturation;
 
 use crate::metrics;
 use capacity::Capacity;
+use kind::rank_of;
+pub use kind::{as_kind, current_kind, Kind};
 use latency::Latency;
 use limit::Limit;
+use pass::Waiting;
+pub use pass::{Ending, Pass, TooLate};
 use queue::{Queue, Rank, Turn};
-use std::future::Future;
+pub use saturation::HEADROOM;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 use tokio::time::Instant;
 
-/// The share of the store's measured capacity that the renewals of held leases may use; the
-/// rest absorbs bursts, retries, reads and releases.
-pub const HEADROOM: f64 = 0.8;
-
-/// A renewal that waited for a slot more than this share of the time it had left before its
-/// lease deadline, in the last second or two, means the store is falling behind: a queue
-/// of renewals grows only while they need more than the store answers.
-const RENEWAL_WAIT: f64 = 1.0 / 8.0;
-
-/// How long a throttling answer holds new acquisitions back, at least.
-const THROTTLE_HOLD: Duration = Duration::from_secs(1);
-
 /// At most one warning about lagging renewals per store in this long.
 const LAG_WARNING_EVERY: Duration = Duration::from_secs(60);
-
-/// What a request is, for the order in which requests get slots.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Kind {
-    /// A renewal of a held lease, which is lost if it does not land by `deadline`.
-    Renewal {
-        /// The lease's deadline.
-        deadline: Instant,
-    },
-    /// A release. Of a held lease (its `deadline`), it goes with the renewals, by that
-    /// deadline: it ends the lease's renewals, so it lightens the store's load. Without a
-    /// lease (what an interrupted acquisition may have written), after the renewals.
-    Release {
-        /// The deadline of the lease released, if there is one.
-        deadline: Option<Instant>,
-    },
-    /// Anything else: acquisitions, reads from outside, listings, probes.
-    Other,
-}
-
-tokio::task_local! {
-    static KIND: Kind;
-}
-
-/// Runs `fut` with its store requests counted as `kind`.
-pub async fn as_kind<F: Future>(kind: Kind, fut: F) -> F::Output {
-    KIND.scope(kind, fut).await
-}
-
-/// The kind of the requests the current task makes.
-pub fn current_kind() -> Kind {
-    KIND.try_with(|k| *k).unwrap_or(Kind::Other)
-}
-
-fn rank_of(kind: Kind) -> Rank {
-    match kind {
-        Kind::Renewal { deadline } => Rank::Renewal(deadline),
-        Kind::Release { deadline: Some(d) } => Rank::LeaseRelease(d),
-        Kind::Release { deadline: None } => Rank::Release,
-        Kind::Other => Rank::Other,
-    }
-}
-
-/// Why a request was not let through: a renewal that could not land before its lease
-/// deadline (why, in words).
-#[derive(Debug)]
-pub struct TooLate(pub String);
-
-/// How a request that was let through ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Ending {
-    /// The store answered (a success, a conflict, a missing object, a refusal).
-    Answered,
-    /// The store answered that it is overloaded (S3 503 SlowDown, Azure 503 ServerBusy and
-    /// 500 OperationTimedOut, GCS 429 and 503).
-    Throttled,
-    /// No answer within the request's timeout.
-    TimedOut,
-    /// No answer for another reason (a connection refused or reset).
-    Unanswered,
-}
 
 /// One store's load, shared by every request to it in this process.
 #[derive(Debug)]
@@ -377,52 +311,6 @@ impl State {
         }
     }
 
-    /// Why a new acquisition would add more than the store can take, if it would.
-    fn saturation(&self, now: Instant, name: &str) -> Option<String> {
-        if let Some(at) = self.throttled_at {
-            let hold = THROTTLE_HOLD.max(self.latency.smoothed().unwrap_or_default() * 2);
-            if now - at < hold {
-                return Some(format!(
-                    "{name} is saturated: it asked this process to slow down {:.2}s ago (a throttling answer); {} leases renew there",
-                    (now - at).as_secs_f64(),
-                    self.leases
-                ));
-            }
-        }
-        let [a, b] = self.renewal_wait;
-        let (share, waited) = if a.0 >= b.0 { a } else { b };
-        if share > RENEWAL_WAIT {
-            return Some(format!(
-                "{name} is saturated: renewals of the {} leases held there are falling behind (one waited {:.2}s for the store, {:.0} % of the time it had left before its lease deadline; {}, {} requests waiting, {} in flight)",
-                self.leases,
-                waited.as_secs_f64(),
-                100.0 * share,
-                self.latency_words(),
-                self.queue.len(),
-                self.in_flight
-            ));
-        }
-        if let Some(capacity) = self.capacity.estimate(now) {
-            let needed = self.renewals_per_second;
-            if needed >= HEADROOM * capacity {
-                return Some(format!(
-                    "{name} is saturated: the {} leases held there need {needed:.0} renewals a second, {:.0} % of the {capacity:.0} requests a second it answers this process when kept busy (a new lock is taken below {:.0} %)",
-                    self.leases,
-                    100.0 * needed / capacity,
-                    100.0 * HEADROOM
-                ));
-            }
-        }
-        None
-    }
-
-    fn latency_words(&self) -> String {
-        match self.latency.smoothed() {
-            Some(l) => format!("answering in {:.0} ms", l.as_secs_f64() * 1e3),
-            None => "no answer yet".into(),
-        }
-    }
-
     /// Whether a request of `rank` may have a slot now. Requests other than renewals leave
     /// a quarter of the slots to renewals.
     fn has_slot(&self, rank: Rank) -> bool {
@@ -470,83 +358,6 @@ impl State {
                 self.untake(rank);
             }
         }
-    }
-}
-
-/// A request waiting in the queue. Dropped before its turn (its caller stopped waiting), it
-/// leaves the queue; dropped after being told to go, it gives the slot back.
-struct Waiting<'a> {
-    load: &'a Arc<Load>,
-    heard: tokio::sync::oneshot::Receiver<Turn>,
-    rank: Rank,
-    told: bool,
-}
-
-impl Waiting<'_> {
-    async fn turn(mut self) -> Turn {
-        // The queue keeps the sender until it tells: no error while the load exists.
-        let turn = (&mut self.heard).await.unwrap_or(Turn::TooLate);
-        self.told = true;
-        turn
-    }
-}
-
-impl Drop for Waiting<'_> {
-    fn drop(&mut self) {
-        if self.told {
-            return;
-        }
-        self.heard.close();
-        match self.heard.try_recv() {
-            Ok(Turn::Go) => self.load.give_back(self.rank),
-            Ok(Turn::TooLate) => {}
-            Err(_) => {
-                let mut s = self.load.state();
-                s.unqueue(Instant::now());
-                s.hand_on(Instant::now());
-            }
-        }
-    }
-}
-
-/// A request let through: gives its slot back when dropped, after [`Pass::end`] says how
-/// it ended.
-#[derive(Debug)]
-pub struct Pass {
-    load: Arc<Load>,
-    kind: Kind,
-    asked: Instant,
-    sent: Instant,
-    /// Requests in flight when this one was sent, itself included.
-    in_flight: usize,
-    timeout: Duration,
-}
-
-impl Pass {
-    /// How long the request may take.
-    pub fn timeout(&self) -> Duration {
-        self.timeout
-    }
-
-    /// Notes how the request ended and gives its slot back.
-    pub fn end(self, ending: Ending) {
-        self.load.ended(&self, ending);
-    }
-
-    /// Notes how one try of the request ended, keeping its slot for another.
-    pub fn note(&self, ending: Ending) {
-        self.load.ended(self, ending);
-    }
-
-    /// The request is sent again: its latency counts from now.
-    pub fn resend(&mut self) {
-        self.sent = Instant::now();
-    }
-}
-
-impl Drop for Pass {
-    fn drop(&mut self) {
-        self.load.give_back(rank_of(self.kind));
     }
 }
 

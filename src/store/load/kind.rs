@@ -1,0 +1,50 @@
+//! What a request is, for the order in which requests get slots: the task that makes it
+//! says (`as_kind`), so that the protocol's steps, which do not know why they are called,
+//! need not be told.
+
+use super::queue::Rank;
+use std::future::Future;
+use tokio::time::Instant;
+
+/// What a request is, for the order in which requests get slots.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// A renewal of a held lease, which is lost if it does not land by `deadline`.
+    Renewal {
+        /// The lease's deadline.
+        deadline: Instant,
+    },
+    /// A release. Of a held lease (its `deadline`), it goes with the renewals, by that
+    /// deadline: it ends the lease's renewals, so it lightens the store's load. Without a
+    /// lease (what an interrupted acquisition may have written), after the renewals.
+    Release {
+        /// The deadline of the lease released, if there is one.
+        deadline: Option<Instant>,
+    },
+    /// Anything else: acquisitions, reads from outside, listings, probes.
+    Other,
+}
+
+tokio::task_local! {
+    static KIND: Kind;
+}
+
+/// Runs `fut` with its store requests counted as `kind`.
+pub async fn as_kind<F: Future>(kind: Kind, fut: F) -> F::Output {
+    KIND.scope(kind, fut).await
+}
+
+/// The kind of the requests the current task makes.
+pub fn current_kind() -> Kind {
+    KIND.try_with(|k| *k).unwrap_or(Kind::Other)
+}
+
+/// Where a request of `kind` stands in the queue.
+pub(super) fn rank_of(kind: Kind) -> Rank {
+    match kind {
+        Kind::Renewal { deadline } => Rank::Renewal(deadline),
+        Kind::Release { deadline: Some(d) } => Rank::LeaseRelease(d),
+        Kind::Release { deadline: None } => Rank::Release,
+        Kind::Other => Rank::Other,
+    }
+}
