@@ -29,7 +29,8 @@ test-fast: export AZURE_MSI_ENDPOINT = http://127.0.0.1:9/metadata/identity/oaut
 test-fast: export GCE_METADATA_HOST = 127.0.0.1:9
 test-fast: export GCE_METADATA_IP = 127.0.0.1:9
 test-fast: build-dev
-	cargo test --lib --test stores --test requests --test new_locks -- --skip _on_
+	cargo test --lib --test stores --test requests --test new_locks -- --exact \
+		--skip s3_on_moto_conforms --skip azure_on_azurite_conforms --skip gcs_on_the_fake_conforms
 	$(PY) -m pytest -q -m "not slow"
 
 $(PY):
@@ -123,6 +124,9 @@ model:
 # an example of its use as users write it (tests/typing_example.py).
 typecheck: build-dev
 	$(PY) -m mypy.stubtest blob_lock --allowlist tests/stubtest_allowlist.txt
+	# As a user without the extras sees the package: none of botocore, azure-identity,
+	# google-auth, prometheus-client, opentelemetry or mops installed.
+	$(PY) -m mypy --no-site-packages python/blob_lock
 	$(VENV)/bin/pyright python/blob_lock tests/typing_example.py
 
 # pytest-timeout (pyproject.toml) fails a slow test, but nothing in Python can interrupt a

@@ -28,6 +28,7 @@ pub mod lease;
 pub mod lockfile;
 pub mod metrics;
 pub mod mutation;
+mod nearest;
 mod per_process;
 pub mod protocol;
 pub mod race;

@@ -19,6 +19,7 @@ from typing import Callable
 
 import pytest
 from metadata_trap import MetadataTrap
+from recorded_moto import Recorder
 from servers import (
     azurite_service,
     boto3_s3,
@@ -100,6 +101,33 @@ class S3Server:
 
 
 S3RVER_BUCKET = "s3rver-bucket"
+
+
+@pytest.fixture(scope="module")
+def recorder(tmp_path_factory) -> Recorder:
+    """moto recording which keys signed each request (test_credentials.py,
+    test_first_contact.py)."""
+    r = Recorder(tmp_path_factory.mktemp("moto-recorded"))
+    yield r
+    stop(r.proc)
+
+
+@pytest.fixture
+def aws_home(tmp_path, monkeypatch, recorder) -> Path:
+    """A laptop with no AWS_ACCESS_KEY_ID: HOME and the AWS files in a folder of the
+    test's own, the endpoint of moto in the environment, metadata closed."""
+    for k in list(os.environ):
+        if k.startswith("AWS_"):
+            monkeypatch.delenv(k)
+    home = tmp_path / "home"
+    (home / ".aws").mkdir(parents=True)
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("AWS_ENDPOINT_URL", recorder.endpoint)
+    monkeypatch.setenv("AWS_ALLOW_HTTP", "true")
+    monkeypatch.setenv("AWS_VIRTUAL_HOSTED_STYLE_REQUEST", "false")
+    for k, v in METADATA.environment().items():  # deleted above with the rest of AWS_*
+        monkeypatch.setenv(k, v)
+    return home / ".aws"
 
 
 @pytest.fixture(scope="session")

@@ -4,6 +4,8 @@ The kernel here has no netem (see shared TESTING.md), so faults are injected in 
 between the client under test and the real server. Switch them at any time:
 
 - ``delay(s)``: every chunk, each way, waits ``s`` seconds before it is passed on;
+- ``throughput(n)``: requests reach the server at most ``n`` a second, all connections
+  together, each in its turn: a store that has fallen behind (its own queue grows);
 - ``blackhole()``: a partition. Bytes in flight and new connections go nowhere and nothing
   answers; a connection that lost bytes stays dead after ``heal()`` (its HTTP framing is
   gone), so the client must time out and reconnect, as after a real partition;
@@ -40,12 +42,17 @@ class FaultProxy(LoopbackProxy):
         self.conditions_stripped = 0
         self.accepted = 0  # connections taken from clients, for a test to wait on
         self._strip = False
+        self._interval = 0.0  # throughput(): seconds between two requests passed on
+        self._next_at = 0.0
         super().__init__(target_host, target_port)
 
     # -- switching faults (from any thread) ---------------------------------------------
 
     def delay(self, seconds: float) -> None:
         self._delay = seconds
+
+    def throughput(self, per_second: float) -> None:
+        self._interval = 1.0 / per_second if per_second else 0.0
 
     def blackhole(self) -> None:
         self._mode = "blackhole"
@@ -65,6 +72,7 @@ class FaultProxy(LoopbackProxy):
     def heal(self) -> None:
         self._mode, self._delay, self._http_failures = "pass", 0.0, 0
         self._strip = False
+        self._interval = 0.0
 
     # -- the proxy ---------------------------------------------------------------------
 
@@ -117,6 +125,8 @@ class FaultProxy(LoopbackProxy):
                     self.conditions_stripped += n
                 if self._delay:
                     await asyncio.sleep(self._delay)
+                if upstream and self._interval:
+                    await self._turn()
                 if self._mode == "blackhole":
                     dead = True
                 if dead:
@@ -128,6 +138,14 @@ class FaultProxy(LoopbackProxy):
         finally:
             if not dead:
                 dst.close()
+
+    async def _turn(self) -> None:
+        """Waits for this request's turn under ``throughput`` (one event loop: no race)."""
+        now = self.loop.time()
+        at = max(now, self._next_at)
+        self._next_at = at + self._interval
+        if at > now:
+            await asyncio.sleep(at - now)
 
     async def _answer_http(
         self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter

@@ -353,3 +353,11 @@ def test_run_refuses_an_expiry_that_readers_would_reject(tmp_path):
     assert done.returncode == 2, done.stderr
     assert "expire must be at most" in done.stderr
     assert not (tmp_path / "lock").exists()
+
+
+def test_a_mistyped_storage_option_gets_the_key_meant():
+    with pytest.raises(ValueError) as e:
+        BlobLock("s3://bucket/lock", storage_options={**S3, "aws_secret_acces_key": "x"}).acquire(
+            timeout=5
+        )
+    assert 'did you mean "aws_secret_access_key"' in str(e.value), str(e.value)

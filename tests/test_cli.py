@@ -303,6 +303,34 @@ def test_doctor_names_a_missing_bucket(moto_endpoint):
     done = run("doctor", "s3://no-such-bucket-here/x", *opts)
     assert done.returncode == 1
     assert "bucket" in done.stderr and "create it first" in done.stderr
+    # The store's XML answer as its code and message in a sentence; in full with -v only.
+    assert "NoSuchBucket" in done.stderr and "<?xml" not in done.stderr, done.stderr
+    assert "<Error>" not in done.stderr and len(done.stderr.splitlines()) == 1, done.stderr
+    # Which credentials were used is printed before the first request, failing or not.
+    assert done.stdout.splitlines()[1].startswith("  credentials: AWS keys from"), done.stdout
+    for verbose in (["-v", "doctor", "s3://no-such-bucket-here/x", *opts],
+                    ["doctor", "s3://no-such-bucket-here/x", *opts, "-v"]):  # fmt: skip
+        assert "<Error>" in run(*verbose).stderr  # DEBUG: the store's answer in full
+
+
+def test_options_every_command_takes_go_before_it_as_well_as_after(moto_endpoint):
+    from conftest import _s3_backend
+
+    backend = _s3_backend(moto_endpoint)
+    uri = backend.uri()
+    opts = options_args(backend)
+    with BlobLock(uri, storage_options=backend.storage_options):
+        # As `aws --profile X s3 ls`: all before, split around the command, all after.
+        for args in (
+            [*opts, "status", uri],
+            [*opts[:2], "status", uri, *opts[2:]],
+            ["status", uri, *opts],
+        ):
+            done = run(*args)
+            assert done.returncode == 0, (args, done.stderr)
+            assert ": held, owner" in done.stdout, (args, done.stdout)
+    done = run("--profile", "nope", "status", uri)
+    assert done.returncode == 1 and "profile 'nope' does not exist" in done.stderr, done.stderr
 
 
 def test_version():

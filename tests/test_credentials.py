@@ -8,94 +8,25 @@ metadata endpoints point at a closed port, and moto records which keys signed wh
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
-import textwrap
 import time
 import uuid
 from datetime import datetime, timedelta, timezone
-from pathlib import Path
 
 import blob_lock
 import pytest
 from blob_lock import BlobLock, CredentialsError, keep_alive
 from conftest import METADATA
-from servers import ROOT, boto3_s3, free_port, stop, wait_for_port
+from recorded_moto import (
+    NAMED_KEY,
+    NAMED_SECRET,
+    PROFILE_KEY,
+    PROFILE_SECRET,
+    lock_uri,
+    write,
+)
 from sso_portal import ROLE_KEY, SsoPortal
-
-PROFILE_KEY = "AKIAPROFILEKEY000001"
-PROFILE_SECRET = "profile-secret-do-not-print-0001"
-NAMED_KEY = "AKIANAMEDPROFILE0002"
-NAMED_SECRET = "named-secret-do-not-print-0002"
-
-
-class Recorder:
-    """moto's server recording every request (MOTO_ENABLE_RECORDING), so that a test can
-    tell which access key signed the S3 requests."""
-
-    def __init__(self, tmp: Path) -> None:
-        self.file = tmp / "requests.jsonl"
-        port = free_port()
-        env = dict(os.environ, MOTO_ENABLE_RECORDING="True", MOTO_RECORDER_FILEPATH=str(self.file))
-        self.log = open(tmp / "moto.log", "w")
-        self.proc = subprocess.Popen(
-            [sys.executable, str(ROOT / "tests" / "moto_server.py"), "-H", "127.0.0.1", "-p",
-             str(port)],
-            stdout=self.log, stderr=subprocess.STDOUT, env=env,
-        )  # fmt: skip
-        wait_for_port(port, self.proc, "moto_server")
-        self.endpoint = f"http://127.0.0.1:{port}"
-        self.bucket = "creds-bucket"
-        boto3_s3(self.endpoint).create_bucket(Bucket=self.bucket)
-
-    def keys(self, path_part: str) -> set[str]:
-        """The access keys that signed requests whose URL contains ``path_part``."""
-        found = set()
-        if not self.file.exists():
-            return found
-        for line in self.file.read_text().splitlines():
-            r = json.loads(line)
-            url = r.get("url", "") or r.get("path", "")
-            auth = (r.get("headers") or {}).get("Authorization", "")
-            if path_part in url and "Credential=" in auth:
-                found.add(auth.split("Credential=", 1)[1].split("/", 1)[0])
-        return found
-
-
-@pytest.fixture(scope="module")
-def recorder(tmp_path_factory):
-    r = Recorder(tmp_path_factory.mktemp("moto-recorded"))
-    yield r
-    stop(r.proc)
-
-
-@pytest.fixture
-def aws_home(tmp_path, monkeypatch, recorder):
-    """A laptop with no AWS_ACCESS_KEY_ID: HOME and the AWS files in a folder of the
-    test's own, the endpoint of moto in the environment, metadata closed."""
-    for k in list(os.environ):
-        if k.startswith("AWS_"):
-            monkeypatch.delenv(k)
-    home = tmp_path / "home"
-    (home / ".aws").mkdir(parents=True)
-    monkeypatch.setenv("HOME", str(home))
-    monkeypatch.setenv("AWS_ENDPOINT_URL", recorder.endpoint)
-    monkeypatch.setenv("AWS_ALLOW_HTTP", "true")
-    monkeypatch.setenv("AWS_VIRTUAL_HOSTED_STYLE_REQUEST", "false")
-    for k, v in METADATA.environment().items():  # deleted above with the rest of AWS_*
-        monkeypatch.setenv(k, v)
-    return home / ".aws"
-
-
-def write(path: Path, text: str) -> Path:
-    path.write_text(textwrap.dedent(text))
-    return path
-
-
-def lock_uri(recorder: Recorder) -> tuple[str, str]:
-    name = f"creds/{uuid.uuid4().hex}"
-    return f"s3://{recorder.bucket}/{name}", name
 
 
 def test_the_default_profile_locks_with_no_options(aws_home, recorder):
@@ -315,6 +246,22 @@ def test_a_provider_that_fails_raises_credentials_error(aws_home, recorder):
         BlobLock(uri, credential_provider=broken).acquire(timeout=5)
 
 
+def test_a_pasted_secret_or_a_naive_expiry_is_refused_clearly(aws_home, recorder):
+    uri, name = lock_uri(recorder)
+    with pytest.raises(TypeError) as e:
+        BlobLock(uri, credential_provider=NAMED_SECRET)  # a secret pasted where a provider goes
+    assert NAMED_SECRET not in str(e.value) and "a str of 30 characters" in str(e.value)
+
+    def naive():
+        return {"access_key_id": NAMED_KEY, "secret_access_key": NAMED_SECRET,
+                "expires_at": datetime.now() + timedelta(hours=1)}  # fmt: skip
+
+    with pytest.raises(CredentialsError, match="timezone-aware") as e:
+        BlobLock(uri, credential_provider=naive).acquire(timeout=5)
+    assert NAMED_SECRET not in str(e.value)
+    assert recorder.keys(name) == set()  # refused before anything was signed with them
+
+
 def test_the_cli_with_only_a_profile_and_doctor_names_the_source(aws_home, recorder):
     write(
         aws_home / "credentials",
@@ -402,12 +349,14 @@ except CredentialsError as e:
 
 
 def test_a_profile_without_the_aws_extra_names_the_install(aws_home, recorder):
+    write(aws_home / "config", "[profile prod]\nsso_session = corp\nsso_account_id = 1\n")
     uri, _ = lock_uri(recorder)
     done = subprocess.run(
         [sys.executable, "-c", NO_BOTOCORE, uri], capture_output=True, text=True, timeout=60
     )
     assert done.returncode == 0, done.stderr
-    assert "profile 'prod' needs botocore: pip install 'blob-lock[aws]'" in done.stdout
+    assert "profile 'prod' uses SSO (sso_session in " in done.stdout, done.stdout
+    assert "which needs botocore: pip install 'blob-lock[aws]'" in done.stdout
 
 
 LOCK_WITH_PROFILE = """

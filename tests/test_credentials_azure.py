@@ -286,9 +286,45 @@ def test_a_store_that_refuses_the_credentials_says_so(azure_env):
     with pytest.raises(blob_lock.StoreError) as e:
         BlobLock(f"az://{container}/x", storage_options=wrong).acquire(timeout=5)
     msg = str(e.value)
-    assert "refused the credentials" in msg and "doctor" in msg, msg
-    assert "has not answered" not in msg
+    assert "refused the credentials, which came from Azure credentials given" in msg, msg
+    assert "has not answered" not in msg and "<?xml" not in msg
     assert not isinstance(e.value, CredentialsError)
+    # The command line names them too: ls in its error, doctor before its first request.
+    cli = [sys.executable, "-m", "blob_lock"]
+    args = [f"-o{k}={v}" for k, v in wrong.items()]
+    ls = subprocess.run([*cli, "ls", f"az://{container}", *args], capture_output=True,
+                        text=True, timeout=120)  # fmt: skip
+    assert ls.returncode == 1 and "which came from Azure credentials given" in ls.stderr
+    doctor = subprocess.run([*cli, "doctor", f"az://{container}/x", *args], capture_output=True,
+                            text=True, timeout=120)  # fmt: skip
+    assert doctor.returncode == 1 and "refused the credentials" in doctor.stderr
+    assert "credentials: Azure credentials given" in doctor.stdout, doctor.stdout
+    for out in (msg, ls.stdout, ls.stderr, doctor.stdout, doctor.stderr):
+        assert wrong["azure_storage_account_key"] not in out
+
+
+def test_a_connection_string_from_the_environment_is_named_as_such(azure_env, monkeypatch):
+    monkeypatch.setenv("AZURE_STORAGE_CONNECTION_STRING", "AccountName=acct;AccountKey=not*b64")
+    with pytest.raises(ValueError) as e:
+        BlobLock("az://container/x").acquire(timeout=5)
+    msg = str(e.value)
+    assert "storage options given: none" in msg, msg
+    assert "a connection string from the environment's AZURE_STORAGE_CONNECTION_STRING" in msg
+
+
+def test_the_command_line_keeps_the_cloud_libraries_quiet_unless_verbose(azure_env):
+    """azure-identity warns a paragraph per source it tries; the command prints one line,
+    blob-lock's, which says what was tried and what to do. -v shows theirs."""
+    container = new_container(azure_env)
+    args = [f"-oazure_storage_account_name={AZURITE_ACCOUNT}",
+            f"-oazure_storage_endpoint={azure_env}/{AZURITE_ACCOUNT}"]  # fmt: skip
+    cli = [sys.executable, "-m", "blob_lock", "status", f"az://{container}/x", *args]
+    quiet = subprocess.run(cli, capture_output=True, text=True, timeout=120)
+    assert quiet.returncode == 1, quiet.stderr
+    assert quiet.stderr.startswith("blob-lock: ") and "az login" in quiet.stderr, quiet.stderr
+    assert len(quiet.stderr.strip().splitlines()) == 1, quiet.stderr
+    verbose = subprocess.run([*cli, "-v"], capture_output=True, text=True, timeout=120)
+    assert "azure.identity" in verbose.stderr, verbose.stderr
 
 
 def test_the_mops_adapter_authenticates_as_mops_does(az_login, https_azurite, monkeypatch):

@@ -222,3 +222,18 @@ def test_a_look_never_says_free_when_it_could_not_see(moto_endpoint, azurite_url
             capture_output=True, text=True, timeout=60,
         )  # fmt: skip
         assert done.returncode == 1 and "unlocked" not in done.stdout, done
+
+
+def test_keep_alive_on_a_released_lock_says_released_not_held(tmp_path):
+    """A remote that starts after its orchestrator released the lock: the error says the
+    lock was released and nobody holds it, not that its own owner id holds it."""
+    from blob_lock import LockStolen, keep_alive
+
+    uri = tmp_path / "lock"
+    with BlobLock(uri) as held:
+        owner = held.owner
+    with pytest.raises(LockStolen) as e:
+        with keep_alive(uri, owner):
+            pass
+    msg = str(e.value)
+    assert "released" in msg and "nobody holds it" in msg and "it is held by" not in msg, msg

@@ -80,6 +80,42 @@ def test_a_store_slower_than_the_request_timeout_keeps_the_lock(proxied, workers
     assert body["writer_id"] == first["owner"] and not body["released_at"]
 
 
+def test_a_store_that_falls_behind_the_held_locks_keeps_every_one(moto_endpoint):
+    """250 locks at expire 6 are taken at full speed; then the store answers only 60
+    requests a second, fewer than their heartbeats ask (125): each renewal now waits its
+    turn. A lease counted from when its renewal left (not from when it began to wait) gains
+    a whole lease at each renewal, so the renewals space out to what the store answers and
+    every lock stays held. Counted from before the wait, every lease would gain less than
+    a heartbeat each time and all would run out together."""
+    from urllib.parse import urlsplit
+
+    from conftest import _s3_backend
+    from fault_proxy import FaultProxy
+
+    backend = _s3_backend(moto_endpoint)
+    where = urlsplit(moto_endpoint)
+    proxy = FaultProxy(where.hostname, where.port)
+    try:
+        options = dict(backend.storage_options, aws_endpoint=proxy.url)
+        locks = [
+            BlobLock(backend.uri(), expire=EXPIRE, storage_options=options) for _ in range(250)
+        ]
+        for lock in locks:
+            assert lock.try_acquire()
+        before = stats()["renewals"]["ok"]
+        proxy.throughput(60)
+        time.sleep(EXPIRE * 4)  # four lifetimes of every lease: only renewals keep them
+        lost = [lock.lost_reason for lock in locks if lock.lost]
+        assert lost == [], f"{len(lost)} of 250 lost, the first: {lost[0]}"
+        renewed = stats()["renewals"]["ok"] - before
+        assert renewed >= 250 * 2, renewed  # each renewed, though later than its heartbeat
+        proxy.heal()
+        for lock in locks:
+            lock.release()
+    finally:
+        proxy.close()
+
+
 @pytest.mark.parametrize("store", ["s3", "az"])
 def test_a_throttling_store_refuses_new_locks_and_keeps_the_held_one(
     store, request, tmp_path, monkeypatch

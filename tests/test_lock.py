@@ -555,16 +555,18 @@ def test_s3_configured_from_the_environment_alone(moto_endpoint, monkeypatch):
         assert held.held
 
 
-def test_an_http_endpoint_without_allow_http_fails_at_once(moto_endpoint):
-    from blob_lock import StoreError
+def test_an_http_endpoint_is_allowed_unless_plain_http_is_refused(moto_endpoint):
     from conftest import _s3_backend
 
     backend = _s3_backend(moto_endpoint)
     opts = {k: v for k, v in backend.storage_options.items() if k != "aws_allow_http"}
+    with BlobLock(backend.uri(), storage_options=opts) as held:  # http:// is the choice
+        assert held.held
+    # Refused explicitly: an error before any request, not a store that "never answered".
     # No timeout: a retry storm would hang here (pytest-timeout fails it).
-    with pytest.raises(StoreError) as e:
-        BlobLock(backend.uri(), storage_options=opts).acquire()
-    assert "allow_http" in str(e.value) and not e.value.transient
+    with pytest.raises(ValueError) as e:
+        BlobLock(backend.uri(), storage_options={**opts, "aws_allow_http": "false"}).acquire()
+    assert "aws_allow_http" in str(e.value) and "plain HTTP" in str(e.value)
 
 
 def test_lost_and_its_reason_outlive_the_block(backend):

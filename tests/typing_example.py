@@ -200,6 +200,8 @@ def credentials_usage() -> None:
     blob_lock.inspect("gs://bucket/lock", credential_provider=async_provider)
     blob_lock.set_credentials("s3://bucket", provider)
     blob_lock.set_credentials("s3://bucket", None)
+    source: str = blob_lock.credential_source("s3://bucket/memo/abc/lock")
+    assert source
     try:
         BlobLock("s3://bucket/lock", storage_options={"aws_profile": "prod"}).acquire()
     except blob_lock.CredentialsError as e:

@@ -7,7 +7,7 @@ with BlobLock("s3://bucket/memo/abc/lock") as held:
 from blob_lock import _logs  # noqa: F401 - next: records reach logging at its levels
 from blob_lock._blob_lock import __version__
 from blob_lock._claim_memo import MemoClaim, claim_memo, claim_memo_async
-from blob_lock._credentials import CredentialProvider, set_credentials
+from blob_lock._credentials import CredentialProvider, credential_source, set_credentials
 from blob_lock._doctor import DoctorReport, Probe, RaceReport, doctor
 from blob_lock._inspect import (
     BreakOutcome,
@@ -77,6 +77,7 @@ __all__ = [
     "break_lock",
     "claim_memo",
     "claim_memo_async",
+    "credential_source",
     "doctor",
     "duration_text",
     "inspect",

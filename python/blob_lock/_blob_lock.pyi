@@ -145,6 +145,11 @@ class NativeCredentials:
     def __new__(
         cls, cloud: str, fetch: Callable[[], tuple[Any, ...]], *, source: str, refresh: float
     ) -> NativeCredentials: ...
+    @staticmethod
+    def object_store_chain(cloud: str, *, source: str, tried: str, fix: str) -> NativeCredentials:
+        """object_store's own chain for `cloud` (keys, web identity, container credentials,
+        instance metadata), named `source`; when it finds nothing, the error says what was
+        looked at before it (`tried`) and what to do (`fix`)."""
     @property
     def source(self) -> str:
         """Where the credentials come from; never a secret."""

@@ -59,7 +59,7 @@ _guard = threading.Lock()
 
 def _lease_module() -> Any:
     try:
-        import thds.mops.pure.core.lease as lease
+        import thds.mops.pure.core.lease as lease  # type: ignore[import-not-found,unused-ignore]  # an extra
     except ImportError as e:
         raise ImportError(
             "blob_lock.mops adapts thds-mops's lease, and thds-mops is not installed: "
@@ -134,7 +134,7 @@ def _credential(options: dict[str, str] | None) -> Any:
     if _azure.explicit(options):
         return None
     try:
-        from thds.adls.shared_credential import SharedCredential
+        from thds.adls.shared_credential import SharedCredential  # type: ignore[import-not-found,unused-ignore]  # an extra
     except ImportError:
         return None
     return SharedCredential()

@@ -20,8 +20,8 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 try:
-    from opentelemetry import metrics
-    from opentelemetry.metrics import CallbackOptions, MeterProvider, Observation
+    from opentelemetry import metrics  # type: ignore[import-not-found,unused-ignore]  # an extra
+    from opentelemetry.metrics import CallbackOptions, MeterProvider, Observation  # type: ignore[import-not-found,unused-ignore]  # an extra
 except ImportError as e:  # pragma: no cover - depends on the environment
     raise ImportError(
         "blob_lock.opentelemetry needs opentelemetry-api: pip install 'blob-lock[opentelemetry]'"

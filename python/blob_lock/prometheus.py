@@ -18,14 +18,14 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 try:
-    from prometheus_client.core import (
+    from prometheus_client.core import (  # type: ignore[import-not-found,unused-ignore]  # an extra
         REGISTRY,
         CounterMetricFamily,
         GaugeMetricFamily,
         HistogramMetricFamily,
         Metric,
     )
-    from prometheus_client.registry import Collector, CollectorRegistry
+    from prometheus_client.registry import Collector, CollectorRegistry  # type: ignore[import-not-found,unused-ignore]  # an extra
 except ImportError as e:  # pragma: no cover - depends on the environment
     raise ImportError(
         "blob_lock.prometheus needs prometheus_client: pip install 'blob-lock[prometheus]'"

@@ -296,37 +296,14 @@ impl Settings {
 
 fn unknown(name: &str) -> Error {
     let names: Vec<&str> = Settings::fields().iter().map(|f| f.name).collect();
-    let near = names
-        .iter()
-        .map(|n| (distance(name, n), *n))
-        .min()
-        .filter(|(d, n)| *d <= 2 || (name.len() >= 3 && n.starts_with(name)));
-    let hint = match near {
-        Some((_, n)) => format!("did you mean {n:?}? "),
+    let hint = match crate::nearest::nearest(name, names.iter().copied()) {
+        Some(n) => format!("did you mean {n:?}? "),
         None => String::new(),
     };
     Error::InvalidArgument(format!(
         "unknown option {name:?}: {hint}the options are {}",
         names.join(", ")
     ))
-}
-
-/// Edit distance between two short names.
-fn distance(a: &str, b: &str) -> usize {
-    let b: Vec<char> = b.chars().collect();
-    let mut row: Vec<usize> = (0..=b.len()).collect();
-    for (i, ca) in a.chars().enumerate() {
-        let mut prev = row[0];
-        row[0] = i + 1;
-        for (j, cb) in b.iter().enumerate() {
-            let here = row[j + 1];
-            row[j + 1] = (prev + usize::from(ca != *cb))
-                .min(row[j] + 1)
-                .min(here + 1);
-            prev = here;
-        }
-    }
-    row[b.len()]
 }
 
 #[cfg(test)]

@@ -43,6 +43,7 @@ impl Steps for Cas {
                 unused = Some(released);
             } else {
                 let token = released.token + 1;
+                engine.reserve().await?;
                 let body = engine.body(owner, token);
                 let start = engine.clock.now();
                 acquisition.note(token, start);
@@ -106,6 +107,7 @@ impl Steps for Cas {
         } else {
             lf.token + 1
         };
+        engine.reserve().await?;
         let body = engine.body(owner, token);
         let start = engine.clock.now();
         acquisition.note(token, start);
@@ -186,6 +188,7 @@ async fn renew(engine: &Engine, held: &mut Held, writer_name: Option<&str>) -> R
     // A co-owner (the remote, or the orchestrator) renewing between our read and
     // our write shows up as a conflict: adopt its version and write again.
     for _ in 0..8 {
+        engine.reserve().await?;
         let start = engine.clock.now();
         let body = held.next_body(writer_name, start, engine.clock.wall());
         match engine
@@ -230,6 +233,7 @@ async fn create(
     owner: &Arc<str>,
     acquisition: &mut Acquisition,
 ) -> Result<Option<Attempt>> {
+    engine.reserve().await?;
     let body = engine.body(owner, 1);
     let start = engine.clock.now();
     acquisition.note(1, start);

@@ -10,7 +10,7 @@ use crate::errors::{Error, Result};
 use crate::lockfile::LockFile;
 use crate::metrics::{self, Request};
 use crate::released::Record;
-use crate::store::{LockStore, Snapshot, Version, Write};
+use crate::store::{load, LockStore, Snapshot, Version, Write};
 use crate::timing::Timing;
 use crate::watched::Watched;
 use bytes::Bytes;
@@ -140,10 +140,15 @@ impl Engine {
         owner: &Arc<str>,
         acquisition: &mut Acquisition,
     ) -> Result<Attempt> {
-        self.protocol
-            .steps()
-            .attempt(self, owner, acquisition)
-            .await
+        let steps = self.protocol.steps().attempt(self, owner, acquisition);
+        load::reserving(steps).await
+    }
+
+    /// Waits until the next write can leave at once (a slot of the store's load): called
+    /// right before a write is stamped with its lease's start, so that a lease counts from
+    /// when its write left, not from before a wait for the store.
+    pub(super) async fn reserve(&self) -> Result<()> {
+        self.store.reserve().await
     }
 
     /// Decides whether the lock read at `read_done` may be taken: `None` when it is free
@@ -323,7 +328,8 @@ impl Engine {
     /// One renewal (heartbeat) of `held`. `Err(Error::Lost)` when the lock is no longer
     /// ours; other errors are store errors the caller may retry.
     pub async fn renew(&self, held: &mut Held, writer_name: Option<&str>) -> Result<()> {
-        self.protocol.steps().renew(self, held, writer_name).await
+        let steps = self.protocol.steps().renew(self, held, writer_name);
+        load::reserving(steps).await
     }
 
     /// Hands the lock to a remote that may take `grace` to start: renews it now with a launch
@@ -355,11 +361,20 @@ impl Engine {
             owner: owner.to_string(),
             found,
         };
+        // Released first: a released lockfile may name another writer (a break), and "held
+        // by" would be wrong about a lock that nobody holds.
+        if lf.is_released() {
+            let by = match *lf.writer_id != *owner {
+                true => format!(" by {}", lf.writer_id),
+                false => String::new(),
+            };
+            return Err(stolen(format!(
+                "it was released{by} at {}; nobody holds it",
+                lf.released_at
+            )));
+        }
         if *lf.writer_id != *owner {
             return Err(stolen(format!("it is held by {}", lf.describe())));
-        }
-        if lf.is_released() {
-            return Err(stolen(format!("it was released at {}", lf.released_at)));
         }
         let mut held = self.held(owner, lf, snap.version, self.clock.now());
         match self.renew(&mut held, writer_name).await {

@@ -49,6 +49,7 @@ impl Steps for Lww {
                         lf.token + 1
                     }
                 };
+                engine.reserve().await?;
                 let body = engine.body(owner, token);
                 let start = engine.clock.now();
                 acquisition.note(token, start);
@@ -93,6 +94,7 @@ impl Steps for Lww {
         match engine.read().await? {
             Some((lf, snap)) if Engine::still_ours(held, &lf) => {
                 Engine::adopt_body(held, lf, snap.version);
+                engine.reserve().await?;
                 let start = engine.clock.now();
                 let body = held.next_body(writer_name, start, engine.clock.wall());
                 let version = engine

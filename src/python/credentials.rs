@@ -4,7 +4,7 @@
 //! one plain synchronous function returning a tuple; this file only calls it, on a blocking
 //! thread of the runtime with the GIL taken, never on a thread that runs heartbeats.
 
-use crate::store::{Credentials, Fetch, Fetched};
+use crate::store::{Cloud, Credentials, Fetch, Fetched};
 use object_store::aws::AwsCredential;
 use object_store::azure::{AzureAccessKey, AzureCredential};
 use object_store::gcp::GcpCredential;
@@ -44,6 +44,26 @@ impl NativeCredentials {
                 )))
             }
         };
+        Ok(NativeCredentials { inner })
+    }
+
+    /// object_store's own chain for `cloud` (keys, web identity, container credentials,
+    /// instance metadata), named `source`; when it finds nothing, the error says what was
+    /// looked at before it (`tried`) and what to do (`fix`).
+    #[staticmethod]
+    #[pyo3(signature = (cloud, *, source, tried, fix))]
+    fn object_store_chain(cloud: &str, source: &str, tried: &str, fix: &str) -> PyResult<Self> {
+        let cloud = match cloud {
+            "s3" => Cloud::S3,
+            "azure" => Cloud::Azure,
+            "gcs" => Cloud::Gcs,
+            other => {
+                return Err(PyValueError::new_err(format!(
+                    "cloud must be \"s3\", \"azure\" or \"gcs\", got {other:?}"
+                )))
+            }
+        };
+        let inner = Credentials::object_store_chain(cloud, source, tried, fix);
         Ok(NativeCredentials { inner })
     }
 

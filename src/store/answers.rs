@@ -103,19 +103,70 @@ pub(crate) fn names_a_missing_bucket(msg: &str) -> Option<&'static str> {
 pub(crate) fn missing_bucket(uri: &str, what: &str, msg: &str) -> Error {
     Error::Store {
         uri: uri.to_string(),
-        message: format!("{what} ({msg}); create it first or fix the URI or endpoint"),
+        message: format!(
+            "{what} ({}); create it first or fix the URI or endpoint",
+            summary(uri, msg)
+        ),
         kind: StoreErrorKind::Permanent,
     }
 }
 
-/// Maps an object_store error to ours, deciding whether a retry can help.
-pub(crate) fn store_error(uri: &str, e: object_store::Error, during: &str) -> Error {
+/// An object_store message in one sentence: the store's error document (S3's and Azure's
+/// XML, `<Error><Code>..</Code><Message>..</Message>..`) becomes its code and the first
+/// line of its message; the whole answer is logged at DEBUG.
+pub(crate) fn summary(uri: &str, msg: &str) -> String {
+    let Some(start) = msg.find("<?xml").or_else(|| msg.find("<Error>")) else {
+        return one_line(msg);
+    };
+    log::debug!(target: "blob_lock::store", "{uri}: the store's answer in full: {msg}");
+    let element = |name: &str| {
+        let open = format!("<{name}>");
+        let from = msg.find(&open)? + open.len();
+        let to = msg[from..].find(&format!("</{name}>"))? + from;
+        Some(
+            msg[from..to]
+                .lines()
+                .next()
+                .unwrap_or("")
+                .trim()
+                .to_string(),
+        )
+    };
+    let before = msg[..start].trim_end().trim_end_matches(':');
+    match (element("Code"), element("Message")) {
+        (Some(code), Some(text)) if !text.is_empty() => {
+            format!("{}: {code}: {text}", one_line(before))
+        }
+        (Some(code), _) => format!("{}: {code}", one_line(before)),
+        _ => one_line(before),
+    }
+}
+
+fn one_line(text: &str) -> String {
+    text.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+/// Maps an object_store error to ours, deciding whether a retry can help; `credentials`
+/// names where the credentials sent came from, for the answer that refuses them.
+pub(crate) fn store_error(
+    uri: &str,
+    e: object_store::Error,
+    during: &str,
+    credentials: &str,
+) -> Error {
     use object_store::Error as E;
+    let refused;
+    let status = status_in(&e.to_string());
     let (kind, hint) = match &e {
-        E::PermissionDenied { .. } | E::Unauthenticated { .. } => (
-            StoreErrorKind::Permanent,
-            "; the store refused the credentials: check which ones are used (`blob-lock doctor` names their source) and that they may read and write here",
-        ),
+        // A listing's refusal comes as a generic error with its status.
+        E::PermissionDenied { .. } | E::Unauthenticated { .. } | E::Generic { .. }
+            if !matches!(e, E::Generic { .. }) || matches!(status, Some(401 | 403)) =>
+        {
+            refused = format!(
+                "; the store refused the credentials, which came from {credentials}: check that they are the ones meant and that they may read and write here"
+            );
+            (StoreErrorKind::Permanent, refused.as_str())
+        }
         E::NotSupported { .. } | E::NotImplemented { .. } | E::UnknownConfigurationKey { .. } => {
             (StoreErrorKind::Permanent, "")
         }
@@ -135,7 +186,7 @@ pub(crate) fn store_error(uri: &str, e: object_store::Error, during: &str) -> Er
     };
     Error::Store {
         uri: uri.to_string(),
-        message: format!("{during} failed: {e}{hint}"),
+        message: format!("{during} failed: {}{hint}", summary(uri, &e.to_string())),
         kind,
     }
 }

@@ -12,6 +12,7 @@
 use super::cloud::build;
 use super::credentials::Credentials;
 use super::environment::Environment;
+use super::signing::Signing;
 use super::uri::Cloud;
 use crate::errors::{Error, Result};
 use crate::per_process::PerProcess;
@@ -35,8 +36,8 @@ pub struct Client {
     pub(crate) cloud: Option<Cloud>,
     /// The storage options asked to trust conditional writes without probing them.
     pub(crate) trust: bool,
-    /// Credentials from outside object_store's chain, made ready before each request.
-    pub(crate) credentials: Option<Credentials>,
+    /// What signs its requests, made ready before each request.
+    pub(crate) signing: Signing,
     /// What the process learnt about the store; a fork child keeps it.
     pub(crate) facts: Arc<Facts>,
     /// What the store can take from this process, and who goes first ([`super::load`]).
@@ -130,7 +131,7 @@ impl Client {
             name,
             cloud,
             trust,
-            credentials: None,
+            signing: Signing::Unsigned,
             facts,
             probing: tokio::sync::Mutex::new(()),
         }
@@ -206,10 +207,10 @@ pub(crate) fn client(
 ) -> Result<Arc<Client>> {
     let key = registry_key(scheme, authority, options);
     get_or_build(&key, |facts| {
-        let (store, name) = build(cloud, scheme, authority, options)?;
+        let (store, name, signing) = build(cloud, scheme, authority, options)?;
         let facts = facts.unwrap_or_default();
         let mut client = Client::new(store, name, Some(cloud), options.trust, facts);
-        client.credentials = options.credentials.clone();
+        client.signing = signing;
         Ok(client)
     })
 }
@@ -221,9 +222,9 @@ pub(crate) fn private_client(
     authority: &str,
     options: &Options,
 ) -> Result<Client> {
-    let (store, name) = build(cloud, scheme, authority, options)?;
+    let (store, name, signing) = build(cloud, scheme, authority, options)?;
     let mut client = Client::new(store, name, Some(cloud), options.trust, Default::default());
-    client.credentials = options.credentials.clone();
+    client.signing = signing;
     Ok(client)
 }
 

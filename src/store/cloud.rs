@@ -7,6 +7,7 @@
 use super::connection_string;
 use super::credentials::Credentials;
 use super::environment::Environment;
+use super::signing::{Chain, ChainProvider, Signing};
 use super::uri::Cloud;
 use crate::errors::{Error, Result};
 use object_store::aws::{AmazonS3Builder, AmazonS3ConfigKey as S3Key};
@@ -16,13 +17,13 @@ use object_store::{BackoffConfig, ClientConfigKey, ObjectStore, RetryConfig};
 use std::sync::Arc;
 use std::time::Duration;
 
-/// Builds the object_store client: `(client, name for messages)`.
+/// Builds the object_store client: `(client, name for messages, what signs its requests)`.
 pub(crate) fn build(
     cloud: Cloud,
     scheme: &str,
     authority: &str,
     given: &super::client::Options,
-) -> Result<(Arc<dyn ObjectStore>, String)> {
+) -> Result<(Arc<dyn ObjectStore>, String, Signing)> {
     let (options, credentials, env) = (
         &given.store,
         given.credentials.as_ref(),
@@ -38,13 +39,31 @@ pub(crate) fn build(
             cloud.name()
         )));
     }
+    let given = match options.is_empty() {
+        true => "none".to_string(),
+        false => options
+            .iter()
+            .map(|(k, _)| k.as_str())
+            .collect::<Vec<_>>()
+            .join(", "),
+    };
+    let mut sources = format!("storage options given: {given}");
     match cloud {
-        Cloud::S3 => configure::<AmazonS3Builder>(&url, options, credentials, env),
+        Cloud::S3 => configure::<AmazonS3Builder>(&url, options, credentials, env, &sources),
         Cloud::Azure => {
-            let options = connection_string::expand(options, env)?;
-            configure::<MicrosoftAzureBuilder>(&url, &options, credentials, env)
+            let (options, origin) = connection_string::expand(options, env)?;
+            if let Some(origin) = origin {
+                let place = match origin {
+                    connection_string::VARIABLE => format!("the environment's {origin}"),
+                    _ => format!("the storage option {origin}"),
+                };
+                sources.push_str(&format!("; a connection string from {place}"));
+            }
+            configure::<MicrosoftAzureBuilder>(&url, &options, credentials, env, &sources)
         }
-        Cloud::Gcs => configure::<GoogleCloudStorageBuilder>(&url, options, credentials, env),
+        Cloud::Gcs => {
+            configure::<GoogleCloudStorageBuilder>(&url, options, credentials, env, &sources)
+        }
     }
 }
 
@@ -70,6 +89,8 @@ fn retry() -> RetryConfig {
 trait Builder: Sized {
     type Key: std::str::FromStr + AsRef<str> + Clone;
     const CLOUD: Cloud;
+    /// The environment variables object_store reads for it.
+    const ENV_PREFIX: &'static str;
     /// The builder configured from the environment, as object_store's `from_env` would
     /// from the process's.
     fn from_env(env: &Environment) -> Self;
@@ -89,7 +110,26 @@ trait Builder: Sized {
     fn host_parts() -> Vec<(Self::Key, &'static str)>;
     /// The endpoint, for messages.
     fn endpoint(&self, env: &Environment) -> Option<String>;
-    fn finish(self, env: &Environment) -> object_store::Result<Arc<dyn ObjectStore>>;
+    /// The keys whose values are the endpoint of the store's requests.
+    fn endpoints() -> Vec<Self::Key>;
+    /// What object_store's own chain takes credentials from, as configured; None when
+    /// requests are not signed.
+    fn chain_uses(&self) -> Option<String>;
+    /// The client, and the credential provider object_store gave it.
+    fn finish(
+        self,
+        env: &Environment,
+    ) -> object_store::Result<(Arc<dyn ObjectStore>, ChainProvider)>;
+}
+
+/// True for a configuration value that object_store reads as true.
+fn truthy(value: Option<String>) -> bool {
+    value.is_some_and(|v| {
+        matches!(
+            v.trim().to_ascii_lowercase().as_str(),
+            "1" | "true" | "on" | "yes" | "y"
+        )
+    })
 }
 
 /// `builder` with every variable of `env` under `prefix` that is one of its keys, as
@@ -108,7 +148,8 @@ fn configure<B: Builder>(
     options: &[(String, String)],
     credentials: Option<&Credentials>,
     env: &Environment,
-) -> Result<(Arc<dyn ObjectStore>, String)> {
+    sources: &str,
+) -> Result<(Arc<dyn ObjectStore>, String, Signing)> {
     let store = B::CLOUD.name();
     // Set as configuration keys, not with `with_client_options`, which would replace the
     // client options read from the environment (AWS_ALLOW_HTTP, proxies, CA bundles).
@@ -120,8 +161,12 @@ fn configure<B: Builder>(
     for (k, v) in options {
         check_text(k, v)?;
         let key: B::Key = k.parse().map_err(|_| {
+            let hint = match super::option_names::nearest(B::CLOUD, k) {
+                Some(near) => format!("did you mean {near:?}? "),
+                None => String::new(),
+            };
             Error::InvalidArgument(format!(
-                "unknown storage option {k:?} for {store}; see object_store's configuration keys for {store}"
+                "unknown storage option {k:?} for {store}: {hint}see object_store's configuration keys for {store}"
             ))
         })?;
         if B::is_bucket(&key) {
@@ -134,6 +179,7 @@ fn configure<B: Builder>(
     if let Some(c) = credentials {
         b = b.with_credentials(c);
     }
+    b = plain_http::<B>(b, options, env)?;
     for (key, where_) in B::urls() {
         if let Some(value) = b.get(&key) {
             check_url(&value).map_err(|why| {
@@ -162,17 +208,67 @@ fn configure<B: Builder>(
         Some(endpoint) => format!("{url} at {endpoint}"),
         None => url.to_string(),
     };
+    let chain_uses = match credentials {
+        Some(c) if c.chain_note().is_none() => None, // given: signed with them
+        _ => b.chain_uses(),
+    };
     let built = b.finish(env).map_err(|e| {
-        let given: Vec<&str> = options.iter().map(|(k, _)| k.as_str()).collect();
-        let given = match given.is_empty() {
-            true => "none".to_string(),
-            false => given.join(", "),
-        };
         Error::InvalidArgument(format!(
-            "cannot configure the store for {url}: {e} (storage options given: {given}; the rest comes from the environment)"
+            "cannot configure the store for {url}: {e} ({sources}; the rest comes from the environment)"
         ))
     })?;
-    Ok((built, name))
+    let (store, provider) = built;
+    let signing = match (credentials, chain_uses) {
+        (Some(c), _) if c.chain_note().is_none() => Signing::Given(c.clone()),
+        (_, None) => Signing::Unsigned,
+        (c, Some(what)) => Signing::Chain(Chain {
+            provider,
+            what,
+            note: c.and_then(|c| c.chain_note().cloned()),
+            source: c.map(|c| c.source().to_string()),
+        }),
+    };
+    Ok((store, name, signing))
+}
+
+/// One rule for plain HTTP, wherever the endpoint came from (storage options, the
+/// environment, an AWS profile): an `http://` endpoint is the caller's choice and is
+/// allowed; an `http://` endpoint with plain HTTP explicitly refused is an error now, not
+/// a request that object_store's client refuses later (which would read as a store that
+/// never answered).
+fn plain_http<B: Builder>(b: B, options: &[(String, String)], env: &Environment) -> Result<B> {
+    let allow = B::client_key(ClientConfigKey::AllowHttp);
+    let Some(endpoint) = B::endpoints()
+        .iter()
+        .filter_map(|k| b.get(k))
+        .find(|v| v.len() > 7 && v[..7].eq_ignore_ascii_case("http://"))
+    else {
+        return Ok(b);
+    };
+    let given = options
+        .iter()
+        .find(|(k, _)| {
+            k.parse::<B::Key>()
+                .is_ok_and(|k| k.as_ref() == allow.as_ref())
+        })
+        .map(|(k, v)| (format!("the storage option {k}"), v.clone()))
+        .or_else(|| {
+            env.starting_with(B::ENV_PREFIX)
+                .find(|(name, _)| {
+                    name.to_ascii_lowercase()
+                        .parse::<B::Key>()
+                        .is_ok_and(|k| k.as_ref() == allow.as_ref())
+                })
+                .map(|(name, v)| (name.to_string(), v.to_string()))
+        });
+    match given {
+        None => Ok(b.with_config(allow, "true")),
+        Some((_, v)) if truthy(Some(v.clone())) => Ok(b),
+        Some((what, v)) => Err(Error::InvalidArgument(format!(
+            "the {} endpoint {endpoint} is plain HTTP, but {what} is {v:?}, which refuses it: use an https:// endpoint, or leave {what} out (an http:// endpoint is allowed by itself)",
+            B::CLOUD.name()
+        ))),
+    }
 }
 
 /// A value that becomes a request header or a URL must be one line: object_store panics on
@@ -226,8 +322,9 @@ fn check_url(value: &str) -> std::result::Result<(), String> {
 impl Builder for AmazonS3Builder {
     type Key = S3Key;
     const CLOUD: Cloud = Cloud::S3;
+    const ENV_PREFIX: &'static str = "AWS_";
     fn from_env(env: &Environment) -> Self {
-        keys_from(AmazonS3Builder::new(), env, "AWS_")
+        keys_from(AmazonS3Builder::new(), env, Self::ENV_PREFIX)
     }
     fn with_url(self, url: &str) -> Self {
         AmazonS3Builder::with_url(self, url)
@@ -273,16 +370,54 @@ impl Builder for AmazonS3Builder {
         self.get_config_value(&S3Key::Endpoint)
             .or_else(|| self.get_config_value(&S3Key::S3Endpoint))
     }
-    fn finish(self, _: &Environment) -> object_store::Result<Arc<dyn ObjectStore>> {
-        Ok(Arc::new(self.build()?))
+    fn endpoints() -> Vec<S3Key> {
+        vec![S3Key::Endpoint, S3Key::S3Endpoint]
+    }
+    fn chain_uses(&self) -> Option<String> {
+        // In object_store's order (AmazonS3Builder::build).
+        let get = |k: S3Key| self.get_config_value(&k).filter(|v| !v.is_empty());
+        if truthy(get(S3Key::SkipSignature)) {
+            return None;
+        }
+        if get(S3Key::AccessKeyId).is_some() || get(S3Key::SecretAccessKey).is_some() {
+            return Some("the keys given".into());
+        }
+        if let (Some(file), Some(role)) = (get(S3Key::WebIdentityTokenFile), get(S3Key::RoleArn)) {
+            return Some(format!(
+                "web identity (the role {role} with the token in {file}) at STS"
+            ));
+        }
+        if let Some(uri) = get(S3Key::ContainerCredentialsRelativeUri) {
+            return Some(format!(
+                "the container credentials endpoint (ECS) http://169.254.170.2{uri}"
+            ));
+        }
+        if let (Some(uri), Some(_)) = (
+            get(S3Key::ContainerCredentialsFullUri),
+            get(S3Key::ContainerAuthorizationTokenFile),
+        ) {
+            return Some(format!("EKS Pod Identity at {uri}"));
+        }
+        let endpoint =
+            get(S3Key::MetadataEndpoint).unwrap_or_else(|| "http://169.254.169.254".into());
+        Some(format!("the instance metadata service at {endpoint}"))
+    }
+    fn finish(
+        self,
+        _: &Environment,
+    ) -> object_store::Result<(Arc<dyn ObjectStore>, ChainProvider)> {
+        let store = self.build()?;
+        let provider = ChainProvider::S3(store.credentials().clone());
+        Ok((Arc::new(store), provider))
     }
 }
 
 impl Builder for MicrosoftAzureBuilder {
     type Key = AzKey;
     const CLOUD: Cloud = Cloud::Azure;
+    const ENV_PREFIX: &'static str = "AZURE_";
     fn from_env(env: &Environment) -> Self {
-        let builder = keys_from(MicrosoftAzureBuilder::new(), env, "AZURE_");
+        let builder = keys_from(MicrosoftAzureBuilder::new(), env, Self::ENV_PREFIX);
         match env.get("MSI_ENDPOINT") {
             Some(msi) => builder.with_msi_endpoint(msi),
             None => builder,
@@ -341,7 +476,49 @@ impl Builder for MicrosoftAzureBuilder {
         }
         self.get_config_value(&AzKey::Endpoint)
     }
-    fn finish(self, env: &Environment) -> object_store::Result<Arc<dyn ObjectStore>> {
+    fn endpoints() -> Vec<AzKey> {
+        vec![AzKey::Endpoint]
+    }
+    fn chain_uses(&self) -> Option<String> {
+        // In object_store's order (MicrosoftAzureBuilder::build).
+        let get = |k: AzKey| self.get_config_value(&k).filter(|v| !v.is_empty());
+        if truthy(get(AzKey::SkipSignature)) {
+            return None;
+        }
+        if truthy(get(AzKey::UseEmulator)) {
+            return Some("the emulator's account key".into());
+        }
+        if get(AzKey::AccessKey).is_some()
+            || get(AzKey::Token).is_some()
+            || get(AzKey::SasKey).is_some()
+        {
+            return Some("the key, token or SAS given".into());
+        }
+        if let (Some(_), Some(_), Some(file)) = (
+            get(AzKey::ClientId),
+            get(AzKey::AuthorityId),
+            get(AzKey::FederatedTokenFile),
+        ) {
+            return Some(format!("workload identity (the token in {file})"));
+        }
+        if let (Some(id), Some(_), Some(_)) = (
+            get(AzKey::ClientId),
+            get(AzKey::ClientSecret),
+            get(AzKey::AuthorityId),
+        ) {
+            return Some(format!("the service principal {id}"));
+        }
+        if truthy(get(AzKey::UseAzureCli)) {
+            return Some("the Azure CLI (az account get-access-token)".into());
+        }
+        let endpoint = get(AzKey::MsiEndpoint)
+            .unwrap_or_else(|| "http://169.254.169.254/metadata/identity/oauth2/token".into());
+        Some(format!("managed identity at {endpoint}"))
+    }
+    fn finish(
+        self,
+        env: &Environment,
+    ) -> object_store::Result<(Arc<dyn ObjectStore>, ChainProvider)> {
         if let Some(emulator) = env.get("AZURITE_BLOB_STORAGE_URL") {
             if let Err(why) = check_url(emulator) {
                 return Err(object_store::Error::Generic {
@@ -350,19 +527,22 @@ impl Builder for MicrosoftAzureBuilder {
                 });
             }
         }
-        Ok(Arc::new(self.build()?))
+        let store = self.build()?;
+        let provider = ChainProvider::Azure(store.credentials().clone());
+        Ok((Arc::new(store), provider))
     }
 }
 
 impl Builder for GoogleCloudStorageBuilder {
     type Key = GcsKey;
     const CLOUD: Cloud = Cloud::Gcs;
+    const ENV_PREFIX: &'static str = "GOOGLE_";
     fn from_env(env: &Environment) -> Self {
         let builder = match env.get("SERVICE_ACCOUNT") {
             Some(path) => GoogleCloudStorageBuilder::new().with_service_account_path(path),
             None => GoogleCloudStorageBuilder::new(),
         };
-        keys_from(builder, env, "GOOGLE_")
+        keys_from(builder, env, Self::ENV_PREFIX)
     }
     fn with_url(self, url: &str) -> Self {
         GoogleCloudStorageBuilder::with_url(self, url)
@@ -400,8 +580,33 @@ impl Builder for GoogleCloudStorageBuilder {
     fn endpoint(&self, _: &Environment) -> Option<String> {
         self.get_config_value(&GcsKey::BaseUrl)
     }
-    fn finish(self, _: &Environment) -> object_store::Result<Arc<dyn ObjectStore>> {
-        Ok(Arc::new(self.build()?))
+    fn endpoints() -> Vec<GcsKey> {
+        vec![GcsKey::BaseUrl]
+    }
+    fn chain_uses(&self) -> Option<String> {
+        // In object_store's order (GoogleCloudStorageBuilder::build).
+        let get = |k: GcsKey| self.get_config_value(&k).filter(|v| !v.is_empty());
+        if truthy(get(GcsKey::SkipSignature)) {
+            return None;
+        }
+        if let Some(path) = get(GcsKey::ServiceAccount) {
+            return Some(format!("the service account key in {path}"));
+        }
+        if get(GcsKey::ServiceAccountKey).is_some() {
+            return Some("the service account key given".into());
+        }
+        if let Some(path) = get(GcsKey::ApplicationCredentials) {
+            return Some(format!("the application credentials in {path}"));
+        }
+        Some("gcloud's application-default file, then the metadata server".into())
+    }
+    fn finish(
+        self,
+        _: &Environment,
+    ) -> object_store::Result<(Arc<dyn ObjectStore>, ChainProvider)> {
+        let store = self.build()?;
+        let provider = ChainProvider::Gcs(store.credentials().clone());
+        Ok((Arc::new(store), provider))
     }
 }
 

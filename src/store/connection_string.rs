@@ -21,13 +21,17 @@ const NAMES_ACCOUNT: [&str; 5] = [
     "azure_storage_use_emulator",
 ];
 
+/// Storage options: object_store's configuration keys and their values.
+pub(crate) type Options = Vec<(String, String)>;
+
 /// The storage options with a connection string (given as [`OPTION`], else read from
-/// [`VARIABLE`] when the options name no account) replaced by the keys it stands for.
-/// Options given explicitly win over the string's parts.
+/// [`VARIABLE`] when the options name no account) replaced by the keys it stands for, and
+/// where the string came from ([`OPTION`] or [`VARIABLE`]; None without one). Options given
+/// explicitly win over the string's parts.
 pub(crate) fn expand(
     options: &[(String, String)],
     env: &super::Environment,
-) -> Result<Vec<(String, String)>> {
+) -> Result<(Options, Option<&'static str>)> {
     let given = options.iter().find(|(k, _)| k == OPTION).map(|(_, v)| v);
     let from_env;
     let (text, origin) = match given {
@@ -39,7 +43,7 @@ pub(crate) fn expand(
             from_env = env.get(VARIABLE).filter(|_| !names);
             match from_env {
                 Some(v) => (v, VARIABLE),
-                None => return Ok(options.to_vec()),
+                None => return Ok((options.to_vec(), None)),
             }
         }
     };
@@ -54,7 +58,7 @@ pub(crate) fn expand(
         }
     }
     out.sort();
-    Ok(out)
+    Ok((out, Some(origin)))
 }
 
 /// The object_store keys a connection string stands for.
@@ -129,6 +133,8 @@ mod tests {
             "DefaultEndpointsProtocol=http;AccountName=devstoreaccount1;AccountKey=a2V5==;BlobEndpoint=http://127.0.0.1:10000/devstoreaccount1;",
         )]), &Default::default())
         .unwrap();
+        assert_eq!(got.1, Some(OPTION));
+        let got = got.0;
         assert_eq!(
             got,
             opts(&[
@@ -145,7 +151,8 @@ mod tests {
             &opts(&[(OPTION, "UseDevelopmentStorage=true")]),
             &Default::default(),
         )
-        .unwrap();
+        .unwrap()
+        .0;
         assert_eq!(dev, opts(&[("azure_storage_use_emulator", "true")]));
         let suffix = expand(
             &opts(&[
@@ -157,7 +164,8 @@ mod tests {
             ]),
             &Default::default(),
         )
-        .unwrap();
+        .unwrap()
+        .0;
         assert!(suffix.contains(&(
             "azure_storage_endpoint".into(),
             "https://acct.blob.core.chinacloudapi.cn".into()

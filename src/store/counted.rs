@@ -85,6 +85,10 @@ impl LockStore for Counted {
         self.inner.overwrite(body).await
     }
 
+    async fn reserve(&self) -> Result<()> {
+        self.inner.reserve().await
+    }
+
     fn uri(&self) -> &str {
         self.inner.uri()
     }

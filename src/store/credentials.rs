@@ -46,6 +46,19 @@ enum Provider {
     S3(Arc<Refreshing<AwsCredential>>),
     Azure(Arc<Refreshing<AzureCredential>>),
     Gcs(Arc<Refreshing<GcpCredential>>),
+    /// object_store's own chain, described ([`Credentials::object_store_chain`]).
+    Chain(Arc<ChainNote>),
+}
+
+/// What a caller looked at before leaving the credentials to object_store's own chain, and
+/// what to do if that finds none: the words of the error that says so.
+#[derive(Debug)]
+pub struct ChainNote {
+    pub(crate) cloud: Cloud,
+    /// `looked in the storage options, AWS_ACCESS_KEY_ID and the profile 'default' ...`
+    pub(crate) tried: String,
+    /// `run aws configure ...`
+    pub(crate) fix: String,
 }
 
 impl std::fmt::Debug for Credentials {
@@ -80,6 +93,29 @@ impl Credentials {
         }
     }
 
+    /// object_store's own chain for `cloud` (keys, web identity, container credentials,
+    /// instance metadata), with what the caller looked at before it (`tried`) and what to
+    /// do (`fix`) for the error when it finds none.
+    pub fn object_store_chain(cloud: Cloud, source: &str, tried: &str, fix: &str) -> Credentials {
+        let note = ChainNote {
+            cloud,
+            tried: tried.to_string(),
+            fix: fix.to_string(),
+        };
+        Credentials {
+            provider: Provider::Chain(Arc::new(note)),
+            source: source.into(),
+        }
+    }
+
+    /// What was looked at before object_store's chain, if these stand for it.
+    pub(crate) fn chain_note(&self) -> Option<&Arc<ChainNote>> {
+        match &self.provider {
+            Provider::Chain(note) => Some(note),
+            _ => None,
+        }
+    }
+
     /// Where they come from (`"AWS profile 'prod' (botocore)"`): never a secret.
     pub fn source(&self) -> &str {
         &self.source
@@ -91,6 +127,7 @@ impl Credentials {
             Provider::S3(_) => Cloud::S3,
             Provider::Azure(_) => Cloud::Azure,
             Provider::Gcs(_) => Cloud::Gcs,
+            Provider::Chain(ref note) => note.cloud,
         }
     }
 
@@ -101,6 +138,7 @@ impl Credentials {
             Provider::S3(p) => Arc::as_ptr(p) as *const () as usize,
             Provider::Azure(p) => Arc::as_ptr(p) as *const () as usize,
             Provider::Gcs(p) => Arc::as_ptr(p) as *const () as usize,
+            Provider::Chain(p) => Arc::as_ptr(p) as *const () as usize,
         }
     }
 
@@ -113,6 +151,7 @@ impl Credentials {
                 Provider::S3(p) => p.get().await.map(drop),
                 Provider::Azure(p) => p.get().await.map(drop),
                 Provider::Gcs(p) => p.get().await.map(drop),
+                Provider::Chain(_) => Ok(()), // asked through the client's Signing
             }
         };
         match tokio::time::timeout(FETCH_BOUND, fetched).await {

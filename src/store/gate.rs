@@ -134,27 +134,29 @@ impl Gate {
         let facts = &self.client.facts;
         // Credentials first, under their own bound: a slow token endpoint is not a store
         // that does not answer, and what failed is named as such.
-        if let Some(credentials) = &self.client.credentials {
-            if let Err(message) = credentials.ready().await {
-                return Err(Failure::Ours(Error::Credentials {
-                    uri: self.uri.to_string(),
-                    message,
-                }));
-            }
+        if let Err(message) = self.client.signing.ready().await {
+            return Err(Failure::Ours(Error::Credentials {
+                uri: self.uri.to_string(),
+                message,
+            }));
         }
         // The wait for a slot is this process's own queue, not the store's answer: it is
         // bounded by the callers' deadlines (an acquisition's timeout, a lease's), and only
         // the request itself by its timeout.
         let Timeouts { floor, ceiling } = self.timeouts;
         let kind = load::current_kind();
-        let pass = match self.client.load.enter(kind, floor, ceiling).await {
-            Ok(pass) => pass,
-            Err(TooLate(message)) => {
-                return Err(Failure::Ours(Error::Saturated {
-                    uri: self.uri.to_string(),
-                    message,
-                }))
-            }
+        let reserved = self.client.load.reserved();
+        let pass = match reserved {
+            Some(pass) => pass,
+            None => match self.client.load.enter(kind, floor, ceiling).await {
+                Ok(pass) => pass,
+                Err(TooLate(message)) => {
+                    return Err(Failure::Ours(Error::Saturated {
+                        uri: self.uri.to_string(),
+                        message,
+                    }))
+                }
+            },
         };
         let mut pass = pass;
         let timeout = pass.timeout();
@@ -242,7 +244,7 @@ impl Gate {
         // A connection accepted and then dropped: something listens, perhaps behind a
         // flaky path. Retried a few times (as transient) before failing fast.
         let dropped = dropped_connection(&e);
-        let known = store_error(&self.uri, e, during);
+        let known = store_error(&self.uri, e, during, &self.client.signing.source());
         if dropped && facts.forgive_drop() {
             return Err(Failure::Ours(known));
         }
@@ -266,11 +268,28 @@ impl Gate {
         }
     }
 
+    /// Takes a slot of the store's load for the task's next request now (see
+    /// [`load::Load::reserve`]): what a write stamped with the time it leaves waits for first.
+    pub(crate) async fn reserve(&self) -> Result<()> {
+        if self.client.cloud.is_none() {
+            return Ok(()); // memory: no load to wait for
+        }
+        let Timeouts { floor, ceiling } = self.timeouts;
+        self.client
+            .load
+            .reserve(floor, ceiling)
+            .await
+            .map_err(|TooLate(message)| Error::Saturated {
+                uri: self.uri.to_string(),
+                message,
+            })
+    }
+
     /// Turns a failure into our error, deciding whether a retry can help.
     pub(crate) fn error(&self, failure: Failure, during: &str) -> Error {
         match failure {
             Failure::Ours(e) => e,
-            Failure::Store(e) => store_error(&self.uri, e, during),
+            Failure::Store(e) => store_error(&self.uri, e, during, &self.client.signing.source()),
         }
     }
 

@@ -20,12 +20,14 @@ pub mod listing;
 pub mod load;
 pub mod object;
 mod open;
+mod option_names;
 pub mod probe;
+mod signing;
 pub mod uri;
 
 pub use access::Access;
 pub use counted::{Counted, Requests};
-pub use credentials::{Credentials, Fetch, Fetched};
+pub use credentials::{ChainNote, Credentials, Fetch, Fetched};
 pub use environment::Environment;
 pub use listing::{as_prefix_error, Listing};
 pub use open::{open, open_object, Private};
@@ -96,6 +98,11 @@ pub trait LockStore: Send + Sync + fmt::Debug + 'static {
     async fn update(&self, body: Bytes, expected: &Version) -> Result<Write>;
     /// Writes `body` unconditionally (the lww protocol).
     async fn overwrite(&self, body: Bytes) -> Result<Version>;
+    /// Waits until the next write can leave at once, so that the time the caller stamps
+    /// into it is when it leaves (stores over HTTP wait for a slot of their load here).
+    async fn reserve(&self) -> Result<()> {
+        Ok(())
+    }
     /// The lockfile's URI, for messages.
     fn uri(&self) -> &str;
     /// Deletes the lockfile (and what the store keeps beside it). Locks never do this (a

@@ -97,6 +97,10 @@ impl LockStore for ObjectLockStore {
         self.gate.put_at(&self.path, body, PutMode::Create).await
     }
 
+    async fn reserve(&self) -> Result<()> {
+        self.gate.reserve().await
+    }
+
     async fn update(&self, body: Bytes, expected: &Version) -> Result<Write> {
         let version = UpdateVersion {
             e_tag: expected.e_tag.clone(),

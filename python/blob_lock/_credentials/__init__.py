@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Awaitable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Protocol
 
 from blob_lock import _args, _blob_lock
@@ -37,7 +37,11 @@ _CLOUDS = {
     "s3": "s3", "s3a": "s3", "az": "azure", "azure": "azure", "abfs": "azure",
     "abfss": "azure", "adl": "azure", "gs": "gcs",
 }  # fmt: skip
-_DEFAULTS = {"s3": _aws.default, "azure": _azure.default, "gcs": _gcs.default}
+_DEFAULTS: dict[str, Callable[[dict[str, str]], _bridge.Found]] = {
+    "s3": _aws.default,
+    "azure": _azure.default,
+    "gcs": _gcs.default,
+}
 _ENV = ("AWS_", "AZURE_", "GOOGLE_", "CLOUDSDK_", "HOME", "PATH")
 _ENV_BYTES = tuple(p.encode() for p in _ENV)
 _env_seen: tuple[dict[bytes, bytes], tuple[Any, ...]] | None = None  # the last environment
@@ -122,17 +126,21 @@ def _default_chain(cloud: str, options: dict[str, str]) -> tuple[dict[str, str],
     if hit is not None:
         return dict(hit[0]), hit[1], hit[2]
     try:
-        out, fetch, source = _DEFAULTS[cloud](dict(options))
+        found = _DEFAULTS[cloud](dict(options))
     except CredentialsError as e:
         # Raised at the first request, as a store error would be, after the URI and the
         # options were checked; and not kept: credentials may appear (`aws sso login`)
         # while a process runs.
         return _failing(cloud, options, e.message)
-    handle = None
-    if fetch is not None:
-        function, source = fetch
+    out, source = found.options, found.source
+    if found.fetch is not None:
+        function, source = found.fetch
         handle = _blob_lock.NativeCredentials(
             cloud, function, source=source, refresh=_bridge.REFRESH[cloud]
+        )
+    else:
+        handle = _blob_lock.NativeCredentials.object_store_chain(
+            cloud, source=source, tried=found.tried, fix=found.fix
         )
     with _guard:
         if len(_chains) >= 256:
@@ -175,6 +183,8 @@ def resolve(
     if credential_provider is not None:
         out = dict(options or {})
         out.pop(_aws.PROFILE_OPTION, None)
+        if cloud == "s3" and _bridge.is_boto(credential_provider):
+            _aws.session_settings(credential_provider, out)
         return {"storage_options": out, "credentials": _native_for(cloud, credential_provider)}
     registered = _registered(uri)
     if registered is not None:
@@ -186,9 +196,14 @@ def resolve(
 
 
 def credential_source(
-    uri: str, storage_options: Mapping[str, str] | None, credential_provider: object = None
+    uri: str,
+    storage_options: Mapping[str, str] | None = None,
+    credential_provider: object = None,
 ) -> str:
-    """Where ``resolve`` takes the credentials of ``uri`` from, in words (never a secret)."""
+    """Where a lock on ``uri``, with these options, takes its credentials from, in words and
+    never a secret: ``"AWS profile 'prod' in /home/me/.aws/credentials (static keys)"``,
+    ``"azure-identity DefaultAzureCredential"``, ``"none needed"`` for local stores. Reads
+    the configuration only: no request is sent."""
     cloud = cloud_of(uri)
     if cloud is None:
         return "none needed"

@@ -1,40 +1,37 @@
-"""AWS credentials as the AWS CLI finds them, through botocore (``pip install
-'blob-lock[aws]'``): key variables, AWS_PROFILE or the default profile in
-AWS_SHARED_CREDENTIALS_FILE / AWS_CONFIG_FILE (``~/.aws``), static keys, assumed roles,
-credential_process, SSO, web identity, container credentials, instance metadata; with the
-profile's region and endpoint_url. Keys given as storage options or in AWS_ACCESS_KEY_ID
-(without a profile named) go to object_store unchanged."""
+"""AWS credentials as the AWS CLI finds them: keys in the storage options or
+AWS_ACCESS_KEY_ID, then AWS_PROFILE or the default profile in AWS_SHARED_CREDENTIALS_FILE /
+AWS_CONFIG_FILE (``~/.aws``), with the profile's region and endpoint_url. With botocore
+(``pip install 'blob-lock[aws]'``) its whole chain: static keys, assumed roles,
+credential_process, SSO, web identity, container credentials, instance metadata. Without
+it, the profile's static keys (``_aws_files``), else object_store's chain (web identity,
+container credentials, instance metadata); a profile that needs more names the extra."""
 
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
-from blob_lock._credentials._bridge import FoundAtFirstFetch
+from blob_lock._credentials import _aws_files
+from blob_lock._credentials._bridge import Found, FoundAtFirstFetch
 from blob_lock.exceptions import CredentialsError
 
 PROFILE_OPTION = "aws_profile"
-_KEYS = ("aws_access_key_id", "access_key_id", "aws_skip_signature", "skip_signature")
+_KEYS = ("aws_access_key_id", "access_key_id")
+_UNSIGNED = ("aws_skip_signature", "skip_signature")
 _REGIONS = ("aws_region", "region", "aws_default_region", "default_region")
 _REGION_VARS = ("AWS_REGION", "AWS_DEFAULT_REGION")
 _ENDPOINTS = ("aws_endpoint", "aws_endpoint_url", "endpoint", "endpoint_url")
 _ENDPOINT_VARS = ("AWS_ENDPOINT_URL", "AWS_ENDPOINT")
 
 
-def _files() -> str:
-    creds = os.environ.get("AWS_SHARED_CREDENTIALS_FILE", "~/.aws/credentials")
-    config = os.environ.get("AWS_CONFIG_FILE", "~/.aws/config")
-    return f"{creds} and {config}"
-
-
 def _where(profile: str | None) -> str:
     name = profile or os.environ.get("AWS_PROFILE") or "default"
     return (
         "looked in the AWS_ACCESS_KEY_ID variables, the profile "
-        f"{name!r} in {_files()} (keys, role_arn, credential_process, sso_session), web "
-        "identity (AWS_WEB_IDENTITY_TOKEN_FILE), container credentials and the instance "
-        "metadata service"
+        f"{name!r} in {_aws_files.describe()} (keys, role_arn, credential_process, "
+        "sso_session), web identity (AWS_WEB_IDENTITY_TOKEN_FILE), container credentials "
+        "and the instance metadata service"
     )
 
 
@@ -92,69 +89,136 @@ def fetcher(
     return fetch, f"{source} ({method})" if method else source
 
 
-def default(options: dict[str, str]) -> tuple[dict[str, str], Any | None, str]:
-    """The storage options and credentials of the default chain: ``(options, (fetch,
-    source) or None, source)``. None leaves the credentials to object_store."""
-    profile = options.pop(PROFILE_OPTION, None)
-    explicit = any(k in options for k in _KEYS) or (
-        "AWS_ACCESS_KEY_ID" in os.environ and profile is None
+def place(
+    options: dict[str, str],
+    config: Mapping[str, Any],
+    services: Mapping[str, Any],
+    region: str | None = None,
+) -> None:
+    """Puts a profile's region and endpoint into ``options``, where nothing stronger sets
+    them, in botocore's order. The region: the storage options, then AWS_REGION or
+    AWS_DEFAULT_REGION, then ``region`` (a session's, which has read them already) or the
+    profile's. The endpoint: the storage options, then AWS_ENDPOINT_URL_S3, AWS_ENDPOINT_URL,
+    the ``[services]`` section's ``s3`` endpoint_url, the profile's ``s3`` section, its
+    ``endpoint_url``; none of these but the options when ignore_configured_endpoint_urls is
+    set. Plain ``http://`` endpoints are allowed wherever they come from (the store's
+    configuration applies that rule, for every source)."""
+    if not any(k in options for k in _REGIONS):
+        if region is None and not any(os.environ.get(v) for v in _REGION_VARS):
+            region = config.get("region") if isinstance(config.get("region"), str) else None
+        if region:
+            options["aws_region"] = region
+    if any(k in options for k in _ENDPOINTS):
+        return
+    ignore = os.environ.get("AWS_IGNORE_CONFIGURED_ENDPOINT_URLS") or config.get(
+        "ignore_configured_endpoint_urls"
     )
-    if explicit:
-        where = "storage options" if any(k in options for k in _KEYS) else "AWS_ACCESS_KEY_ID"
-        return options, None, f"AWS keys from {where} (object_store)"
+    if isinstance(ignore, str) and ignore.strip().lower() == "true":
+        return
+    if os.environ.get("AWS_ENDPOINT_URL_S3"):
+        options["aws_endpoint"] = os.environ["AWS_ENDPOINT_URL_S3"]
+        return
+    if any(os.environ.get(v) for v in _ENDPOINT_VARS):
+        return  # object_store reads it from the environment
+    for section in (services.get("s3"), config.get("s3")):
+        if isinstance(section, Mapping) and section.get("endpoint_url"):
+            options["aws_endpoint"] = str(section["endpoint_url"])
+            return
+    if isinstance(config.get("endpoint_url"), str) and config["endpoint_url"]:
+        options["aws_endpoint"] = config["endpoint_url"]
+
+
+def session_settings(session: Any, options: dict[str, str]) -> None:
+    """A boto3 or botocore session's region and endpoint, into ``options`` where the caller
+    gave none: a session made for a profile reaches the store that profile names."""
+    inner: Any = getattr(session, "_session", session)  # boto3.Session wraps botocore's
     try:
-        import botocore.exceptions  # type: ignore[import-untyped]  # an extra, untyped
-        import botocore.session  # type: ignore[import-untyped]
-    except ImportError:
-        if profile or os.environ.get("AWS_PROFILE"):
-            raise CredentialsError(
-                f"reading the AWS profile {profile or os.environ['AWS_PROFILE']!r} needs "
-                "botocore: pip install 'blob-lock[aws]'"
-            ) from None
-        return (
-            options,
-            None,
-            "object_store's chain (pip install 'blob-lock[aws]' for profiles and SSO)",
+        config = inner.get_scoped_config()
+        region = inner.get_config_variable("region")
+        name = config.get("services")
+        services = (
+            inner.full_config.get("services", {}).get(name, {}) if isinstance(name, str) else {}
         )
+    except Exception as e:
+        raise CredentialsError(_hint(e, getattr(inner, "profile", None))) from None
+    place(options, config, services, region or None)
+
+
+def default(options: dict[str, str]) -> Found:
+    """The storage options and credentials of the default chain, as the AWS CLI finds
+    them. Without botocore, a profile's static keys, region and endpoint_url are read from
+    the AWS files here; what needs more (SSO, roles, credential_process) names the extra."""
+    profile = options.pop(PROFILE_OPTION, None)
+    name = profile or os.environ.get("AWS_PROFILE") or "default"
+    named = bool(profile or os.environ.get("AWS_PROFILE"))
+    found = _aws_files.read(name)
+    if found is None and named:
+        raise CredentialsError(
+            f"the AWS profile {name!r} does not exist in {_aws_files.describe()}; "
+            f"run `aws configure --profile {name}` or name another profile"
+        )
+    place(options, found.config if found else {}, found.services if found else {})
+    if any(k in options for k in _UNSIGNED):
+        return Found(options, None, "none: requests are not signed (skip_signature)")
+    if any(k in options for k in _KEYS):
+        return Found(options, None, "AWS keys from the storage options")
+    if "AWS_ACCESS_KEY_ID" in os.environ and profile is None:
+        return Found(options, None, "AWS keys from AWS_ACCESS_KEY_ID")
+    try:
+        import botocore.exceptions  # type: ignore[import-untyped,import-not-found,unused-ignore]
+        import botocore.session  # type: ignore[import-untyped,import-not-found,unused-ignore]
+    except ImportError:
+        return _without_botocore(options, name, found)
     try:
         session = botocore.session.Session(profile=profile)
-        region = session.get_config_variable("region")
-        scoped = session.get_scoped_config()
-    except botocore.exceptions.ProfileNotFound:
-        name = profile or os.environ.get("AWS_PROFILE")
-        raise CredentialsError(
-            f"the AWS profile {name!r} does not exist in {_files()}; "
-            f"run `aws configure --profile {name}` or name another profile"
-        ) from None
     except Exception as e:
         raise CredentialsError(_hint(e, profile)) from None
-    if (
-        region
-        and not any(k in options for k in _REGIONS)
-        and not any(v in os.environ for v in _REGION_VARS)
-    ):
-        options["aws_region"] = region
-    if not any(k in options for k in _ENDPOINTS) and not any(
-        v in os.environ for v in _ENDPOINT_VARS
-    ):
-        s3 = scoped.get("s3")
-        endpoint = (
-            os.environ.get("AWS_ENDPOINT_URL_S3")
-            or (s3.get("endpoint_url") if isinstance(s3, dict) else None)
-            or scoped.get("endpoint_url")
-        )
-        if endpoint:
-            options["aws_endpoint"] = endpoint
-            if endpoint.startswith("http://"):
-                options.setdefault("aws_allow_http", "true")
-    name = profile or os.environ.get("AWS_PROFILE") or "default"
     source = f"AWS profile {name!r} via botocore"
 
     def find() -> Callable[[], tuple[Any, ...]]:
         try:
             credentials = session.get_credentials()
+        except botocore.exceptions.ProfileNotFound:
+            raise CredentialsError(
+                f"the AWS profile {name!r} does not exist in {_aws_files.describe()}; "
+                f"run `aws configure --profile {name}` or name another profile"
+            ) from None
         except Exception as e:
             raise CredentialsError(_hint(e, profile)) from None
         return fetcher(credentials, "", profile)[0]
 
-    return options, (FoundAtFirstFetch(find), source), source
+    return Found(options, (FoundAtFirstFetch(find), source), source)
+
+
+def _without_botocore(options: dict[str, str], name: str, found: Any) -> Found:
+    """A default install: the profile's static keys, or object_store's chain (web identity,
+    container credentials, instance metadata) when it has none."""
+    files = _aws_files.describe()
+    web_identity = os.environ.get("AWS_WEB_IDENTITY_TOKEN_FILE") and os.environ.get("AWS_ROLE_ARN")
+    if found is not None and not web_identity:
+        needs = _aws_files.needs_botocore(found)
+        if needs is not None:
+            key, what, path = needs
+            raise CredentialsError(
+                f"the AWS profile {name!r} uses {what} ({key} in {path}), which needs "
+                "botocore: pip install 'blob-lock[aws]'"
+            )
+        keys = _aws_files.static_keys(found)
+        if keys is not None:
+            given, path = keys
+            options.update(given)
+            return Found(options, None, f"AWS profile {name!r} in {path} (static keys)")
+    if found is None:
+        why = f"which have no profile {name!r}"
+    elif web_identity:
+        why = "passed over for web identity (AWS_WEB_IDENTITY_TOKEN_FILE)"
+    else:
+        why = f"whose profile {name!r} has no keys"
+    return Found(
+        options,
+        None,
+        "object_store's chain: web identity, container credentials, instance metadata "
+        "(pip install 'blob-lock[aws]' for SSO, roles and credential_process)",
+        tried=f"looked in the storage options, AWS_ACCESS_KEY_ID and {files}, {why}",
+        fix=_fix(name if name != "default" else None),
+    )

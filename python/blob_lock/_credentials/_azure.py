@@ -10,6 +10,7 @@ import shutil
 import threading
 from typing import Any
 
+from blob_lock._credentials._bridge import Found
 from blob_lock.exceptions import CredentialsError
 
 _EXPLICIT_OPTIONS = (
@@ -34,7 +35,7 @@ def explicit(options: dict[str, str]) -> bool:
 
 def _identity() -> Any:
     global _default
-    from azure.identity import DefaultAzureCredential
+    from azure.identity import DefaultAzureCredential  # type: ignore[import-not-found,unused-ignore]  # an extra
 
     with _guard:
         if _default is None:
@@ -42,20 +43,39 @@ def _identity() -> Any:
         return _default
 
 
-def default(options: dict[str, str]) -> tuple[dict[str, str], Any | None, str]:
+_TRIED = (
+    "looked in the storage options and the AZURE_* variables (no key, SAS, token, "
+    "connection string or service principal)"
+)
+_FIX = (
+    "run `az login`, give an account key, SAS or connection string "
+    "(AZURE_STORAGE_CONNECTION_STRING), or pip install 'blob-lock[azure]' for "
+    "DefaultAzureCredential's whole chain"
+)
+
+
+def default(options: dict[str, str]) -> Found:
     """As ``_aws.default``, for Azure."""
     if explicit(options):
-        return options, None, "Azure credentials given (object_store)"
+        return Found(options, None, "Azure credentials given (object_store)")
     try:
         credential = _identity()
     except ImportError:
         if shutil.which("az"):
             options["azure_use_azure_cli"] = "true"
-            return options, None, "the Azure CLI (`az login`), through object_store"
-        return (
+            return Found(
+                options,
+                None,
+                "the Azure CLI (`az login`), through object_store",
+                tried=_TRIED + "; azure-identity is not installed",
+                fix=_FIX,
+            )
+        return Found(
             options,
             None,
             "managed identity (object_store; pip install 'blob-lock[azure]' for the full chain)",
+            tried=_TRIED + "; azure-identity is not installed and `az` is not on PATH",
+            fix=_FIX,
         )
 
     def fetch() -> tuple[Any, ...]:
@@ -72,4 +92,4 @@ def default(options: dict[str, str]) -> tuple[dict[str, str], Any | None, str]:
         return ("token", token.token, float(token.expires_on))
 
     source = "azure-identity DefaultAzureCredential"
-    return options, (fetch, source), source
+    return Found(options, (fetch, source), source)

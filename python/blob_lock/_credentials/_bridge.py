@@ -8,8 +8,8 @@ from __future__ import annotations
 import inspect
 import threading
 from collections.abc import Callable, Mapping
-from datetime import datetime, timedelta, timezone
-from typing import Any
+from datetime import datetime, timedelta
+from typing import Any, NamedTuple
 
 from blob_lock import _blob_lock
 from blob_lock._credentials import _loop
@@ -25,17 +25,35 @@ CLOUD_NAMES = {"s3": "S3", "azure": "Azure", "gcs": "GCS"}
 
 
 def epoch(value: object) -> float | None:
-    """An expiry as seconds since the epoch: a datetime (naive ones are UTC), a number, or
+    """An expiry as seconds since the epoch: a timezone-aware datetime, a number, or
     None."""
     if value is None:
         return None
     if isinstance(value, datetime):
-        if value.tzinfo is None:
-            value = value.replace(tzinfo=timezone.utc)
+        if value.tzinfo is None or value.utcoffset() is None:
+            # Local time or UTC? Either guess would shift every refresh by hours somewhere.
+            raise CredentialsError(
+                f"a credential's expires_at must be a timezone-aware datetime, got the naive "
+                f"{value.isoformat()}: give datetime.now(timezone.utc) + ..., or .replace("
+                "tzinfo=timezone.utc) on a UTC time"
+            )
         return value.timestamp()
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         return float(value)
     raise CredentialsError(f"a credential's expiry must be a datetime or None, got {value!r}")
+
+
+class Found(NamedTuple):
+    """What a cloud's default chain settled on: the storage options to give object_store,
+    the fetch function of credentials from outside object_store's chain with where they
+    come from (None: object_store's own chain), and the source in words. For object_store's
+    chain, what was looked at before it and the fix, for the error if it finds nothing."""
+
+    options: dict[str, str]
+    fetch: tuple[Callable[[], tuple[Any, ...]], str] | None
+    source: str
+    tried: str = "credentials were given to object_store"
+    fix: str = "check the credentials given"
 
 
 class FoundAtFirstFetch:
@@ -88,12 +106,21 @@ def _from_mapping(cloud: str, got: object, what: str) -> tuple[Any, ...]:
     return (str(_item(got, "token", what)), expires)
 
 
+def _kind(obj: object) -> str:
+    """What ``obj`` is, without its value: ``a str of 40 characters``, ``an int``."""
+    name = type(obj).__name__
+    article = "an" if name[:1].lower() in "aeiou" else "a"
+    if isinstance(obj, (str, bytes)):
+        return f"{article} {name} of {len(obj)} characters"
+    return f"{article} {name}"
+
+
 def _name(obj: object) -> str:
     cls = type(obj)
     return f"{cls.__module__}.{cls.__qualname__}"
 
 
-def _is_boto(obj: object) -> bool:
+def is_boto(obj: object) -> bool:
     return _name(obj).startswith(("boto3.", "botocore.")) and hasattr(obj, "get_credentials")
 
 
@@ -103,7 +130,7 @@ def _is_google(obj: object) -> bool:
 
 def _fetcher(cloud: str, provider: object) -> tuple[Callable[[], tuple[Any, ...]], str]:
     """The plain fetch function for ``provider``, and where its credentials come from."""
-    if cloud == "s3" and _is_boto(provider):
+    if cloud == "s3" and is_boto(provider):
         from blob_lock._credentials import _aws
 
         session: Any = getattr(provider, "_session", provider)  # boto3.Session wraps botocore's
@@ -126,7 +153,8 @@ def _fetcher(cloud: str, provider: object) -> tuple[Callable[[], tuple[Any, ...]
             f"credentials (obstore's credential_provider shape), "
             f"{'a boto3/botocore session' if cloud == 's3' else ''}"
             f"{'an azure-identity credential' if cloud == 'azure' else ''}"
-            f"{'google-auth credentials' if cloud == 'gcs' else ''}, got {provider!r}"
+            f"{'google-auth credentials' if cloud == 'gcs' else ''}, got "
+            f"{_kind(provider)} (not shown: it may be a secret)"
         )
     what = f"credential_provider {getattr(provider, '__qualname__', type(provider).__name__)}"
 

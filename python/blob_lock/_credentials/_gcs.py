@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
+from datetime import timezone
 from typing import Any
 
-from blob_lock._credentials._bridge import FoundAtFirstFetch
+from blob_lock._credentials._bridge import Found, FoundAtFirstFetch
 from blob_lock.exceptions import CredentialsError
 
 _EXPLICIT = (
@@ -30,7 +31,7 @@ def _fix() -> str:
 
 def fetcher(credentials: Any) -> Callable[[], tuple[Any, ...]]:
     """The fetch function over google-auth credentials: refreshed at each fetch."""
-    from google.auth.transport.requests import Request
+    from google.auth.transport.requests import Request  # type: ignore[import-not-found,unused-ignore]  # an extra
 
     request = Request()
 
@@ -42,6 +43,8 @@ def fetcher(credentials: Any) -> Callable[[], tuple[Any, ...]]:
                 f"refreshing the Google credentials failed ({type(e).__name__}: {e}); {_fix()}"
             ) from None
         expiry = credentials.expiry
+        if expiry is not None and expiry.tzinfo is None:
+            expiry = expiry.replace(tzinfo=timezone.utc)  # google-auth's expiry is naive UTC
         from blob_lock._credentials._bridge import epoch
 
         return (credentials.token, epoch(expiry))
@@ -49,23 +52,30 @@ def fetcher(credentials: Any) -> Callable[[], tuple[Any, ...]]:
     return fetch
 
 
-def default(options: dict[str, str]) -> tuple[dict[str, str], Any | None, str]:
+def default(options: dict[str, str]) -> Found:
     """As ``_aws.default``, for GCS."""
     if any(k in options for k in _EXPLICIT) or any(
         k.startswith("GOOGLE_SERVICE_ACCOUNT") for k in os.environ
     ):
-        return options, None, "a service account given (object_store)"
+        return Found(options, None, "a service account given (object_store)")
     try:
-        import google.auth  # noqa: F401  (present: the chain is used)
+        import google.auth  # type: ignore[import-not-found,unused-ignore]  # noqa: F401
     except ImportError:
-        return options, None, "object_store's chain (pip install 'blob-lock[gcp]' for gcloud's)"
+        return Found(
+            options,
+            None,
+            "object_store's chain (pip install 'blob-lock[gcp]' for gcloud's)",
+            tried="looked in the storage options and GOOGLE_SERVICE_ACCOUNT*; google-auth is "
+            "not installed",
+            fix=_fix() + ", or pip install 'blob-lock[gcp]'",
+        )
     source = "Google application default credentials via google-auth"
-    return options, (FoundAtFirstFetch(_find), source), source
+    return Found(options, (FoundAtFirstFetch(_find), source), source)
 
 
 def _find() -> Callable[[], tuple[Any, ...]]:
-    import google.auth
-    import google.auth.exceptions
+    import google.auth  # type: ignore[import-not-found,unused-ignore]  # an extra
+    import google.auth.exceptions  # type: ignore[import-not-found,unused-ignore]  # an extra
 
     try:
         credentials, _project = google.auth.default(scopes=[SCOPE])

@@ -35,11 +35,14 @@ from collections.abc import Callable
 from blob_lock.cli._exits import EXIT_ERROR, EXIT_PIPE, EXIT_USAGE
 from blob_lock.cli._inventory import ls_command, prune_command
 from blob_lock.cli._look import break_command, doctor_command, status_command, wait_command
-from blob_lock.cli._parser import parser
+from blob_lock.cli._parser import parse
 from blob_lock.cli._run import run
 from blob_lock.exceptions import LockError
 
 __all__ = ["main"]
+
+#: Loggers of the libraries under the command, quiet unless -v.
+QUIET_UNLESS_VERBOSE = ("azure", "botocore", "boto3", "google", "urllib3", "msal")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -53,11 +56,17 @@ def main(argv: list[str] | None = None) -> int:
         argv, cmd = argv[:cut], argv[cut + 1 :]
     verbose = False
     try:
-        args = parser().parse_args(argv)
+        args = parse(argv)
         verbose = args.verbose
         cmd = cmd or list(getattr(args, "cmd", None) or [])
         if args.verbose:
             logging.basicConfig(level=logging.DEBUG, format="%(asctime)s %(name)s %(message)s")
+        else:
+            # The cloud libraries warn at length while a credential chain looks for
+            # credentials (azure-identity: a paragraph per source); blob-lock's own error
+            # says what was tried and what to do. -v shows theirs.
+            for name in QUIET_UNLESS_VERBOSE:
+                logging.getLogger(name).setLevel(logging.CRITICAL)
         if args.uri.strip().lower().startswith("memory://"):
             print(
                 "blob-lock: warning: a memory:// store lives inside one process; no other "

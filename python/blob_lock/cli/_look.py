@@ -7,7 +7,15 @@ import argparse
 import json
 import sys
 
-from blob_lock import BreakOutcome, LockTimeout, break_lock, doctor, inspect, wait_free
+from blob_lock import (
+    BreakOutcome,
+    LockTimeout,
+    break_lock,
+    credential_source,
+    doctor,
+    inspect,
+    wait_free,
+)
 from blob_lock.cli._exits import EXIT_REFUSED, EXIT_TIMEOUT
 from blob_lock.cli._parser import storage_options
 from blob_lock.cli._progress import Progress
@@ -85,9 +93,14 @@ def break_command(args: argparse.Namespace) -> int:
 
 def doctor_command(args: argparse.Namespace) -> int:
     """``blob-lock doctor``: is cas safe on this store?"""
+    options = storage_options(args)
+    if not args.json:
+        # Before any request: when the store refuses them, this line says whose they were.
+        print(f"probing {args.uri}")
+        print(f"  credentials: {credential_source(args.uri, options)}", flush=True)
     report = doctor(
         args.uri,
-        storage_options=storage_options(args),
+        storage_options=options,
         race=args.race,
         racers=args.racers,
         rounds=args.rounds,
@@ -99,8 +112,7 @@ def doctor_command(args: argparse.Namespace) -> int:
         out["verdict"] = report.verdict()
         print(json.dumps(out, indent=2))
     else:
-        print(f"probing {report.uri} on the scratch lock {report.scratch}")
-        print(f"  credentials: {report.credentials}")
+        print(f"  scratch lock: {report.scratch}")
         for p in report.probes:
             mark = "ok  " if p.ok else "FAIL"
             print(f"  {mark} {p.name:<30} {p.seconds * 1000:8.1f} ms  {p.detail}")

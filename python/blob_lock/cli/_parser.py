@@ -67,6 +67,51 @@ def duration(text: str) -> float:
     return float(m.group(1)) * _UNITS[m.group(2)]
 
 
+#: Where the options that every command takes land when given before the command
+#: (``blob-lock --profile prod status URI``, as ``aws --profile`` and ``git -C``): apart from
+#: the command's own, then merged (``parse``), so that neither place overwrites the other.
+_GLOBAL = "global_"
+
+
+def _common(p: argparse.ArgumentParser, dest: str) -> None:
+    """The options every command takes, before or after its name."""
+    p.add_argument(
+        "-o",
+        "--storage-option",
+        action="append",
+        dest=f"{dest}storage_option",
+        metavar="KEY=VALUE",
+        help="an object_store configuration key (repeatable), on top of the environment",
+    )
+    p.add_argument(
+        "--profile",
+        dest=f"{dest}profile",
+        metavar="NAME",
+        help="the AWS profile for s3:// (as AWS_PROFILE), from ~/.aws",
+    )
+    p.add_argument(
+        "-v",
+        "--verbose",
+        action="store_true",
+        dest=f"{dest}verbose",
+        help="log lock activity, and the store's and the cloud libraries' own messages",
+    )
+
+
+def parse(argv: list[str]) -> argparse.Namespace:
+    """The command line parsed, with the options given before the command merged into the
+    command's: storage options from both places, the profile and -v from either."""
+    args = parser().parse_args(argv)
+    before: list[str] = getattr(args, f"{_GLOBAL}storage_option") or []
+    after: list[str] = args.storage_option or []
+    args.storage_option = [*before, *after] or None
+    args.profile = args.profile or getattr(args, f"{_GLOBAL}profile")
+    args.verbose = args.verbose or getattr(args, f"{_GLOBAL}verbose")
+    for name in ("storage_option", "profile", "verbose"):
+        delattr(args, f"{_GLOBAL}{name}")
+    return args
+
+
 def parser() -> argparse.ArgumentParser:
     """The `blob-lock` command line, with every command and its options."""
     p = argparse.ArgumentParser(
@@ -77,6 +122,7 @@ def parser() -> argparse.ArgumentParser:
         ),
     )
     p.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    _common(p, _GLOBAL)
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     def command(
@@ -89,20 +135,7 @@ def parser() -> argparse.ArgumentParser:
             )
         else:
             c.add_argument("uri", metavar="URI", help="lock URI; the lockfile is URI/lock.json")
-        c.add_argument(
-            "-o",
-            "--storage-option",
-            action="append",
-            metavar="KEY=VALUE",
-            help="an object_store configuration key (repeatable), on top of the environment",
-        )
-        c.add_argument(
-            "--profile",
-            metavar="NAME",
-            help="the AWS profile for s3:// (as AWS_PROFILE; read by botocore, "
-            "pip install 'blob-lock[aws]')",
-        )
-        c.add_argument("-v", "--verbose", action="store_true", help="log lock activity")
+        _common(c, "")
         return c
 
     run = command(

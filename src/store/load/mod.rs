@@ -24,7 +24,7 @@ mod saturation;
 use crate::metrics;
 use capacity::Capacity;
 use kind::rank_of;
-pub use kind::{as_kind, current_kind, Kind};
+pub use kind::{as_kind, current_kind, reserving, Kind};
 use latency::Latency;
 use limit::Limit;
 use pass::Waiting;
@@ -118,7 +118,18 @@ impl Load {
                     rank,
                     told: false,
                 };
-                waiting.turn().await
+                match rank {
+                    // Renewals and the releases of held leases wait until their deadline
+                    // (the queue says when it is too late).
+                    Rank::Renewal(_) | Rank::LeaseRelease(_) => waiting.turn().await,
+                    // The rest give way for at most a request timeout: an acquisition
+                    // behind renewals that keep coming is refused as saturated (its caller
+                    // retries within its own timeout), never left waiting without end.
+                    _ => match tokio::time::timeout(floor, waiting.turn()).await {
+                        Ok(turn) => turn,
+                        Err(_) => return Err(TooLate(self.no_slot(floor))),
+                    },
+                }
             }
         };
         if let Turn::TooLate = turn {
@@ -151,6 +162,43 @@ impl Load {
             in_flight: s.in_flight,
             timeout,
         })
+    }
+
+    /// Waits for a slot for the current task's next request and keeps it for that request
+    /// (inside [`reserving`] or [`as_kind`]; elsewhere it does nothing): a write that
+    /// stamps a lease with the time it leaves takes its slot first, so that time is when it
+    /// leaves, not when it began to wait. A lease counted from before a long wait for a
+    /// slot would gain less than its heartbeat at each renewal, and every lease would run
+    /// out together once renewals must wait.
+    pub async fn reserve(
+        self: &Arc<Self>,
+        floor: Duration,
+        ceiling: Duration,
+    ) -> Result<(), TooLate> {
+        if kind::keeps(self) {
+            return Ok(());
+        }
+        let pass = self.enter(current_kind(), floor, ceiling).await?;
+        drop(kind::keep(pass)); // no place to keep it: given back at once
+        Ok(())
+    }
+
+    /// The slot the current task reserved on this load, if any.
+    pub fn reserved(self: &Arc<Self>) -> Option<Pass> {
+        kind::take(self)
+    }
+
+    /// The reason a request other than a renewal was not sent.
+    fn no_slot(&self, waited: Duration) -> String {
+        let s = self.state();
+        format!(
+            "no request slot within {:.1}s: the renewals of the {} leases held there go first ({}, {} requests waiting, {} in flight)",
+            waited.as_secs_f64(),
+            s.leases,
+            s.latency_words(),
+            s.queue.len(),
+            s.in_flight
+        )
     }
 
     /// The reason a renewal was not sent.
