@@ -100,7 +100,14 @@ impl Load {
         ceiling: Duration,
     ) -> Result<Pass, TooLate> {
         let asked = Instant::now();
-        let rank = rank_of(kind);
+        let rank = match rank_of(kind) {
+            // A release ends its lease's renewals: it goes before every renewal that can
+            // wait a request timeout, not before one about to miss its deadline. By its
+            // lease's deadline alone, a process releasing its locks one by one on a store
+            // kept busy by their renewals waited behind all of them, each time.
+            Rank::LeaseRelease(deadline) => Rank::LeaseRelease(deadline.min(asked + floor)),
+            rank => rank,
+        };
         let mut heard = {
             let mut s = self.state();
             s.tick(asked);

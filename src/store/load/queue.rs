@@ -13,8 +13,9 @@ use tokio::time::Instant;
 pub(super) enum Rank {
     /// A renewal, by its lease's deadline.
     Renewal(Instant),
-    /// The release of a held lease, among the renewals by that lease's deadline: it ends
-    /// the lease's renewals. (Sent even after the deadline: it saves the next owner a wait.)
+    /// The release of a held lease, among the renewals by the earlier of that lease's
+    /// deadline and a request timeout after it was asked (`Load::enter`): it ends the
+    /// lease's renewals. (Sent even after the deadline: it saves the next owner a wait.)
     LeaseRelease(Instant),
     /// Another release: it frees a lock for others, but a late one costs only a wait.
     Release,

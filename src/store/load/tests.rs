@@ -255,3 +255,84 @@ async fn acquisitions_are_refused_once_held_leases_need_most_of_the_capacity() {
     }
     assert!(load.admit().is_ok(), "room again");
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_held_locks_release_goes_before_renewals_that_can_wait() {
+    let load = load();
+    let now = Instant::now();
+    let mut busy = Vec::new();
+    for _ in 0..load.limit() {
+        let kind = Kind::Renewal {
+            deadline: now + FLOOR * 100,
+        };
+        busy.push(load.enter(kind, FLOOR, FLOOR).await.unwrap());
+    }
+    let order = Arc::new(Mutex::new(Vec::new()));
+    let mut tasks = Vec::new();
+    for (name, kind) in [
+        (
+            "renewal that can wait",
+            Kind::Renewal {
+                deadline: now + MS * 9000,
+            },
+        ),
+        (
+            "release",
+            Kind::Release {
+                deadline: Some(now + FLOOR * 100),
+            },
+        ),
+        (
+            "renewal about to miss its deadline",
+            Kind::Renewal {
+                deadline: now + MS * 500,
+            },
+        ),
+    ] {
+        let (load, order) = (load.clone(), order.clone());
+        tasks.push(tokio::spawn(async move {
+            let pass = load.enter(kind, FLOOR, FLOOR).await.unwrap();
+            order.lock().unwrap().push(name);
+            pass.end(Ending::Answered);
+        }));
+        tokio::task::yield_now().await;
+    }
+    for pass in busy {
+        pass.end(Ending::Answered);
+        tokio::time::sleep(MS).await;
+    }
+    for t in tasks {
+        t.await.unwrap();
+    }
+    assert_eq!(
+        *order.lock().unwrap(),
+        [
+            "renewal about to miss its deadline",
+            "release",
+            "renewal that can wait"
+        ]
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_acquisition_behind_renewals_gives_up_after_a_request_timeout() {
+    let load = load();
+    let now = Instant::now();
+    let mut busy = Vec::new();
+    for _ in 0..load.limit() {
+        let kind = Kind::Renewal {
+            deadline: now + FLOOR * 100,
+        };
+        busy.push(load.enter(kind, FLOOR, FLOOR).await.unwrap());
+    }
+    let began = Instant::now();
+    let refused = load.enter(Kind::Other, FLOOR, FLOOR).await.unwrap_err();
+    assert_eq!(Instant::now() - began, FLOOR);
+    assert!(
+        refused.0.contains("no request slot within 1.0s"),
+        "{}",
+        refused.0
+    );
+    assert_eq!(waiting(&load), 0, "it left the queue");
+    drop(busy);
+}
