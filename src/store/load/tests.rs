@@ -13,6 +13,53 @@ fn waiting(load: &Load) -> usize {
     load.state().waiting
 }
 
+/// Every slot of `load` taken by a renewal that can wait.
+async fn renewals_in_every_slot(load: &Arc<Load>, now: Instant) -> Vec<Pass> {
+    let mut busy = Vec::new();
+    for _ in 0..load.limit() {
+        let kind = Kind::Renewal {
+            deadline: now + FLOOR * 100,
+        };
+        busy.push(load.enter(kind, FLOOR, FLOOR).await.unwrap());
+    }
+    busy
+}
+
+/// Requests queued one after another, each noting its name when it gets a slot.
+type Queued = (
+    Arc<Mutex<Vec<&'static str>>>,
+    Vec<tokio::task::JoinHandle<()>>,
+);
+
+async fn queued_in_order(load: &Arc<Load>, requests: Vec<(&'static str, Kind)>) -> Queued {
+    let order = Arc::new(Mutex::new(Vec::new()));
+    let mut tasks = Vec::new();
+    for (name, kind) in requests {
+        let (load, order) = (load.clone(), order.clone());
+        tasks.push(tokio::spawn(async move {
+            let pass = load.enter(kind, FLOOR, FLOOR).await.unwrap();
+            order.lock().unwrap().push(name);
+            tokio::time::sleep(MS).await;
+            pass.end(Ending::Answered);
+        }));
+        tokio::task::yield_now().await;
+    }
+    (order, tasks)
+}
+
+/// Frees `busy` one slot at a time, then the order in which the queued requests went.
+async fn order_of(busy: Vec<Pass>, (order, tasks): Queued) -> Vec<&'static str> {
+    for pass in busy {
+        pass.end(Ending::Answered);
+        tokio::time::sleep(MS * 10).await;
+    }
+    for t in tasks {
+        t.await.unwrap();
+    }
+    let order = order.lock().unwrap().clone();
+    order
+}
+
 #[tokio::test(start_paused = true)]
 async fn renewals_get_freed_slots_first_earliest_deadline_first() {
     let load = load();
@@ -29,44 +76,30 @@ async fn renewals_get_freed_slots_first_earliest_deadline_first() {
         };
         busy.push(load.enter(kind, FLOOR, FLOOR).await.unwrap());
     }
-    let order = Arc::new(Mutex::new(Vec::new()));
-    let mut tasks = Vec::new();
-    for (name, kind) in [
-        ("read", Kind::Other),
-        (
-            "late renewal",
-            Kind::Renewal {
-                deadline: now + MS * 9000,
-            },
-        ),
-        ("release", Kind::Release { deadline: None }),
-        (
-            "urgent renewal",
-            Kind::Renewal {
-                deadline: now + MS * 3000,
-            },
-        ),
-    ] {
-        let (load, order) = (load.clone(), order.clone());
-        tasks.push(tokio::spawn(async move {
-            let pass = load.enter(kind, FLOOR, FLOOR).await.unwrap();
-            order.lock().unwrap().push(name);
-            tokio::time::sleep(MS).await;
-            pass.end(Ending::Answered);
-        }));
-        tokio::task::yield_now().await;
-    }
+    let queued = queued_in_order(
+        &load,
+        vec![
+            ("read", Kind::Other),
+            (
+                "late renewal",
+                Kind::Renewal {
+                    deadline: now + MS * 9000,
+                },
+            ),
+            ("release", Kind::Release { deadline: None }),
+            (
+                "urgent renewal",
+                Kind::Renewal {
+                    deadline: now + MS * 3000,
+                },
+            ),
+        ],
+    )
+    .await;
     assert_eq!(waiting(&load), 4);
     // Slots come free one at a time.
-    for pass in busy {
-        pass.end(Ending::Answered);
-        tokio::time::sleep(MS * 10).await;
-    }
-    for t in tasks {
-        t.await.unwrap();
-    }
     assert_eq!(
-        *order.lock().unwrap(),
+        order_of(busy, queued).await,
         ["urgent renewal", "late renewal", "release", "read"]
     );
     assert_eq!(waiting(&load), 0);
@@ -260,52 +293,33 @@ async fn acquisitions_are_refused_once_held_leases_need_most_of_the_capacity() {
 async fn a_held_locks_release_goes_before_renewals_that_can_wait() {
     let load = load();
     let now = Instant::now();
-    let mut busy = Vec::new();
-    for _ in 0..load.limit() {
-        let kind = Kind::Renewal {
-            deadline: now + FLOOR * 100,
-        };
-        busy.push(load.enter(kind, FLOOR, FLOOR).await.unwrap());
-    }
-    let order = Arc::new(Mutex::new(Vec::new()));
-    let mut tasks = Vec::new();
-    for (name, kind) in [
-        (
-            "renewal that can wait",
-            Kind::Renewal {
-                deadline: now + MS * 9000,
-            },
-        ),
-        (
-            "release",
-            Kind::Release {
-                deadline: Some(now + FLOOR * 100),
-            },
-        ),
-        (
-            "renewal about to miss its deadline",
-            Kind::Renewal {
-                deadline: now + MS * 500,
-            },
-        ),
-    ] {
-        let (load, order) = (load.clone(), order.clone());
-        tasks.push(tokio::spawn(async move {
-            let pass = load.enter(kind, FLOOR, FLOOR).await.unwrap();
-            order.lock().unwrap().push(name);
-            pass.end(Ending::Answered);
-        }));
-        tokio::task::yield_now().await;
-    }
-    for pass in busy {
-        pass.end(Ending::Answered);
-        tokio::time::sleep(MS).await;
-    }
-    for t in tasks {
-        t.await.unwrap();
-    }
+    let busy = renewals_in_every_slot(&load, now).await;
+    let queued = queued_in_order(
+        &load,
+        vec![
+            (
+                "renewal that can wait",
+                Kind::Renewal {
+                    deadline: now + MS * 9000,
+                },
+            ),
+            (
+                "release",
+                Kind::Release {
+                    deadline: Some(now + FLOOR * 100),
+                },
+            ),
+            (
+                "renewal about to miss its deadline",
+                Kind::Renewal {
+                    deadline: now + MS * 500,
+                },
+            ),
+        ],
+    )
+    .await;
     assert_eq!(
-        *order.lock().unwrap(),
+        order_of(busy, queued).await,
         [
             "renewal about to miss its deadline",
             "release",
@@ -317,14 +331,7 @@ async fn a_held_locks_release_goes_before_renewals_that_can_wait() {
 #[tokio::test(start_paused = true)]
 async fn an_acquisition_behind_renewals_gives_up_after_a_request_timeout() {
     let load = load();
-    let now = Instant::now();
-    let mut busy = Vec::new();
-    for _ in 0..load.limit() {
-        let kind = Kind::Renewal {
-            deadline: now + FLOOR * 100,
-        };
-        busy.push(load.enter(kind, FLOOR, FLOOR).await.unwrap());
-    }
+    let busy = renewals_in_every_slot(&load, Instant::now()).await;
     let began = Instant::now();
     let refused = load.enter(Kind::Other, FLOOR, FLOOR).await.unwrap_err();
     assert_eq!(Instant::now() - began, FLOOR);

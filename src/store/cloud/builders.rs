@@ -1,92 +1,20 @@
-//! The one configuration of object_store's S3, Azure and GCS clients: from the environment,
-//! the lock URI's bucket and the storage options, with blob-lock's retry and timeout
-//! settings. Every value that object_store would put into a request URL or header
-//! (endpoints, regions, account names, credentials) is checked here first: object_store
-//! panics on a URL or header it cannot build.
+//! What differs between the S3, Azure and GCS clients, behind one trait so that one function
+//! configures them all (`super::configure`): the environment each reads, its keys, which of
+//! them become URLs or host names, its endpoint, and what its own credential chain uses.
 
-use super::connection_string;
-use super::credentials::Credentials;
-use super::environment::Environment;
-use super::signing::{Chain, ChainProvider, Signing};
-use super::uri::Cloud;
-use crate::errors::{Error, Result};
+use super::check_url;
+use crate::store::credentials::Credentials;
+use crate::store::environment::Environment;
+use crate::store::signing::ChainProvider;
+use crate::store::uri::Cloud;
 use object_store::aws::{AmazonS3Builder, AmazonS3ConfigKey as S3Key};
 use object_store::azure::{AzureConfigKey as AzKey, MicrosoftAzureBuilder};
 use object_store::gcp::{GoogleCloudStorageBuilder, GoogleConfigKey as GcsKey};
-use object_store::{BackoffConfig, ClientConfigKey, ObjectStore, RetryConfig};
+use object_store::{ClientConfigKey, ObjectStore, RetryConfig};
 use std::sync::Arc;
-use std::time::Duration;
-
-/// Builds the object_store client: `(client, name for messages, what signs its requests)`.
-pub(crate) fn build(
-    cloud: Cloud,
-    scheme: &str,
-    authority: &str,
-    given: &super::client::Options,
-) -> Result<(Arc<dyn ObjectStore>, String, Signing)> {
-    let (options, credentials, env) = (
-        &given.store,
-        given.credentials.as_ref(),
-        &*given.environment,
-    );
-    let url = format!("{scheme}://{authority}");
-    if let Some(c) = credentials.filter(|c| c.cloud() != cloud) {
-        return Err(Error::InvalidArgument(format!(
-            "credentials for {} ({}) given for {url}, a {} store; give the credentials of {}",
-            c.cloud().name(),
-            c.source(),
-            cloud.name(),
-            cloud.name()
-        )));
-    }
-    let given = match options.is_empty() {
-        true => "none".to_string(),
-        false => options
-            .iter()
-            .map(|(k, _)| k.as_str())
-            .collect::<Vec<_>>()
-            .join(", "),
-    };
-    let mut sources = format!("storage options given: {given}");
-    match cloud {
-        Cloud::S3 => configure::<AmazonS3Builder>(&url, options, credentials, env, &sources),
-        Cloud::Azure => {
-            let (options, origin) = connection_string::expand(options, env)?;
-            if let Some(origin) = origin {
-                let place = match origin {
-                    connection_string::VARIABLE => format!("the environment's {origin}"),
-                    _ => format!("the storage option {origin}"),
-                };
-                sources.push_str(&format!("; a connection string from {place}"));
-            }
-            configure::<MicrosoftAzureBuilder>(&url, &options, credentials, env, &sources)
-        }
-        Cloud::Gcs => {
-            configure::<GoogleCloudStorageBuilder>(&url, options, credentials, env, &sources)
-        }
-    }
-}
-
-/// The client settings of every store: no retries inside object_store. Each request goes
-/// through the store's gate ([`super::gate`]), which sees every answer (a throttling one
-/// slows the whole process down, [`super::load`]) and tries a request whose connection
-/// closed under it once more; the callers retry the rest with their deadlines in view
-/// (a lease's, an acquisition's). Retries hidden inside a request would spend the store's
-/// capacity where the process cannot see it.
-fn retry() -> RetryConfig {
-    RetryConfig {
-        backoff: BackoffConfig {
-            init_backoff: Duration::from_millis(50),
-            max_backoff: Duration::from_secs(2),
-            base: 2.0,
-        },
-        max_retries: 0,
-        retry_timeout: Duration::from_secs(30),
-    }
-}
 
 /// What the three builders have in common, so that one function configures them all.
-trait Builder: Sized {
+pub(super) trait Builder: Sized {
     type Key: std::str::FromStr + AsRef<str> + Clone;
     const CLOUD: Cloud;
     /// The environment variables object_store reads for it.
@@ -123,7 +51,7 @@ trait Builder: Sized {
 }
 
 /// True for a configuration value that object_store reads as true.
-fn truthy(value: Option<String>) -> bool {
+pub(super) fn truthy(value: Option<String>) -> bool {
     value.is_some_and(|v| {
         matches!(
             v.trim().to_ascii_lowercase().as_str(),
@@ -141,182 +69,6 @@ fn keys_from<B: Builder>(mut builder: B, env: &Environment, prefix: &str) -> B {
         }
     }
     builder
-}
-
-fn configure<B: Builder>(
-    url: &str,
-    options: &[(String, String)],
-    credentials: Option<&Credentials>,
-    env: &Environment,
-    sources: &str,
-) -> Result<(Arc<dyn ObjectStore>, String, Signing)> {
-    let store = B::CLOUD.name();
-    // Set as configuration keys, not with `with_client_options`, which would replace the
-    // client options read from the environment (AWS_ALLOW_HTTP, proxies, CA bundles).
-    let mut b = B::from_env(env)
-        .with_url(url)
-        .with_retry(retry())
-        .with_config(B::client_key(ClientConfigKey::Timeout), "30s")
-        .with_config(B::client_key(ClientConfigKey::ConnectTimeout), "5s");
-    for (k, v) in options {
-        check_text(k, v)?;
-        let key: B::Key = k.parse().map_err(|_| {
-            let hint = match super::option_names::nearest(B::CLOUD, k) {
-                Some(near) => format!("did you mean {near:?}? "),
-                None => String::new(),
-            };
-            Error::InvalidArgument(format!(
-                "unknown storage option {k:?} for {store}: {hint}see object_store's configuration keys for {store}"
-            ))
-        })?;
-        if B::is_bucket(&key) {
-            return Err(Error::InvalidArgument(format!(
-                "storage option {k:?} names the bucket or container, which the lock URI {url} names already; leave it out"
-            )));
-        }
-        b = b.with_config(key, v);
-    }
-    if let Some(c) = credentials {
-        b = b.with_credentials(c);
-    }
-    b = plain_http::<B>(b, options, env)?;
-    for (key, where_) in B::urls() {
-        if let Some(value) = b.get(&key) {
-            check_url(&value).map_err(|why| {
-                Error::InvalidArgument(format!(
-                    "invalid {store} {where_}: {value:?} {why} ({} in storage_options, or its variable in the environment)",
-                    key.as_ref()
-                ))
-            })?;
-        }
-    }
-    for (key, what) in B::host_parts() {
-        if let Some(value) = b.get(&key) {
-            let ok = !value.is_empty()
-                && value
-                    .chars()
-                    .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c));
-            if !ok {
-                return Err(Error::InvalidArgument(format!(
-                    "invalid {store} {what} {value:?} ({} in storage_options, or its variable in the environment): it becomes part of host names and signatures, so only letters, digits, '-', '_' and '.' are allowed",
-                    key.as_ref()
-                )));
-            }
-        }
-    }
-    let name = match b.endpoint(env) {
-        Some(endpoint) => format!("{url} at {endpoint}"),
-        None => url.to_string(),
-    };
-    let chain_uses = match credentials {
-        Some(c) if c.chain_note().is_none() => None, // given: signed with them
-        _ => b.chain_uses(),
-    };
-    let built = b.finish(env).map_err(|e| {
-        Error::InvalidArgument(format!(
-            "cannot configure the store for {url}: {e} ({sources}; the rest comes from the environment)"
-        ))
-    })?;
-    let (store, provider) = built;
-    let signing = match (credentials, chain_uses) {
-        (Some(c), _) if c.chain_note().is_none() => Signing::Given(c.clone()),
-        (_, None) => Signing::Unsigned,
-        (c, Some(what)) => Signing::Chain(Chain {
-            provider,
-            what,
-            note: c.and_then(|c| c.chain_note().cloned()),
-            source: c.map(|c| c.source().to_string()),
-        }),
-    };
-    Ok((store, name, signing))
-}
-
-/// One rule for plain HTTP, wherever the endpoint came from (storage options, the
-/// environment, an AWS profile): an `http://` endpoint is the caller's choice and is
-/// allowed; an `http://` endpoint with plain HTTP explicitly refused is an error now, not
-/// a request that object_store's client refuses later (which would read as a store that
-/// never answered).
-fn plain_http<B: Builder>(b: B, options: &[(String, String)], env: &Environment) -> Result<B> {
-    let allow = B::client_key(ClientConfigKey::AllowHttp);
-    let Some(endpoint) = B::endpoints()
-        .iter()
-        .filter_map(|k| b.get(k))
-        .find(|v| v.len() > 7 && v[..7].eq_ignore_ascii_case("http://"))
-    else {
-        return Ok(b);
-    };
-    let given = options
-        .iter()
-        .find(|(k, _)| {
-            k.parse::<B::Key>()
-                .is_ok_and(|k| k.as_ref() == allow.as_ref())
-        })
-        .map(|(k, v)| (format!("the storage option {k}"), v.clone()))
-        .or_else(|| {
-            env.starting_with(B::ENV_PREFIX)
-                .find(|(name, _)| {
-                    name.to_ascii_lowercase()
-                        .parse::<B::Key>()
-                        .is_ok_and(|k| k.as_ref() == allow.as_ref())
-                })
-                .map(|(name, v)| (name.to_string(), v.to_string()))
-        });
-    match given {
-        None => Ok(b.with_config(allow, "true")),
-        Some((_, v)) if truthy(Some(v.clone())) => Ok(b),
-        Some((what, v)) => Err(Error::InvalidArgument(format!(
-            "the {} endpoint {endpoint} is plain HTTP, but {what} is {v:?}, which refuses it: use an https:// endpoint, or leave {what} out (an http:// endpoint is allowed by itself)",
-            B::CLOUD.name()
-        ))),
-    }
-}
-
-/// A value that becomes a request header or a URL must be one line: object_store panics on
-/// a header value with a line break (a pasted key with its newline). Keys that hold whole
-/// documents (a service account key, a PEM certificate) may span lines.
-fn check_text(key: &str, value: &str) -> Result<()> {
-    let document = key.contains("service_account_key") || key.contains("certificate");
-    let bad = value
-        .chars()
-        .find(|c| *c == '\0' || (!document && c.is_control()));
-    match bad {
-        Some(c) => Err(Error::InvalidArgument(format!(
-            "storage option {key:?} contains the control character {c:?}; a copied value may have taken a line break with it"
-        ))),
-        None => Ok(()),
-    }
-}
-
-/// Checks a URL that object_store will put in front of object paths.
-fn check_url(value: &str) -> std::result::Result<(), String> {
-    if value.is_empty() {
-        return Err("is empty; give an http:// or https:// URL".into());
-    }
-    if let Some(c) = value
-        .chars()
-        .find(|c| !c.is_ascii() || c.is_ascii_whitespace() || c.is_ascii_control())
-    {
-        return Err(format!(
-            "contains {c:?}; a URL here is ASCII without spaces (punycode for international host names)"
-        ));
-    }
-    let url = url::Url::parse(value).map_err(|e| {
-        format!(
-            "is not a URL ({e}); write it with its scheme, as http://{value} or https://{value}"
-        )
-    })?;
-    if !matches!(url.scheme(), "http" | "https" | "socks5" | "socks5h") {
-        return Err(format!(
-            "has no http:// or https:// scheme; write it as http://{value} or https://{value}"
-        ));
-    }
-    if url.host_str().is_none_or(str::is_empty) {
-        return Err("has no host".into());
-    }
-    if url.query().is_some() || url.fragment().is_some() {
-        return Err("has a query or a fragment, which object paths would be appended to".into());
-    }
-    Ok(())
 }
 
 impl Builder for AmazonS3Builder {
@@ -607,47 +359,5 @@ impl Builder for GoogleCloudStorageBuilder {
         let store = self.build()?;
         let provider = ChainProvider::Gcs(store.credentials().clone());
         Ok((Arc::new(store), provider))
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::store::client::tests::options;
-
-    #[test]
-    fn values_that_become_urls_are_checked_first() {
-        for (opts, why) in [
-            (
-                vec![("aws_endpoint", "localhost:9000")],
-                "http://localhost:9000",
-            ),
-            (
-                vec![("aws_endpoint", "http://127.0.0.1:99999")],
-                "not a URL",
-            ),
-            (
-                vec![("aws_endpoint", "http://exa mple.com")],
-                "without spaces",
-            ),
-            (vec![("aws_endpoint", "")], "is empty"),
-            (vec![("aws_endpoint", "http://h/?x=1")], "query"),
-            (vec![("aws_region", "us east")], "host name"),
-            (vec![("aws_bucket", "other")], "names the bucket"),
-            (vec![("aws_no_such_key", "1")], "unknown storage option"),
-            (vec![("aws_access_key_id", "key\n")], "control character"),
-        ] {
-            let e = build(Cloud::S3, "s3", "checked", &options(&opts))
-                .err()
-                .unwrap()
-                .to_string();
-            assert!(e.contains(why), "{opts:?}: {e} should say {why}");
-        }
-        let account = options(&[("azure_storage_account_name", "my account")]);
-        let e = build(Cloud::Azure, "az", "c", &account)
-            .err()
-            .unwrap()
-            .to_string();
-        assert!(e.contains("account name"), "{e}");
     }
 }
