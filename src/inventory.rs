@@ -141,6 +141,9 @@ pub enum Pruned {
     Changed(String),
     /// Its lockfile cannot be read as one; never deleted by prune.
     Unreadable(String),
+    /// Old enough, but on a store where blob-lock runs `cas` and cannot send a conditional
+    /// delete (the reason); kept, untouched: see [`prune`].
+    NoConditionalDelete(String),
     /// A store error ended the attempt; whatever prune took was released again.
     Failed(String),
 }
@@ -155,6 +158,7 @@ impl Pruned {
             Pruned::Held => "held",
             Pruned::Changed(_) => "changed",
             Pruned::Unreadable(_) => "unreadable",
+            Pruned::NoConditionalDelete(_) => "no_conditional_delete",
             Pruned::Failed(_) => "failed",
         }
     }
@@ -162,7 +166,10 @@ impl Pruned {
     /// Why, in words, when there is more to say than the name.
     pub fn detail(&self) -> Option<&str> {
         match self {
-            Pruned::Changed(why) | Pruned::Unreadable(why) | Pruned::Failed(why) => Some(why),
+            Pruned::Changed(why)
+            | Pruned::Unreadable(why)
+            | Pruned::NoConditionalDelete(why)
+            | Pruned::Failed(why) => Some(why),
             _ => None,
         }
     }
@@ -172,10 +179,15 @@ impl Pruned {
 /// `older_than`, and only if it is unchanged since it was listed: the lock is taken through
 /// the protocol (as a waiter takes over a free lock, refused if anyone wrote it since), its
 /// token checked to be the listed one's next, its heartbeat stopped, and the lockfile
-/// deleted within the lease: on local files only if it is still our write (under the
-/// update guard), on object stores (which have no conditional delete) only if the request
-/// can be sent a request timeout before the lease ends. With `delete` false nothing is
-/// written. Never fails: a store error is [`Pruned::Failed`], with what was taken released.
+/// deleted within the lease, only if it is still our write: on local files under the
+/// update guard, on object stores with a delete conditional on our write's version (sent a
+/// request timeout before the lease ends). A store without a conditional delete keeps its
+/// lockfiles under `cas` ([`Pruned::NoConditionalDelete`]): an unconditional delete held up in the network
+/// could land after a later holder took the lock and delete that holder's lockfile, which
+/// `cas` promises cannot happen whatever the delays; under `lww`, which promises nothing
+/// past its settle wait, it deletes within the lease. With `delete` false nothing is
+/// written (and no store is probed). Never fails: a store error is [`Pruned::Failed`],
+/// with what was taken released.
 pub async fn prune(
     entry: &Entry,
     older_than: Duration,
@@ -186,20 +198,44 @@ pub async fn prune(
         Ok(seen) => seen,
         Err(why) => return Pruned::Unreadable(why.clone()),
     };
-    match idle_for(seen, options.clock.wall()) {
-        None if seen.state == LockState::Held => return Pruned::Held,
-        None => return Pruned::TooRecent,
-        Some(idle) if idle < older_than => return Pruned::TooRecent,
-        Some(_) => {}
+    if let Some(kept) = judge(seen, older_than, options.clock.wall()) {
+        return kept;
     }
     if !delete {
         return Pruned::WouldDelete;
     }
+    match Lock::new(&entry.uri, options) {
+        Ok(lock) => prune_lock(&lock, seen, older_than).await,
+        Err(e) => Pruned::Unreadable(e.to_string()),
+    }
+}
+
+/// Why a lock seen as `seen` is kept without a request, if it is.
+fn judge(seen: &Inspection, older_than: Duration, now: DateTime<Utc>) -> Option<Pruned> {
+    match idle_for(seen, now) {
+        None if seen.state == LockState::Held => Some(Pruned::Held),
+        None => Some(Pruned::TooRecent),
+        Some(idle) if idle < older_than => Some(Pruned::TooRecent),
+        Some(_) => None,
+    }
+}
+
+/// [`prune`] (deleting) of a lock seen as `seen` (its lockfile once read), through `lock`
+/// (the model check brings one on its simulated store).
+pub async fn prune_lock(lock: &Lock, seen: &Inspection, older_than: Duration) -> Pruned {
+    if let Some(kept) = judge(seen, older_than, lock.clock().wall()) {
+        return kept;
+    }
     let listed_token = seen.lockfile.as_ref().map_or(0, |lf| lf.token);
-    let lock = match Lock::new(&entry.uri, options) {
-        Ok(lock) => lock,
-        Err(e) => return Pruned::Unreadable(e.to_string()),
-    };
+    if let Err(why) = lock.store().conditional_deletes().await {
+        match lock.store().conditional_writes(false).await {
+            Ok(true) => return Pruned::NoConditionalDelete(format!(
+                "{why}; an unconditional delete held up in the network could delete a later holder's lockfile, so prune keeps lockfiles on this store"
+            )),
+            Ok(false) => {} // lww: as best effort as its every write
+            Err(e) => return Pruned::Failed(e.to_string()),
+        }
+    }
     let lease = match lock.try_acquire().await {
         Ok(Some(lease)) => lease,
         Ok(None) => {
@@ -227,13 +263,18 @@ pub async fn prune(
     let (ours, deadline) = lease.last_write().await;
     // The delete must be on its way a request timeout before the lease ends, however long
     // it waits for a slot in this process's queue first.
-    let clock = &options.clock;
     let send_by = deadline.checked_sub(lock.timing().request_timeout());
-    let left = send_by.map(|by| by.saturating_duration_since(clock.now()));
+    let left = send_by.map(|by| by.saturating_duration_since(lock.clock().now()));
     let Some(left) = left.filter(|left| !left.is_zero() && !lease.is_lost()) else {
         return give_back(too_late()).await;
     };
-    match tokio::time::timeout(left, lock.store().delete_if(&ours)).await {
+    let delete = async {
+        if crate::mutation::active(crate::mutation::Mutation::PruneUnconditional) {
+            return lock.store().delete().await.map(|()| true);
+        }
+        lock.store().delete_if(&ours).await
+    };
+    match tokio::time::timeout(left, delete).await {
         Ok(Ok(true)) => Pruned::Deleted,
         Ok(Ok(false)) => {
             give_back(Pruned::Changed(
@@ -242,7 +283,11 @@ pub async fn prune(
             .await
         }
         Ok(Err(e)) => give_back(Pruned::Failed(e.to_string())).await,
-        Err(_) => give_back(too_late()).await,
+        // Sent, unanswered: it may have landed (at our version only), or may yet.
+        Err(_) => give_back(Pruned::Changed(
+            "its delete was not answered within the lease: the lockfile may be deleted; if it is not, it was released".into(),
+        ))
+        .await,
     }
 }
 

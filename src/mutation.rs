@@ -18,16 +18,32 @@ pub enum Mutation {
     IgnoreGrace,
     /// A cas acquisition writes the token it found instead of one more.
     TokenNotIncremented,
+    /// An acquisition from the record of our own release writes the released token, not
+    /// one more (src/protocol/cas.rs).
+    RecordTokenReused,
+    /// An acquisition from the record of our own release writes whatever the lockfile holds,
+    /// not on the recorded version only.
+    RecordUnconditional,
+    /// An acquisition that guesses the lock is new creates it by writing over whatever is
+    /// there, not only if absent.
+    CreateFirstOverwrites,
+    /// prune deletes the lockfile it took whatever it holds by then, not only at its own
+    /// write's version (src/inventory.rs).
+    PruneUnconditional,
 }
 
 impl Mutation {
     /// Every seeded bug.
-    pub const ALL: [Mutation; 5] = [
+    pub const ALL: [Mutation; 9] = [
         Mutation::AdoptForeignWrite,
         Mutation::ExpireAtHalf,
         Mutation::ConflictAsSuccess,
         Mutation::IgnoreGrace,
         Mutation::TokenNotIncremented,
+        Mutation::RecordTokenReused,
+        Mutation::RecordUnconditional,
+        Mutation::CreateFirstOverwrites,
+        Mutation::PruneUnconditional,
     ];
 }
 
@@ -54,4 +70,124 @@ pub fn active(mutation: Mutation) -> bool {
         let _ = mutation;
         false
     }
+}
+
+/// The branches of the paths that decide who holds a lock and the requests they save
+/// (src/protocol/cas.rs, src/released.rs): the model check counts the runs that reach each
+/// (tests/model.rs prints them and fails on one never reached). Without the `mutations`
+/// feature [`reached`] compiles away.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Branch {
+    /// An acquisition had a record of this process's own release.
+    RecordTaken,
+    /// ... and none (first of its lock here, or taken by another acquisition).
+    NoRecord,
+    /// The record's version, updated at once: nobody wrote since, one request acquired.
+    RecordCurrent,
+    /// ... refused: someone wrote since our release.
+    RecordRefused,
+    /// The last record was stale: this one is read and compared instead of used.
+    RecordCompared,
+    /// ... and found current (the next record is used again).
+    ComparedCurrent,
+    /// ... and found stale.
+    ComparedStale,
+    /// No record, new locks likely: created first, and it was new.
+    CreateFirstWon,
+    /// ... created first against a lockfile that exists.
+    CreateFirstRefused,
+    /// No record, read first, and no lockfile (new locks likely from now).
+    ReadFirstAbsent,
+    /// ... read first and a lockfile was there.
+    ReadFirstPresent,
+    /// No lockfile read: created it.
+    AbsentCreated,
+    /// ... the create refused, and the lockfile read again.
+    AbsentCreateRefused,
+    /// ... the create refused, and the lockfile gone again before the read.
+    AbsentGone,
+    /// A read showed a write of ours whose outcome was unknown: confirmed by a renewal.
+    SettledByRead,
+    /// The lockfile read is held (or not yet judged free).
+    Busy,
+    /// The update over a free lockfile landed.
+    UpdateWon,
+    /// ... refused, and a read showed it was ours after all.
+    UpdateRefusedOurs,
+    /// ... refused, and another holds the lock.
+    UpdateRefusedHeld,
+    /// ... refused, and the lockfile gone.
+    UpdateRefusedGone,
+    /// A write of ours found by a read, confirmed by a renewal.
+    ConfirmHeld,
+    /// ... which a renewal showed was not ours (a stale read).
+    ConfirmNotOurs,
+    /// A renewal landed.
+    RenewLanded,
+    /// A renewal refused, and the lockfile our own write, retried.
+    RenewOwnRetried,
+    /// A renewal refused by a co-owner's renewal: adopted, written again.
+    RenewCoOwnerAdopted,
+    /// A renewal refused by another owner's write, or the lockfile gone: lost.
+    RenewLost,
+    /// A release that landed conditionally: its record kept.
+    RecordSet,
+}
+
+impl Branch {
+    /// Every branch counted.
+    pub const ALL: [Branch; 27] = [
+        Branch::RecordTaken,
+        Branch::NoRecord,
+        Branch::RecordCurrent,
+        Branch::RecordRefused,
+        Branch::RecordCompared,
+        Branch::ComparedCurrent,
+        Branch::ComparedStale,
+        Branch::CreateFirstWon,
+        Branch::CreateFirstRefused,
+        Branch::ReadFirstAbsent,
+        Branch::ReadFirstPresent,
+        Branch::AbsentCreated,
+        Branch::AbsentCreateRefused,
+        Branch::AbsentGone,
+        Branch::SettledByRead,
+        Branch::Busy,
+        Branch::UpdateWon,
+        Branch::UpdateRefusedOurs,
+        Branch::UpdateRefusedHeld,
+        Branch::UpdateRefusedGone,
+        Branch::ConfirmHeld,
+        Branch::ConfirmNotOurs,
+        Branch::RenewLanded,
+        Branch::RenewOwnRetried,
+        Branch::RenewCoOwnerAdopted,
+        Branch::RenewLost,
+        Branch::RecordSet,
+    ];
+}
+
+#[cfg(feature = "mutations")]
+thread_local! {
+    static REACHED: std::cell::RefCell<[u64; Branch::ALL.len()]> =
+        const { std::cell::RefCell::new([0; Branch::ALL.len()]) };
+}
+
+/// Counts a run through `branch` on this thread.
+#[inline(always)]
+pub fn reached(branch: Branch) {
+    #[cfg(feature = "mutations")]
+    REACHED.with(|r| r.borrow_mut()[branch as usize] += 1);
+    #[cfg(not(feature = "mutations"))]
+    let _ = branch;
+}
+
+/// How often each branch was reached on this thread since the last call (which resets).
+#[cfg(feature = "mutations")]
+pub fn take_reached() -> Vec<(Branch, u64)> {
+    let counts = REACHED.with(|r| std::mem::take(&mut *r.borrow_mut()));
+    Branch::ALL
+        .iter()
+        .map(|&b| (b, counts[b as usize]))
+        .collect()
 }

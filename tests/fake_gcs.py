@@ -1,8 +1,11 @@
 """A GCS XML-API server for tests, in memory: no emulator on PyPI or npm serves object_store's
 GCS client with generation preconditions (see shared TESTING.md), so this one does just
 that: PUT with ``x-goog-if-generation-match`` (0: create only; N: update only generation N),
-GET and HEAD with ETag, ``x-goog-generation`` and Last-Modified, DELETE, and listing (the
-XML API's ``list-type=2``, in pages of ``max-keys``, at most 1000, with continuation tokens)."""
+GET and HEAD with ETag, ``x-goog-generation`` and Last-Modified, DELETE (conditional on
+``x-goog-if-generation-match`` as GCS's is), and listing (the XML API's ``list-type=2``, in
+pages of ``max-keys``, at most 1000, with continuation tokens). Signatures are not checked;
+the service-account key it hands out has a real private key, made for the session, so that
+clients can sign URLs (prune's conditional delete)."""
 
 from __future__ import annotations
 
@@ -133,9 +136,32 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_DELETE(self) -> None:
         bucket, key = self._target()
+        match = self.headers.get("x-goog-if-generation-match")
         with self.store.lock:
+            current = self.store.objects.get((bucket, key))
+            if match is not None and (current is None or current[1] != int(match)):
+                return self._error(412, "PreconditionFailed")
             self.store.objects.pop((bucket, key), None)
         self._reply(204)
+
+
+_KEY: list[str] = []
+
+
+def _signing_key() -> str:
+    """A private key in PEM, made once per process: the fake checks no signature."""
+    if not _KEY:
+        from cryptography.hazmat.primitives import serialization
+        from cryptography.hazmat.primitives.asymmetric import rsa
+
+        key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+        pem = key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
+        )
+        _KEY.append(pem.decode())
+    return _KEY[0]
 
 
 class FakeGcs:
@@ -172,8 +198,8 @@ class FakeGcs:
             "gcs_base_url": self.url,
             "disable_oauth": True,
             "client_email": "test@example.invalid",
-            "private_key": "",
-            "private_key_id": "",
+            "private_key": _signing_key(),
+            "private_key_id": "fake",
         }
         return {"google_service_account_key": json.dumps(key), "allow_http": "true"}
 

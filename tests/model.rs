@@ -19,9 +19,11 @@
 
 mod sim;
 
+use blob_lock::inventory::{prune_lock, Pruned};
+use blob_lock::released::Guess;
 use blob_lock::{keep_alive_on, Lock, Protocol};
 use sim::*;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::time::Instant;
@@ -70,12 +72,18 @@ async fn orchestrator(
         let mut c = choose.lock().unwrap();
         Process::new(&world, &format!("o{i}"), &faults, &mut *c)
     };
+    // Each orchestrator is a process whose locks share its records (a fresh lock per
+    // round, as users make one per `with`). The second comes with the other guesses a
+    // process can have learnt from earlier locks (new locks likely, its last record stale),
+    // so that it creates first, and reads and compares its record, from its first rounds.
+    if i == 1 {
+        p.records.found(Guess::New, true);
+        p.records.found(Guess::Stale, true);
+    }
     let mut remotes = Vec::new();
     for round in 0..rounds {
         let owner = format!("o{i}.{round}");
-        let lock = Lock::with_store("sim", p.store(round as u64), &p.options(protocol))
-            .with_owner(&owner)
-            .with_watched(p.watched.clone());
+        let lock = p.lock(round as u64, protocol, &owner);
         p.pauses.wait().await;
         world.log(&p.name, format!("acquire as {owner}"));
         let lease = match lock
@@ -152,7 +160,13 @@ async fn orchestrator(
         }
         if kept {
             match lease.release().await {
-                Ok(status) => world.log(&p.name, format!("release {owner}: {}", status.as_str())),
+                Ok(status) => {
+                    world.log(&p.name, format!("release {owner}: {}", status.as_str()));
+                    world.event(Event::Released {
+                        owner: owner.clone(),
+                        at: world.t(),
+                    });
+                }
                 Err(e) => world.log(&p.name, format!("release {owner} failed: {e}")),
             }
         }
@@ -183,6 +197,74 @@ async fn remote(p: Process, owner: String, protocol: Protocol, queued: f64) {
     lease.stop().await;
 }
 
+/// An operator's `blob-lock prune --older-than 0`, in some runs: after each release until
+/// it takes the lock (the others take it again at once), it takes the free lock and
+/// deletes its lockfile (a record of that release then stale, a lock then new to the next
+/// acquisition), as prune does on every store, through the store's conditional delete. Its
+/// requests have every fault the others have: a delete held up past prune's lease must not
+/// cost a later holder its lock. It stops once the orchestrators are done.
+async fn pruner(world: Arc<World>, protocol: Protocol, choose: Shared, done: Arc<AtomicBool>) {
+    let releases = |w: &World| {
+        (w.events.lock().unwrap().iter())
+            .filter(|e| matches!(e, Event::Released { .. }))
+            .count()
+    };
+    let (mut seen, mut p) = (0, None);
+    loop {
+        loop {
+            let next = world.news.notified();
+            if done.load(Ordering::SeqCst) {
+                return;
+            }
+            if releases(&world) > seen {
+                seen = releases(&world);
+                break;
+            }
+            next.await;
+        }
+        // Decided at the first release, not at the start: the explorer varies the latest
+        // choices first, so a point in mid-run is reached within a fraction of the schedules.
+        if p.is_none() {
+            let mut c = choose.lock().unwrap();
+            if !c.chance(0.3, "an operator prunes") {
+                return;
+            }
+            // Its wall clock ahead of every other (by the most `clock_skew` allows): with
+            // `--older-than 0`, the release it just saw is old enough to take at once.
+            p = Some(Process::with_offset(
+                &world,
+                "pruner",
+                &faults(),
+                &mut *c,
+                Some(SKEW / 2.0),
+            ));
+        }
+        let p = p.as_ref().unwrap();
+        let lock = p.lock(seen as u64, protocol, "pruner");
+        world.log(&p.name, "prunes");
+        let pruned = match lock.inspect().await {
+            Ok(found) => prune_lock(&lock, &found, Duration::ZERO).await,
+            Err(e) => Pruned::Failed(e.to_string()),
+        };
+        world.log(
+            &p.name,
+            format!(
+                "pruned: {} {}",
+                pruned.as_str(),
+                pruned.detail().unwrap_or("")
+            ),
+        );
+        // Once it took the lock, one prune is done, whatever it says (its delete may still
+        // be on its way); until then, the next release.
+        let took = (world.history.lock().unwrap().iter()).any(|w| {
+            blob_lock::LockFile::decode(&w.bytes).is_ok_and(|lf| &*lf.writer_id == "pruner")
+        });
+        if took || pruned == Pruned::Deleted {
+            return;
+        }
+    }
+}
+
 /// One run of the scenario under `choose`: the oracle's violations, and the trace.
 async fn scenario(
     protocol: Protocol,
@@ -201,9 +283,19 @@ async fn scenario(
             ))
         })
         .collect();
+    let done = Arc::new(AtomicBool::new(false));
+    let prune = tokio::spawn(pruner(
+        world.clone(),
+        protocol,
+        choose.clone(),
+        done.clone(),
+    ));
     for t in tasks {
         t.await.unwrap();
     }
+    done.store(true, Ordering::SeqCst);
+    world.news.notify_waiters();
+    prune.await.unwrap();
     // Every fault off and every request in flight landed; a crashed holder's lock must then
     // be taken over within its lifetime (at the slowest timer rate) plus a poll.
     world.healed.store(true, Ordering::SeqCst);
@@ -242,8 +334,32 @@ async fn scenario(
     let events = world.events.lock().unwrap().clone();
     violations.extend(check(&events, Mode::Eventual));
     violations.extend(no_revival(&world));
+    violations.extend(only_the_holder_deletes(&world));
     let trace = world.trace.lock().unwrap().clone();
     (violations, trace)
+}
+
+/// A lockfile is deleted only by prune while it holds the lock: each deletion in the
+/// store's true history lands on a write of the pruner (its acquisition, or its release of
+/// it when the delete's answer was lost), never on another holder's (from the store's true
+/// history).
+fn only_the_holder_deletes(world: &World) -> Vec<String> {
+    let history = world.history.lock().unwrap();
+    let mut found = Vec::new();
+    for pair in history.windows(2) {
+        if !pair[1].bytes.is_empty() {
+            continue;
+        }
+        match blob_lock::LockFile::decode(&pair[0].bytes) {
+            Ok(lf) if &*lf.writer_id == "pruner" => {}
+            Ok(lf) => found.push(format!(
+                "a delete removed {}'s lockfile (token {})",
+                lf.writer_id, lf.token
+            )),
+            Err(_) => {}
+        }
+    }
+    found
 }
 
 /// A remote's keep_alive never revives a lock: each write of a remote lands on a write of
@@ -370,7 +486,7 @@ fn print_counterexample(protocol: Protocol, c: &Counterexample) {
         ""
     };
     println!(
-        "{}: {}\nreplay: {protocol_env}MODEL_REPLAY={} cargo test --release --test model replay -- --nocapture",
+        "{}: {}\nreplay: {protocol_env}MODEL_REPLAY={} cargo test --release --test model replay -- --ignored --nocapture",
         protocol.as_str(),
         c.1[0],
         choices_text(&choices(&c.0))
@@ -398,6 +514,27 @@ fn cas_keeps_every_property_in_every_schedule_within_the_bounds() {
         print_counterexample(Protocol::Cas, c);
         panic!("cas: {}", c.1[0]);
     }
+    #[cfg(feature = "mutations")]
+    every_branch_reached();
+}
+
+/// Every branch of the paths that decide who holds a lock and save requests
+/// (src/protocol/cas.rs, the records of src/released.rs) was reached by the exploration
+/// just run on this thread: how many runs reached each, and none never.
+#[cfg(feature = "mutations")]
+fn every_branch_reached() {
+    let reached = blob_lock::mutation::take_reached();
+    let mut never = Vec::new();
+    for (branch, runs) in &reached {
+        println!("  reached {branch:?}: {runs}");
+        if *runs == 0 {
+            never.push(*branch);
+        }
+    }
+    assert!(
+        never.is_empty(),
+        "branches the model never reached: {never:?}"
+    );
 }
 
 /// The explorer can find a violation: lww's documented ones (a request slower than the
@@ -424,20 +561,35 @@ fn the_explorer_finds_lwws_documented_violation_and_its_trace_replays() {
     assert_eq!(trace, c.2, "and the same trace");
 }
 
-/// `MODEL_REPLAY=c,c,...` (and `MODEL_PROTOCOL=lww`): runs that schedule, prints its trace.
+/// A tool, not a test: `MODEL_REPLAY=point:way,...` (and `MODEL_PROTOCOL=lww`) runs that
+/// schedule and prints its trace.
 #[test]
+#[ignore = "a tool: MODEL_REPLAY=point:way,... cargo test --release --test model replay -- --ignored --nocapture"]
 fn replay() {
-    let Ok(text) = std::env::var("MODEL_REPLAY") else {
-        return;
-    };
+    let text = std::env::var("MODEL_REPLAY").expect(
+        "MODEL_REPLAY names the schedule to replay: point:way,... as a counterexample prints it",
+    );
     let choices = parse_choices(&text);
     let protocol = match std::env::var("MODEL_PROTOCOL").as_deref() {
         Ok("lww") => Protocol::Lww,
         _ => Protocol::Cas,
     };
-    let (_, violations, trace) = run(protocol, Bounds::from_env(), choices);
+    // MODEL_MUTATION=<name> (with --features mutations): the schedule with that bug seeded.
+    #[cfg(feature = "mutations")]
+    if let Ok(name) = std::env::var("MODEL_MUTATION") {
+        use blob_lock::mutation::{seed, Mutation};
+        let m = (Mutation::ALL.iter()).find(|m| format!("{m:?}") == name);
+        seed(Some(*m.unwrap_or_else(|| {
+            panic!("MODEL_MUTATION {name:?} is none of {:?}", Mutation::ALL)
+        })));
+    }
+    let (points, violations, trace) = run(protocol, Bounds::from_env(), choices);
     for line in trace {
         println!("  {line}");
+    }
+    // Every choice point of the run, for writing the next schedule to replay.
+    for (i, p) in points.iter().enumerate() {
+        println!("  point {i} ({}): way {} of {}", p.what, p.taken, p.ways);
     }
     println!("violations: {violations:?}");
 }
@@ -449,11 +601,20 @@ fn replay() {
 fn every_seeded_bug_is_caught() {
     use blob_lock::mutation::{seed, Mutation};
     let bounds = Bounds::from_env();
+    // One thread per bug (a seeded bug is per thread): the costly ones side by side.
+    let found: Vec<Explored> = std::thread::scope(|scope| {
+        let runs: Vec<_> = (Mutation::ALL.iter())
+            .map(|&m| {
+                scope.spawn(move || {
+                    seed(Some(m));
+                    explore(Protocol::Cas, bounds)
+                })
+            })
+            .collect();
+        runs.into_iter().map(|r| r.join().unwrap()).collect()
+    });
     let mut missed = Vec::new();
-    for m in Mutation::ALL {
-        seed(Some(m));
-        let found = explore(Protocol::Cas, bounds);
-        seed(None);
+    for (m, found) in Mutation::ALL.iter().zip(&found) {
         match &found.counterexample {
             Some(c) => println!(
                 "seeded {m:?}: caught after {} schedules: {} (MODEL_REPLAY={})",
@@ -461,7 +622,7 @@ fn every_seeded_bug_is_caught() {
                 c.1[0],
                 choices_text(&choices(&c.0))
             ),
-            None => missed.push(m),
+            None => missed.push(*m),
         }
     }
     assert!(

@@ -52,6 +52,22 @@ class Recorder:
                 found.add(auth.split("Credential=", 1)[1].split("/", 1)[0])
         return found
 
+    def requests(self, path_part: str) -> list[dict]:
+        """The recorded requests whose URL contains ``path_part``: method, url, headers."""
+        if not self.file.exists():
+            return []
+        found = []
+        for line in self.file.read_text().splitlines():
+            try:
+                r = json.loads(line)
+            except ValueError:
+                continue  # a line moto is still writing
+            url = r.get("url", "") or r.get("path", "")
+            if path_part in url:
+                headers = r.get("headers") or {}
+                found.append({"method": r.get("method"), "url": url, "headers": headers})
+        return found
+
 
 def write(path: Path, text: str) -> Path:
     path.write_text(textwrap.dedent(text))

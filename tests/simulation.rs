@@ -43,9 +43,7 @@ async fn orchestrator(world: Arc<World>, i: usize, protocol: Protocol, faults: F
     let mut remotes = Vec::new();
     for round in 0..4 {
         let owner = format!("o{i}.{round}");
-        let lock = Lock::with_store("sim", p.store(round), &p.options(protocol))
-            .with_owner(&owner)
-            .with_watched(p.watched.clone());
+        let lock = p.lock(round, protocol, &owner);
         p.pauses.wait().await;
         let timeout = Duration::from_secs_f64(rng.random_range(0.5..6.0) * EXPIRE);
         world.log(&p.name, format!("acquire as {owner}"));
@@ -340,18 +338,24 @@ fn campaign(protocol: Protocol, print_failures: bool) -> (u64, Vec<u64>) {
     (n, bad)
 }
 
-/// Lists the first seeds at which lww breaks in `mode`; for finding regression seeds:
-/// `SIM_FIND=slow cargo test --release --test simulation find -- --nocapture`.
+/// A tool, not a test: lists the first seeds at which lww breaks in `mode`, for finding
+/// regression seeds.
 #[test]
+#[ignore = "a tool: SIM_FIND=slow|stale|<mode> cargo test --release --test simulation find -- --ignored --nocapture"]
 fn find() {
     let mode = match std::env::var("SIM_FIND").as_deref() {
         Ok("slow") => Mode::SlowWriter,
         Ok("stale") => Mode::StaleReads,
-        Ok(name) => match Mode::named(name) {
-            Some(mode) => mode,
-            None => return,
-        },
-        _ => return,
+        Ok(name) => Mode::named(name).unwrap_or_else(|| {
+            panic!(
+                "SIM_FIND {name:?} is none of slow, stale, {:?}",
+                Mode::all()
+            )
+        }),
+        Err(_) => panic!(
+            "SIM_FIND names the mode to search: slow, stale, or one of {:?}",
+            Mode::all()
+        ),
     };
     let bad: Vec<u64> = (0..2000)
         .filter(|&s| !run_one(s, Protocol::Lww, mode).violations.is_empty())
@@ -367,16 +371,25 @@ fn simulation_cas() {
     assert!(bad.is_empty(), "cas violated the oracle at seeds {bad:?}");
 }
 
+/// lww is best effort: it has violations under these faults (docs/guarantees.md), and the
+/// ones we understand are kept as named tests below. A campaign of 100 seeds or more must
+/// show them (a quarter of the seeds do), or the simulation no longer injects what breaks
+/// lww and its clean cas runs would prove nothing.
 #[test]
 fn simulation_lww() {
-    // lww is best effort: it has violations under these faults. They are counted here and
-    // the ones we understand are kept as named tests below.
     let (n, bad) = campaign(Protocol::Lww, false);
     println!("simulation lww: {n} seeds, {} violations", bad.len());
     if !bad.is_empty() {
         println!(
             "simulation lww: first violating seeds {:?}",
             &bad[..bad.len().min(10)]
+        );
+    }
+    if n >= 100 {
+        assert!(
+            bad.len() as u64 >= n / 20,
+            "lww broke at only {} of {n} seeds: the faults that break it are no longer injected",
+            bad.len()
         );
     }
 }
@@ -430,6 +443,7 @@ fn fault_matrix() {
     );
     table += "|---|---|---|\n";
     let mut cas_bad = Vec::new();
+    let mut lww_unbroken = Vec::new();
     for (name, mode) in rows {
         let count = |protocol| {
             (0..n)
@@ -448,11 +462,22 @@ fn fault_matrix() {
         if cas > 0 {
             cas_bad.push(format!("{mode:?}: {cas} seeds"));
         }
+        // The rows that break lww as documented (a fifth of their seeds or more at 1,000):
+        // they must still show it at 20 seeds or more, or the fault is no longer injected.
+        let breaks_lww = matches!(mode, Mode::Only(Fault::SlowRequests | Fault::StaleReads))
+            || matches!(mode, Mode::Faulty | Mode::Eventual);
+        if breaks_lww && n >= 20 && lww == 0 {
+            lww_unbroken.push(format!("{mode:?}"));
+        }
     }
     print!("{table}");
     assert!(
         cas_bad.is_empty(),
         "cas violated the oracle (traces above): {cas_bad:?}"
+    );
+    assert!(
+        lww_unbroken.is_empty(),
+        "lww never broke in rows that break it: {lww_unbroken:?}"
     );
 }
 
@@ -504,15 +529,25 @@ fn cas_does_not_take_a_stale_read_of_its_own_released_write_for_an_acquisition()
 
 /// The seeded bugs of the model check (tests/model.rs, src/mutation.rs) against this random
 /// campaign at `SIM_SEEDS` seeds: at how many seeds it finds each (docs/guarantees.md sets
-/// the two side by side). Run by `make model`.
+/// the two side by side). A report, not a test: `make model` prints it.
 #[cfg(feature = "mutations")]
 #[test]
+#[ignore = "a report: make model (cargo test --release --features mutations --test simulation seeded -- --ignored --nocapture)"]
 fn seeded_bugs_in_the_random_campaign() {
     use blob_lock::mutation::{seed, Mutation};
-    for m in Mutation::ALL {
-        seed(Some(m));
-        let (n, bad) = campaign(Protocol::Cas, false);
-        seed(None);
+    // One thread per bug (a seeded bug is per thread), printed in order.
+    let found: Vec<_> = std::thread::scope(|scope| {
+        let runs: Vec<_> = (Mutation::ALL.iter())
+            .map(|&m| {
+                scope.spawn(move || {
+                    seed(Some(m));
+                    campaign(Protocol::Cas, false)
+                })
+            })
+            .collect();
+        runs.into_iter().map(|r| r.join().unwrap()).collect()
+    });
+    for (m, (n, bad)) in Mutation::ALL.iter().zip(found) {
         println!(
             "seeded {m:?}: the random simulation found it at {} of {n} seeds (first: {:?})",
             bad.len(),

@@ -102,6 +102,22 @@ def test_an_assumed_role_signs_with_the_roles_keys(aws_home, recorder):
     assert PROFILE_KEY not in keys
 
 
+def process_keys_of_writes(recorder, name: str) -> set[int]:
+    """The numbers of the credential_process keys (AKIAPROCESS<n>) that signed PUTs of the
+    lockfile at ``name``, as moto recorded them so far."""
+    found = set()
+    for line in recorder.file.read_text().splitlines() if recorder.file.exists() else []:
+        try:
+            r = json.loads(line)
+        except ValueError:  # a line moto is writing now
+            continue
+        auth = (r.get("headers") or {}).get("Authorization", "")
+        key = auth.split("Credential=", 1)[-1].split("/", 1)[0]
+        if r.get("method") == "PUT" and name in r.get("url", "") and key.startswith("AKIAPROCESS"):
+            found.add(int(key[len("AKIAPROCESS") :]))
+    return found
+
+
 def test_credential_process_keys_expire_while_a_lock_is_held(aws_home, recorder, tmp_path):
     counter = tmp_path / "count"
     script = write(
@@ -128,10 +144,14 @@ def test_credential_process_keys_expire_while_a_lock_is_held(aws_home, recorder,
     uri, name = lock_uri(recorder)
     with BlobLock(uri, expire=2) as held:
         # Several lifetimes of the keys: every renewal must still be signed with live keys.
+        # Held until a renewal (a PUT of the lockfile) is signed with the fourth keys or later.
         deadline = time.monotonic() + 60
-        while int(counter.read_text()) < 4 and time.monotonic() < deadline:
-            time.sleep(0.2)
-        time.sleep(1)
+        while max(process_keys_of_writes(recorder, name), default=0) < 4:
+            assert time.monotonic() < deadline, (
+                f"no renewal signed with the fourth keys in 60 s (keys fetched: "
+                f"{counter.read_text() if counter.exists() else 0})"
+            )
+            time.sleep(0.05)
         assert held.held and not held.lost
     keys = recorder.keys(name)
     assert len(keys) >= 3, keys  # refetched before each expired

@@ -158,10 +158,16 @@ def test_an_azure_token_that_expires_while_a_lock_is_held(az_login, https_azurit
     container = https_azurite.container()
     with BlobLock(f"az://{container}/lock", storage_options=https_azurite.options(),
                   expire=2) as held:  # fmt: skip
+        # Held across several token lifetimes: four tokens fetched, then the lock renews
+        # twice more (its write_count grows by one at each renewal) and is still held.
         deadline = time.monotonic() + 60
-        while len(fetched(az_login)) < 4 and time.monotonic() < deadline:
-            time.sleep(0.2)
-        time.sleep(1)
+        while len(fetched(az_login)) < 4:
+            assert time.monotonic() < deadline, f"{len(fetched(az_login))} tokens in 60 s"
+            time.sleep(0.05)
+        renewed = (held.inspect().write_count or 0) + 2
+        while (held.inspect().write_count or 0) < renewed:
+            assert time.monotonic() < deadline, "no renewal after the fourth token in 60 s"
+            time.sleep(0.1)
         assert held.held and not held.lost
     assert len(set(fetched(az_login))) >= 4  # renewed before each expired
 

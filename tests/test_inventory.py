@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import subprocess
 import time
+import uuid
 
 import pytest
 from blob_lock import (
@@ -243,3 +244,47 @@ def test_prune_only_deletes_the_locks_named_and_judges_the_rest(tmp_path):
     assert inspect(a).state == "unlocked" and inspect(b).state == "released"
     with pytest.raises(TypeError, match="only must be a collection of lock URIs"):
         prune_locks(tmp_path, older_than=0, only=a)  # a str is not a collection of URIs
+
+
+def test_prune_deletes_only_at_the_version_of_its_own_write(recorder):
+    """On S3 the delete carries If-Match on the ETag of prune's own write, signed into the
+    request: a delete held up past prune's lease cannot land on a later holder's lockfile
+    (docs/guarantees.md, "What prune deletes")."""
+    opts = {
+        "aws_endpoint": recorder.endpoint,
+        "aws_access_key_id": "AKIAPRUNEKEY00000001",
+        "aws_secret_access_key": "prune-secret-do-not-print",
+        "aws_region": "us-east-1",
+    }
+    name = f"prune-{uuid.uuid4().hex}"
+    prefix = f"s3://{recorder.bucket}/{name}"
+    with BlobLock(f"{prefix}/a", storage_options=opts):
+        pass
+    done = list(prune_locks(prefix, older_than=0, storage_options=opts))
+    assert [p.outcome for p in done] == [PruneOutcome.DELETED], [p.detail for p in done]
+    assert list(list_locks(prefix, storage_options=opts)) == []
+    deletes = [r for r in recorder.requests(f"{name}/a/lock.json") if r["method"] == "DELETE"]
+    assert len(deletes) == 1, deletes
+    headers = {k.lower(): v for k, v in deletes[0]["headers"].items()}
+    assert headers.get("if-match"), f"an unconditional delete: {headers}"
+    assert "if-match" in deletes[0]["url"].lower().split("x-amz-signedheaders=")[1].split("&")[0]
+
+
+def test_prune_keeps_the_lockfiles_of_a_cas_store_whose_deletes_ignore_the_condition(s3rver):
+    """s3rver takes If-Match on a delete and deletes anyway; trusted to run cas, its
+    lockfiles are kept, with the reason, and the lock still works."""
+    options = {**s3rver.options, "blob_lock_conditional_writes": "trust"}
+    prefix = s3rver.uri(f"prune-{uuid.uuid4().hex}")
+    with BlobLock(f"{prefix}/a", storage_options=options):
+        pass
+    done = list(prune_locks(prefix, older_than=0, storage_options=options))
+    assert [p.outcome for p in done] == [PruneOutcome.NO_CONDITIONAL_DELETE]
+    assert "ignores the condition of a conditional delete" in (done[0].detail or "")
+    assert inspect(f"{prefix}/a", storage_options=options).state is LockState.RELEASED
+    args = [f"-o{k}={v}" for k, v in options.items()]
+    shown = cli("prune", prefix, "--older-than", "0", "--yes", *args)
+    assert shown.returncode == 0, shown.stderr
+    assert f"kept {prefix}/a: no_conditional_delete, " in shown.stdout
+    assert "kept 1 no conditional delete" in shown.stdout
+    with BlobLock(f"{prefix}/a", storage_options=options) as held:
+        assert held.token == 2

@@ -183,14 +183,18 @@ def test_a_loss_found_only_at_release_is_told_too(backend):
 
 
 def test_a_blocklock_shared_by_threads_is_taken_in_turn_like_threading_lock(backend):
+    from blob_lock import _turn
+
     shared = backend.lock(backend.uri(), expire=5)
     got: list[tuple[bool, int | None]] = []
+    waits = threading.Event()
 
     def second_thread() -> None:
         # While the first thread holds it: one attempt says no, a short wait times out...
         got.append((shared.try_acquire(), None))
         got.append((shared.acquire(timeout=0.3), None))
         # ...and a wait takes it once the first thread releases it.
+        waits.set()
         ok = shared.acquire(timeout=60)
         got.append((ok, shared.token))
         shared.release()
@@ -199,14 +203,20 @@ def test_a_blocklock_shared_by_threads_is_taken_in_turn_like_threading_lock(back
         first = held.token
         with pytest.raises(LockError, match="not reentrant"):
             shared.acquire(timeout=1)  # the thread that holds it may not take it again
+        waiting_before = _turn._waiting  # threads waiting for a turn on some BlobLock
         thread = threading.Thread(target=second_thread)
         thread.start()
+        assert waits.wait(30), "the second thread never got to its long wait"
+        # It found the turn taken and waits for it (the 0.3 s wait has returned before
+        # `waits` is set, so this count is the long wait's).
         deadline = time.monotonic() + 30
-        while len(got) < 2 and time.monotonic() < deadline:
-            time.sleep(0.05)
-        time.sleep(0.3)
-        assert len(got) == 2, "the second thread waits while the first holds it"
+        while _turn._waiting <= waiting_before:
+            assert time.monotonic() < deadline, "the second thread never waited for its turn"
+            time.sleep(0.01)
+        assert len(got) == 2 and thread.is_alive(), "it took the lock the first thread holds"
+        assert shared.held and shared.token == first
     thread.join(60)
+    assert not thread.is_alive(), "the second thread did not take the lock once released"
     assert got == [(False, None), (False, None), (True, first + 1)]
     assert not shared.held
 
@@ -295,47 +305,83 @@ def test_unknown_storage_option_is_refused():
         BlobLock("memory://m/x", storage_options={"a": "b"})
 
 
+# What a lock sends to the store for one attempt: the lockfile's read and its writes (a
+# batch `post`, as a conditional delete on Azure, is not one of them).
+LOCKFILE_REQUESTS = {"create", "update", "read", "overwrite"}
+
+
+def counting_proxy(url: str):
+    from urllib.parse import urlsplit
+
+    from count_proxy import CountProxy
+
+    where = urlsplit(url)
+    return CountProxy(where.hostname or "127.0.0.1", where.port or 80)
+
+
+def fails_once_for_good(proxy, lock: BlobLock, match: str | None = None) -> StoreError:
+    """A wait of a minute, which would retry a transient error all along, meets the error
+    on the first request and gives up: the error is permanent and sent once, not retried."""
+    from count_proxy import breakdown
+
+    mark = proxy.snapshot()
+    started = time.monotonic()
+    with pytest.raises(StoreError, match=match) as info:
+        lock.acquire(timeout=60)
+    took = time.monotonic() - started
+    assert info.value.transient is False, info.value
+    sent = [r for r in proxy.since(mark) if r.kind in LOCKFILE_REQUESTS]
+    assert len(sent) == 1, f"sent {breakdown(sent)} ({breakdown(proxy.since(mark))} in all)"
+    assert took < 60, f"{took:.1f} s: the error ended the wait only at its timeout"
+    return info.value
+
+
 def test_missing_bucket_fails_at_once(moto_endpoint):
-    opts = {
-        "aws_endpoint": moto_endpoint,
-        "aws_allow_http": "true",
-        "aws_region": "us-east-1",
-        "aws_access_key_id": "testing",
-        "aws_secret_access_key": "testing",
-    }
-    started = time.monotonic()
-    with pytest.raises(StoreError, match="bucket") as info:
-        BlobLock("s3://no-such-bucket-here/x", storage_options=opts).try_acquire()
-    assert info.value.transient is False
-    assert time.monotonic() - started < 10, "a missing bucket must not be retried"
+    proxy = counting_proxy(moto_endpoint)
+    try:
+        opts = {
+            "aws_endpoint": proxy.url,
+            "aws_allow_http": "true",
+            "aws_region": "us-east-1",
+            "aws_access_key_id": "testing",
+            "aws_secret_access_key": "testing",
+        }
+        lock = BlobLock("s3://no-such-bucket-here/x", storage_options=opts)
+        fails_once_for_good(proxy, lock, match="bucket")
+    finally:
+        proxy.close()
 
 
-def test_missing_container_fails_at_once(azurite_url):
-    started = time.monotonic()
-    with pytest.raises(StoreError, match="container") as info:
-        BlobLock(
+def test_missing_container_fails_at_once(azurite_url, monkeypatch):
+    proxy = counting_proxy(azurite_url)
+    try:
+        monkeypatch.setenv("AZURITE_BLOB_STORAGE_URL", proxy.url)
+        lock = BlobLock(
             "az://no-such-container/x", storage_options={"azure_storage_use_emulator": "true"}
-        ).try_acquire()
-    assert info.value.transient is False
-    assert time.monotonic() - started < 10
+        )
+        fails_once_for_good(proxy, lock, match="container")
+    finally:
+        proxy.close()
 
 
-def test_bad_credentials_fail_at_once_with_the_store_message(azurite_url):
+def test_bad_credentials_fail_at_once_with_the_store_message(azurite_url, monkeypatch):
     from conftest import _az_backend
 
     backend = _az_backend(azurite_url)
-    started = time.monotonic()
-    with pytest.raises(StoreError) as info:
-        BlobLock(
+    proxy = counting_proxy(azurite_url)
+    try:
+        monkeypatch.setenv("AZURITE_BLOB_STORAGE_URL", proxy.url)
+        lock = BlobLock(
             backend.uri(),
             storage_options={
                 "azure_storage_use_emulator": "true",
                 "azure_storage_account_key": "d3Jvbmcga2V5IQ==",
             },
-        ).try_acquire()
-    assert info.value.transient is False
-    assert "credentials" in str(info.value) or "403" in str(info.value), str(info.value)
-    assert time.monotonic() - started < 10
+        )
+        error = fails_once_for_good(proxy, lock)
+    finally:
+        proxy.close()
+    assert "credentials" in str(error) or "403" in str(error), str(error)
 
 
 def test_keep_alive_checks_owner_argument(tmp_path):
@@ -344,16 +390,26 @@ def test_keep_alive_checks_owner_argument(tmp_path):
 
 
 def test_waiting_releases_the_gil(tmp_path):
+    from blob_lock import stats
+
+    def reads() -> int:
+        return stats()["requests"]["read"]["ok"]
+
     uri = str(tmp_path / "lock")
+    got: list[bool] = []
     with BlobLock(uri):
-        waiter = threading.Thread(target=lambda: BlobLock(uri).acquire(timeout=1.5))
+        before = reads()
+        waiter = threading.Thread(target=lambda: got.append(BlobLock(uri).acquire(timeout=60)))
         waiter.start()
-        # Pure-Python work in this thread goes on while the other waits in Rust.
-        spins, until = 0, time.monotonic() + 1.0
-        while time.monotonic() < until:
-            spins += 1
-        waiter.join()
-    assert spins > 10_000, spins
+        # Pure-Python work in this thread goes on while the other waits in Rust: it sees the
+        # waiter read the lock again and again, and not return. A wait that kept the GIL
+        # would keep this thread out until it timed out (and returned False).
+        deadline = time.monotonic() + 30
+        while reads() < before + 2:  # no sleep: this thread asks for the GIL all the time
+            assert time.monotonic() < deadline, "the waiter never read the lock twice"
+        assert not got and waiter.is_alive(), f"the wait ended ({got}) while the lock was held"
+    waiter.join(60)
+    assert got == [True], "the waiter did not take the lock once it was released"
 
 
 def test_many_held_locks_share_one_runtime():
@@ -365,8 +421,13 @@ def test_many_held_locks_share_one_runtime():
     locks = [BlobLock(f"memory://rt/{i}", expire=3) for i in range(200)]
     for lock in locks:
         assert lock.try_acquire()
-    time.sleep(1.5)  # at least one heartbeat each
-    assert all(lock.held for lock in locks)
+    # At least one heartbeat each: a lockfile's write_count is 1 at the acquisition and
+    # grows by one at each renewal.
+    pending, deadline = locks, time.monotonic() + 60
+    while pending := [lock for lock in pending if (lock.inspect().write_count or 0) < 2]:
+        assert time.monotonic() < deadline, f"{len(pending)} of the locks never renewed in 60 s"
+        time.sleep(0.05)
+    assert all(lock.held and not lock.lost for lock in locks)
     assert threads() - before < 8, "a thread per lock?"
     for lock in locks:
         assert lock.release() == ReleaseStatus.RELEASED

@@ -8,7 +8,7 @@ import time
 from datetime import timedelta
 
 import pytest
-from blob_lock import BlobLock, ReleaseStatus, keep_alive
+from blob_lock import BlobLock, ReleaseStatus, inspect, keep_alive
 
 lease = pytest.importorskip("thds.mops.pure.core.lease")
 
@@ -56,9 +56,18 @@ def test_a_mops_remote_co_owns_our_lock(tmp_path):
     uri = str(tmp_path / "lock")
     with BlobLock(uri, expire=2) as held:
         remote = lease.make_remote_lease_writer(uri, held.owner)
-        for _ in range(4):
+        for i in range(4):
             remote.maintain()  # rewrites the body blindly, without our token
-            time.sleep(0.3)
+            # Our next renewal comes over it: its write (our token, no writer_name) is
+            # there, and the lock is not lost for meeting mops's body.
+            deadline = time.monotonic() + 60
+            while True:
+                assert not held.lost, held.lost_reason
+                seen = inspect(uri)
+                if seen.token == held.token and seen.writer_name is None:
+                    break
+                assert time.monotonic() < deadline, f"no renewal of ours after mops's {i + 1}"
+                time.sleep(0.05)
         assert not held.lost, held.lost_reason
         token = held.token
     after = json.loads((tmp_path / "lock" / "lock.json").read_text())
@@ -67,10 +76,25 @@ def test_a_mops_remote_co_owns_our_lock(tmp_path):
 
 def test_our_remote_keeps_a_mops_lease_alive(tmp_path):
     uri = str(tmp_path / "lock")
-    held = mops_acquire(uri, 1.5)
+    expire = 1.5
+    started = time.monotonic()
+    held = mops_acquire(uri, expire)
     with keep_alive(uri, held.writer_id) as remote:
-        waiter = BlobLock(uri, expire=1.5)
-        assert waiter.acquire(timeout=4) is False  # alive well past mops's expire
-        assert not remote.lost
+        # Well past mops's expire, then renewed once more: mops's lease lives on our
+        # renewals (however late they come, unless the keep-alive says it lost it).
+        while time.monotonic() - started < 3 * expire:
+            assert not remote.lost, remote.lost_reason
+            time.sleep(0.05)
+        mark = inspect(uri)
+        deadline = time.monotonic() + 60
+        while (seen := inspect(uri)).written_at == mark.written_at:
+            assert not remote.lost, remote.lost_reason
+            assert time.monotonic() < deadline, f"not renewed in a minute: {seen.describe()}"
+            time.sleep(0.05)
+        assert seen.owner == held.writer_id and not seen.free, seen.describe()
+        # So a waiter finds it held, not expired, by mops's owner.
+        waiter = BlobLock(uri, expire=expire)
+        assert waiter.try_acquire() is False, "a waiter took the lease our remote keeps"
+        assert not remote.lost, remote.lost_reason
     assert waiter.acquire(timeout=30)
     waiter.release()

@@ -76,21 +76,24 @@ def test_waiting_in_asyncio_never_blocks_the_event_loop(tmp_path):
     ticks = 0
 
     async def ticker() -> None:
+        # Runs only while the acquisition waits (the lock is held until its 20th tick).
         nonlocal ticks
         while True:
             await asyncio.sleep(0.01)
             ticks += 1
+            if ticks == 20:
+                holder.release()
 
     async def main() -> bool:
         tick = asyncio.ensure_future(ticker())
-        asyncio.get_running_loop().call_later(1.0, holder.release)
-        got = await BlobLock(uri).acquire_async(timeout=30)
+        got = await BlobLock(uri).acquire_async(timeout=60)
         tick.cancel()
         return got
 
-    assert asyncio.run(main())
-    # About 100 ticks in the second the acquisition waited; a blocked loop makes none.
-    assert ticks >= 20, f"the event loop ran only {ticks} ticks while waiting"
+    # A wait that blocked the loop would starve the ticker, which alone releases the lock:
+    # it would time out and return False, however fast or slow the machine.
+    assert asyncio.run(main()), f"the event loop ran only {ticks} ticks while waiting"
+    assert ticks >= 20
 
 
 def test_async_timeouts_and_cancellation_leave_nothing_behind(tmp_path):
@@ -197,7 +200,9 @@ def test_an_acquisition_right_after_a_cancelled_one_on_the_same_object_keeps_the
                 pass
             if task.cancelled() or not shared.held:
                 assert await shared.acquire_async(timeout=30)
-            await asyncio.sleep(0.05)  # a cleanup still running would release it now
+            # Every cleanup has run (drain waits for them): one that released the new
+            # acquisition would show in the lockfile now, however slow the machine.
+            await asyncio.to_thread(_blob_lock.drain, 60)
             assert shared.held and not shared.lost
             assert inspect(uri, owner=shared.owner).state is LockState.OURS
             assert await shared.release_async() is ReleaseStatus.RELEASED

@@ -85,6 +85,10 @@ class PruneOutcome(str, enum.Enum):
     beyond ``expire + clock_skew`` by the wall clock; kept (``detail`` says which)."""
     UNREADABLE = "unreadable"
     """Not a lockfile blob-lock can read; never deleted by prune."""
+    NO_CONDITIONAL_DELETE = "no_conditional_delete"
+    """Old enough, but the store offers no conditional delete blob-lock can send (``detail``
+    says why) and runs ``cas``: an unconditional delete held up in the network could delete
+    a later holder's lockfile, so it is kept, untouched."""
     FAILED = "failed"
     """A store error ended the attempt (``detail`` says which); whatever prune took was
     released again, and the lockfile is kept."""
@@ -116,11 +120,13 @@ def prune_locks(
     (seconds or a timedelta) ago, judged by both the writer's clock and the store's. Each is
     deleted only if it is unchanged since it was listed: it is taken through the protocol,
     as a waiter takes over a free lock, and deleted while held, so a lock someone took
-    meanwhile is never deleted from under them. Held and unreadable lockfiles are kept.
-    Yields what it did with each lock, page by page as the iterator is consumed (nothing
-    is deleted before that); ``dry_run`` writes nothing. ``only`` limits the deletions to
-    those lock URIs (the ones a person confirmed after a dry run); the others are judged as
-    in a dry run.
+    meanwhile is never deleted from under them; the delete is conditional on prune's own
+    write, so a delete held up in the network cannot land on a later holder's lockfile (on
+    a store that offers no conditional delete and runs ``cas``, lockfiles are kept:
+    ``no_conditional_delete``). Held and unreadable lockfiles are kept. Yields what it did
+    with each lock, page by page as the iterator is consumed (nothing is deleted before
+    that); ``dry_run`` writes nothing. ``only`` limits the deletions to those lock URIs (the
+    ones a person confirmed after a dry run); the others are judged as in a dry run.
 
     Deleting a lockfile drops its fencing token: the next acquisition of that lock gets
     token 1. Do not prune locks whose tokens fence a resource that refuses tokens lower

@@ -115,6 +115,14 @@ impl Lock {
         self
     }
 
+    /// The same lock keeping the record of its releases and its guesses in `record` (see
+    /// [`crate::released`]): simulated processes, which share one real process, each bring
+    /// their own, shared by all their locks as the process-wide one is.
+    pub fn with_record(mut self, record: Record) -> Lock {
+        Arc::make_mut(&mut self.engine).last_release = record;
+        self
+    }
+
     /// The owner id this lock writes: hand it to the remote.
     pub fn owner(&self) -> &str {
         &self.owner
@@ -139,6 +147,11 @@ impl Lock {
     /// The labels its acquisitions write.
     pub fn labels(&self) -> Option<&crate::lockfile::Labels> {
         self.engine.labels.as_ref()
+    }
+
+    /// The clock it judges time by.
+    pub fn clock(&self) -> &Arc<dyn crate::clock::Clock> {
+        &self.engine.clock
     }
 
     /// The timing in use.

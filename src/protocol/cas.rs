@@ -7,6 +7,7 @@ use super::engine::Engine;
 use super::Steps;
 use crate::errors::{Error, Result};
 use crate::lockfile::LockFile;
+use crate::mutation::{active, reached, Branch, Mutation};
 use crate::released::Guess;
 use crate::store::{Version, Write};
 use async_trait::async_trait;
@@ -33,76 +34,108 @@ impl Steps for Cas {
         let mut guessing = acquisition.begin();
         // A record compared with what is read instead of used, the last one being stale.
         let mut unused = None;
-        if let Some((released, version)) = engine
-            .last_release
-            .take()
-            .filter(|(lf, _)| lf.is_released())
-        {
+        let record = engine.last_release.take();
+        reached(if record.is_some() {
+            Branch::RecordTaken
+        } else {
+            Branch::NoRecord
+        });
+        if let Some((released, version)) = record.filter(|(lf, _)| lf.is_released()) {
             guessing = false;
             if engine.last_release.likely(Guess::Stale) {
+                reached(Branch::RecordCompared);
                 unused = Some(released);
             } else {
-                let token = released.token + 1;
+                let token = if active(Mutation::RecordTokenReused) {
+                    released.token
+                } else {
+                    released.token + 1
+                };
                 engine.reserve().await?;
                 let body = engine.body(owner, token);
                 let start = engine.clock.now();
                 acquisition.note(token, start);
                 let bytes = Bytes::from(body.encode());
-                if let Write::Done(version) = engine.update_lockfile(bytes, &version).await? {
+                let written = if active(Mutation::RecordUnconditional) {
+                    Write::Done(engine.overwrite_lockfile(bytes).await?)
+                } else {
+                    engine.update_lockfile(bytes, &version).await?
+                };
+                if let Write::Done(version) = written {
+                    reached(Branch::RecordCurrent);
                     return Ok(Attempt::Acquired(engine.held(owner, body, version, start)));
                 }
                 // Someone wrote since our release: the full attempt below finds out who.
+                reached(Branch::RecordRefused);
                 engine.last_release.found(Guess::Stale, true);
             }
         }
         if guessing && engine.last_release.likely(Guess::New) {
             // Create first: a new lock then costs create and release, two requests.
             guessing = false;
-            if let Some(acquired) = create(engine, owner, acquisition).await? {
+            if let Some(acquired) = create(engine, owner, acquisition, true).await? {
+                reached(Branch::CreateFirstWon);
                 return Ok(acquired);
             }
+            reached(Branch::CreateFirstRefused);
             engine.last_release.found(Guess::New, false);
         }
         // Read first: a lock released elsewhere then costs read, update (not a refused
         // create on top), and a new one read, create; three requests with the release.
         let read = engine.read().await?;
         if guessing {
+            reached(if read.is_none() {
+                Branch::ReadFirstAbsent
+            } else {
+                Branch::ReadFirstPresent
+            });
             engine.last_release.found(Guess::New, read.is_none());
         }
         if let Some(recorded) = unused {
             // By content, not version: a store may name one object's version differently in
             // a write's answer and a read's.
             let current = read.as_ref().map(|(lf, _)| lf);
-            engine
-                .last_release
-                .found(Guess::Stale, current != Some(&recorded));
+            let stale = current != Some(&recorded);
+            reached(if stale {
+                Branch::ComparedStale
+            } else {
+                Branch::ComparedCurrent
+            });
+            engine.last_release.found(Guess::Stale, stale);
         }
         let (lf, snap) = match read {
             Some(found) => found,
             None => {
-                if let Some(acquired) = create(engine, owner, acquisition).await? {
+                if let Some(acquired) = create(engine, owner, acquisition, false).await? {
+                    reached(Branch::AbsentCreated);
                     return Ok(acquired);
                 }
                 match engine.read().await? {
-                    Some(found) => found,
+                    Some(found) => {
+                        reached(Branch::AbsentCreateRefused);
+                        found
+                    }
                     // Created and gone again between our requests: try again at once.
                     None => {
+                        reached(Branch::AbsentGone);
                         return Ok(Attempt::Busy {
                             holder: None,
                             expires_in: None,
-                        })
+                        });
                     }
                 }
             }
         };
         if let Some(start) = acquisition.settles(owner, &lf) {
             // A write of ours landed though it came back as an error or a conflict.
+            reached(Branch::SettledByRead);
             return confirm(engine, owner, lf, snap.version, start).await;
         }
         if let Some(busy) = engine.judge(&lf, &snap, engine.clock.now(), acquisition) {
+            reached(Branch::Busy);
             return Ok(busy);
         }
-        let token = if crate::mutation::active(crate::mutation::Mutation::TokenNotIncremented) {
+        let token = if active(Mutation::TokenNotIncremented) {
             lf.token
         } else {
             lf.token + 1
@@ -115,31 +148,36 @@ impl Steps for Cas {
             .update_lockfile(Bytes::from(body.encode()), &snap.version)
             .await?
         {
-            Write::Done(version) => Ok(Attempt::Acquired(engine.held(owner, body, version, start))),
-            Write::Conflict
-                if crate::mutation::active(crate::mutation::Mutation::ConflictAsSuccess) =>
-            {
-                Ok(Attempt::Acquired(engine.held(
-                    owner,
-                    body,
-                    snap.version,
-                    start,
-                )))
+            Write::Done(version) => {
+                reached(Branch::UpdateWon);
+                Ok(Attempt::Acquired(engine.held(owner, body, version, start)))
             }
+            Write::Conflict if active(Mutation::ConflictAsSuccess) => Ok(Attempt::Acquired(
+                engine.held(owner, body, snap.version, start),
+            )),
             Write::Conflict => {
                 acquisition.watch = None;
                 match engine.read().await? {
                     Some((now, snap)) => match acquisition.settles(owner, &now) {
-                        Some(start) => confirm(engine, owner, now, snap.version, start).await,
-                        None => Ok(Attempt::Busy {
-                            holder: Some(now),
-                            expires_in: None,
-                        }),
+                        Some(start) => {
+                            reached(Branch::UpdateRefusedOurs);
+                            confirm(engine, owner, now, snap.version, start).await
+                        }
+                        None => {
+                            reached(Branch::UpdateRefusedHeld);
+                            Ok(Attempt::Busy {
+                                holder: Some(now),
+                                expires_in: None,
+                            })
+                        }
                     },
-                    None => Ok(Attempt::Busy {
-                        holder: None,
-                        expires_in: None,
-                    }),
+                    None => {
+                        reached(Branch::UpdateRefusedGone);
+                        Ok(Attempt::Busy {
+                            holder: None,
+                            expires_in: None,
+                        })
+                    }
                 }
             }
         }
@@ -174,11 +212,17 @@ async fn confirm(
 ) -> Result<Attempt> {
     let mut held = engine.held(owner, lf, version, start);
     match renew(engine, &mut held, None).await {
-        Ok(()) => Ok(Attempt::Acquired(held)),
-        Err(Error::Lost { .. }) => Ok(Attempt::Busy {
-            holder: None,
-            expires_in: None,
-        }),
+        Ok(()) => {
+            reached(Branch::ConfirmHeld);
+            Ok(Attempt::Acquired(held))
+        }
+        Err(Error::Lost { .. }) => {
+            reached(Branch::ConfirmNotOurs);
+            Ok(Attempt::Busy {
+                holder: None,
+                expires_in: None,
+            })
+        }
         Err(e) => Err(e),
     }
 }
@@ -196,6 +240,7 @@ async fn renew(engine: &Engine, held: &mut Held, writer_name: Option<&str>) -> R
             .await?
         {
             Write::Done(version) => {
+                reached(Branch::RenewLanded);
                 held.version.clone_from(&version);
                 held.body.clone_from(&body);
                 held.lease_start = start;
@@ -207,15 +252,18 @@ async fn renew(engine: &Engine, held: &mut Held, writer_name: Option<&str>) -> R
                     Engine::adopt_body(held, lf, snap.version);
                     if landed {
                         // Our own write, retried by the client: it counts.
+                        reached(Branch::RenewOwnRetried);
                         held.lease_start = start;
                         return Ok(());
                     }
+                    reached(Branch::RenewCoOwnerAdopted);
                 }
                 other => {
+                    reached(Branch::RenewLost);
                     return Err(super::engine::lost(
                         engine.uri(),
                         Engine::why_not_ours(held, other.as_ref().map(|(lf, _)| lf)),
-                    ))
+                    ));
                 }
             },
         }
@@ -228,21 +276,26 @@ async fn renew(engine: &Engine, held: &mut Held, writer_name: Option<&str>) -> R
 }
 
 /// Creates the lockfile with token 1: the acquisition, or `None` when one is there.
+/// `first`: created before any read (the guess that the lock is new).
 async fn create(
     engine: &Engine,
     owner: &Arc<str>,
     acquisition: &mut Acquisition,
+    first: bool,
 ) -> Result<Option<Attempt>> {
     engine.reserve().await?;
     let body = engine.body(owner, 1);
     let start = engine.clock.now();
     acquisition.note(1, start);
-    Ok(
-        match engine.create_lockfile(Bytes::from(body.encode())).await? {
-            Write::Done(version) => {
-                Some(Attempt::Acquired(engine.held(owner, body, version, start)))
-            }
-            Write::Conflict => None,
-        },
-    )
+    let bytes = Bytes::from(body.encode());
+    if first && active(Mutation::CreateFirstOverwrites) {
+        let version = engine.overwrite_lockfile(bytes).await?;
+        return Ok(Some(Attempt::Acquired(
+            engine.held(owner, body, version, start),
+        )));
+    }
+    Ok(match engine.create_lockfile(bytes).await? {
+        Write::Done(version) => Some(Attempt::Acquired(engine.held(owner, body, version, start))),
+        Write::Conflict => None,
+    })
 }

@@ -100,6 +100,7 @@ impl Engine {
                 Write::Done(version) => {
                     // Only a conditional write proves what the lockfile held after it.
                     if steps.conditional() {
+                        crate::mutation::reached(crate::mutation::Branch::RecordSet);
                         self.last_release.set(body, version);
                     }
                     return Ok((ReleaseStatus::Released, None));

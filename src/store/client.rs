@@ -38,6 +38,8 @@ pub struct Client {
     pub(crate) trust: bool,
     /// What signs its requests, made ready before each request.
     pub(crate) signing: Signing,
+    /// What sends its conditional deletes (none for memory stores).
+    pub(crate) deleter: Option<super::conditional_delete::Deleter>,
     /// What the process learnt about the store; a fork child keeps it.
     pub(crate) facts: Arc<Facts>,
     /// What the store can take from this process, and who goes first ([`super::load`]).
@@ -62,6 +64,8 @@ pub struct Facts {
     first_drop: AtomicU64,
     verdict: AtomicU8,
     warned: AtomicBool,
+    /// Whether the store honours a conditional delete: 0 not probed yet, 1 yes, 2 no.
+    deletes: AtomicU8,
 }
 
 /// How long a store that has never answered may drop connections before it counts as
@@ -111,6 +115,20 @@ impl Facts {
         self.verdict.store(code, Ordering::Release);
     }
 
+    /// Whether the store honours conditional deletes, once probed.
+    pub(crate) fn conditional_deletes(&self) -> Option<bool> {
+        match self.deletes.load(Ordering::Acquire) {
+            1 => Some(true),
+            2 => Some(false),
+            _ => None,
+        }
+    }
+
+    pub(crate) fn set_conditional_deletes(&self, honoured: bool) {
+        self.deletes
+            .store(if honoured { 1 } else { 2 }, Ordering::Release);
+    }
+
     /// True the first time only: one warning per store.
     pub(crate) fn first_warning(&self) -> bool {
         !self.warned.swap(true, Ordering::Relaxed)
@@ -132,9 +150,17 @@ impl Client {
             cloud,
             trust,
             signing: Signing::Unsigned,
+            deleter: None,
             facts,
             probing: tokio::sync::Mutex::new(()),
         }
+    }
+
+    fn cloud(built: super::cloud::Built, cloud: Cloud, trust: bool, facts: Arc<Facts>) -> Client {
+        let mut client = Client::new(built.store, built.name, Some(cloud), trust, facts);
+        client.signing = built.signing;
+        client.deleter = Some(built.deleter);
+        client
     }
 
     /// A memory store's client: it answers, and its writes are conditional.
@@ -207,11 +233,9 @@ pub(crate) fn client(
 ) -> Result<Arc<Client>> {
     let key = registry_key(scheme, authority, options);
     get_or_build(&key, |facts| {
-        let (store, name, signing) = build(cloud, scheme, authority, options)?;
+        let built = build(cloud, scheme, authority, options)?;
         let facts = facts.unwrap_or_default();
-        let mut client = Client::new(store, name, Some(cloud), options.trust, facts);
-        client.signing = signing;
-        Ok(client)
+        Ok(Client::cloud(built, cloud, options.trust, facts))
     })
 }
 
@@ -222,10 +246,13 @@ pub(crate) fn private_client(
     authority: &str,
     options: &Options,
 ) -> Result<Client> {
-    let (store, name, signing) = build(cloud, scheme, authority, options)?;
-    let mut client = Client::new(store, name, Some(cloud), options.trust, Default::default());
-    client.signing = signing;
-    Ok(client)
+    let built = build(cloud, scheme, authority, options)?;
+    Ok(Client::cloud(
+        built,
+        cloud,
+        options.trust,
+        Default::default(),
+    ))
 }
 
 fn registry_key(scheme: &str, authority: &str, options: &Options) -> String {

@@ -103,6 +103,10 @@ impl LockStore for Counted {
         self.inner.delete_if(expected).await
     }
 
+    async fn conditional_deletes(&self) -> std::result::Result<(), String> {
+        self.inner.conditional_deletes().await
+    }
+
     async fn conditional_writes(&self, required: bool) -> Result<bool> {
         self.inner.conditional_writes(required).await
     }

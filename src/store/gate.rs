@@ -319,6 +319,27 @@ impl Gate {
         }
     }
 
+    /// Deletes `path` if it is still at `expected` (see [`super::conditional_delete`]):
+    /// true if it did.
+    pub(crate) async fn delete_at_if(&self, path: &Path, expected: &Version) -> Result<bool> {
+        use super::conditional_delete::Deleted;
+        let Some(deleter) = &self.client.deleter else {
+            return Err(Error::InvalidArgument(format!(
+                "{} has no conditional delete",
+                self.client.name
+            )));
+        };
+        // The signed URL outlives no request timeout by much: held up longer, the store
+        // refuses it by its own clock too.
+        let valid_for = Duration::from_secs(60);
+        let delete = || deleter.delete_if(path, expected, valid_for);
+        match self.call("deleting", delete).await {
+            Ok(Deleted::Yes) => Ok(true),
+            Ok(Deleted::Changed) => Ok(false),
+            Err(failure) => Err(self.error(failure, "deleting")),
+        }
+    }
+
     pub(crate) async fn delete_at(&self, path: &Path) -> Result<()> {
         let store = &self.client.store;
         match self.call("deleting", || store.delete(path)).await {

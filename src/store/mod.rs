@@ -10,6 +10,7 @@ mod access;
 pub(crate) mod answers;
 pub mod client;
 pub mod cloud;
+mod conditional_delete;
 mod connection_string;
 pub mod counted;
 pub mod credentials;
@@ -115,12 +116,18 @@ pub trait LockStore: Send + Sync + fmt::Debug + 'static {
     }
 
     /// Deletes the lockfile if it is still at `expected`: true if it did. Only `prune` calls
-    /// it, while it holds the lock. Where the store has no conditional delete (object_store
-    /// has none), it deletes unconditionally: the caller's lease is then what excludes
-    /// other writers.
+    /// it, while it holds the lock. Where the store has no conditional delete
+    /// ([`LockStore::conditional_deletes`] says why), it deletes unconditionally: the
+    /// caller's lease is then what excludes other writers.
     async fn delete_if(&self, expected: &Version) -> Result<bool> {
         let _ = expected;
         self.delete().await.map(|()| true)
+    }
+
+    /// Whether [`LockStore::delete_if`] is conditional on this store: `Err` says why not.
+    /// Stores over HTTP are probed once per client (a store may ignore the condition).
+    async fn conditional_deletes(&self) -> std::result::Result<(), String> {
+        Err(format!("{} has no conditional delete", self.uri()))
     }
 
     /// Whether this store honours conditional writes (create-if-absent, update-if-match),

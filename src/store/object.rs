@@ -134,6 +134,28 @@ impl LockStore for ObjectLockStore {
         self.gate.delete_at(&self.path).await
     }
 
+    async fn delete_if(&self, expected: &Version) -> Result<bool> {
+        if self.gate.client.cloud.is_none() {
+            // In this process (memory): compared, then deleted, within the caller's lease;
+            // no request can be held up on the way.
+            return match self.read().await? {
+                Some(now) if now.version == *expected => self.delete().await.map(|()| true),
+                _ => Ok(false),
+            };
+        }
+        match self.conditional_deletes().await {
+            Ok(()) => self.gate.delete_at_if(&self.path, expected).await,
+            Err(_) => self.delete().await.map(|()| true),
+        }
+    }
+
+    async fn conditional_deletes(&self) -> std::result::Result<(), String> {
+        if self.gate.client.cloud.is_none() {
+            return Ok(());
+        }
+        probe::conditional_deletes(&self.gate, &self.path).await
+    }
+
     async fn conditional_writes(&self, required: bool) -> Result<bool> {
         probe::conditional_writes(&self.gate, &self.path, required).await
     }

@@ -127,14 +127,97 @@ pub(crate) fn known_conditional_writes(gate: &Gate) -> Option<bool> {
     Some(Verdict::of(gate.client.facts.verdict_code())?.honoured())
 }
 
-/// The four requests (see the module doc).
-async fn probe(gate: &Gate, beside: &Path) -> Result<Verdict> {
+/// A scratch object's path in the folder of `beside`.
+fn scratch_beside(beside: &Path) -> Path {
     let parts: Vec<_> = beside.parts().collect();
     let dir = Path::from_iter(parts[..parts.len().saturating_sub(1)].iter().cloned());
-    let scratch = dir.join(format!(
+    dir.join(format!(
         ".blob-lock-probe-{}",
         &uuid::Uuid::new_v4().simple().to_string()[..16]
-    ));
+    ))
+}
+
+/// See [`super::LockStore::conditional_deletes`]: known, or probed now beside `beside`
+/// (create a scratch object, delete it at a version it does not have, then at its own).
+pub(crate) async fn conditional_deletes(
+    gate: &Gate,
+    beside: &Path,
+) -> std::result::Result<(), String> {
+    let client = &gate.client;
+    if client.deleter.is_none() {
+        return Err(format!("{} has no conditional delete", client.name));
+    }
+    let honoured = match client.facts.conditional_deletes() {
+        Some(known) => known,
+        None => {
+            let _one = client.probing.lock().await;
+            match client.facts.conditional_deletes() {
+                Some(known) => known,
+                None => {
+                    let honoured = probe_deletes(gate, beside).await.map_err(|e| {
+                        format!(
+                            "{}: a conditional delete could not be sent: {e}",
+                            client.name
+                        )
+                    })?;
+                    client.facts.set_conditional_deletes(honoured);
+                    log::debug!("{}: conditional deletes honoured: {honoured}", client.name);
+                    honoured
+                }
+            }
+        }
+    };
+    match honoured {
+        true => Ok(()),
+        false => Err(format!(
+            "{} ignores the condition of a conditional delete (a probe's delete at a version its object did not have deleted it)",
+            client.name
+        )),
+    }
+}
+
+async fn probe_deletes(gate: &Gate, beside: &Path) -> Result<bool> {
+    let scratch = scratch_beside(beside);
+    let body = Bytes::from_static(b"{\"blob_lock_probe\": \"delete\"}");
+    let Write::Done(created) = gate.put_at(&scratch, body, PutMode::Create).await? else {
+        return Ok(false); // a fresh name taken: nothing here is to be trusted
+    };
+    let honoured = async {
+        if gate.delete_at_if(&scratch, &never(&created)).await? {
+            return Ok(false);
+        }
+        // Refused; and at its own version it goes.
+        gate.delete_at_if(&scratch, &created).await
+    }
+    .await;
+    if !matches!(honoured, Ok(true)) {
+        if let Err(e) = gate.delete_at(&scratch).await {
+            log::warn!(
+                "{}: cannot delete the scratch object {scratch} of the conditional-delete probe: {e}",
+                gate.client.name
+            );
+        }
+    }
+    honoured
+}
+
+/// A version the object at `created` does not have: an ETag no store gives, and a
+/// generation other than its own (GCS's are timestamps, but a counter that starts at 1, as
+/// in a test server, could give a scratch object generation 1).
+fn never(created: &Version) -> Version {
+    let generation = match created.version.as_deref().map(str::parse::<u64>) {
+        Some(Ok(g)) => g.wrapping_add(1),
+        _ => 1,
+    };
+    Version {
+        e_tag: Some("\"00000000000000000000000000000000\"".into()),
+        version: Some(generation.to_string()),
+    }
+}
+
+/// The four requests (see the module doc).
+async fn probe(gate: &Gate, beside: &Path) -> Result<Verdict> {
+    let scratch = scratch_beside(beside);
     let body = |n: u8| Bytes::from(format!("{{\"blob_lock_probe\": {n}}}"));
     let first = gate.put_at(&scratch, body(1), PutMode::Create).await;
     let verdict = match first {
@@ -171,16 +254,10 @@ async fn second_and_third(
     if let Write::Done(_) = gate.put_at(scratch, body(2), PutMode::Create).await? {
         return Ok(Verdict::CreateIgnored);
     }
-    // A version the scratch object does not have: an ETag no store gives, and a generation
-    // other than its own (GCS's are timestamps, but a counter that starts at 1, as in a
-    // test server, could give the scratch object generation 1).
-    let generation = match created.version.as_deref().map(str::parse::<u64>) {
-        Some(Ok(g)) => g.wrapping_add(1),
-        _ => 1,
-    };
+    let never = never(created);
     let never = UpdateVersion {
-        e_tag: Some("\"00000000000000000000000000000000\"".into()),
-        version: Some(generation.to_string()),
+        e_tag: never.e_tag,
+        version: never.version,
     };
     match gate.put_at(scratch, body(3), PutMode::Update(never)).await {
         Ok(Write::Done(_)) => Ok(Verdict::UpdateIgnored),

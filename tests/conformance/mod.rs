@@ -166,8 +166,6 @@ pub async fn identity_and_quiesced(views: Views) {
 pub enum Deletes {
     /// It has none (the simulation's store): not checked.
     None,
-    /// `delete_if` deletes whatever the version (object_store has no conditional delete).
-    Unconditional,
     /// `delete_if` deletes only at the version given.
     Conditional,
 }
@@ -180,6 +178,12 @@ pub async fn deletes(views: Views, kind: Deletes) {
         return;
     }
     let (a, b) = (views[0].as_ref(), views[1].as_ref());
+    let said = b.conditional_deletes().await;
+    assert_eq!(
+        said.is_ok(),
+        kind == Deletes::Conditional,
+        "the store says of its conditional deletes: {said:?}"
+    );
     let Write::Done(first) = a.create(body(1)).await.unwrap() else {
         panic!("the first create must land")
     };
@@ -208,7 +212,7 @@ pub async fn deletes(views: Views, kind: Deletes) {
                 );
             }
         }
-        Deletes::Unconditional | Deletes::None => {}
+        Deletes::None => {}
     }
     assert!(
         b.delete_if(&v2).await.unwrap(),

@@ -4,6 +4,7 @@
 #![allow(dead_code)]
 
 use blob_lock::clock::{Clock, DriftingClock};
+use blob_lock::released::Record;
 use blob_lock::store::LockStore;
 use blob_lock::watched::Watched;
 use blob_lock::{LockOptions, Protocol, Timing};
@@ -74,6 +75,15 @@ pub enum Event {
         owner: String,
         at: f64,
     },
+    /// `owner` released the lock at `at` (its release returned).
+    Released {
+        owner: String,
+        at: f64,
+    },
+    /// A delete landed at `at` (the store's true history): tokens start again at 1.
+    Deleted {
+        at: f64,
+    },
 }
 
 pub struct Stored {
@@ -94,6 +104,8 @@ pub struct World {
     /// The explorer's chooser, which every view of the store then shares (else each view
     /// draws from a generator of its own).
     pub explorer: Option<Shared>,
+    /// Woken at each event.
+    pub news: tokio::sync::Notify,
 }
 
 impl World {
@@ -110,6 +122,7 @@ impl World {
             events: Mutex::new(Vec::new()),
             healed: AtomicBool::new(false),
             explorer,
+            news: tokio::sync::Notify::new(),
         })
     }
 
@@ -124,6 +137,7 @@ impl World {
 
     pub fn event(&self, e: Event) {
         self.events.lock().unwrap().push(e);
+        self.news.notify_waiters();
     }
 
     pub fn wall_at(&self, at: Instant) -> DateTime<Utc> {
@@ -166,10 +180,24 @@ pub struct Process {
     /// What this process has seen of the lockfile between acquisitions (its own record:
     /// the simulated processes share one real process).
     pub watched: Watched,
+    /// The record of this process's own last release and its guesses, shared by all its
+    /// locks as a real process's are.
+    pub records: Record,
 }
 
 impl Process {
     pub fn new(world: &Arc<World>, name: &str, faults: &Faults, rng: &mut dyn Chooser) -> Process {
+        Self::with_offset(world, name, faults, rng, None)
+    }
+
+    /// A process whose wall clock is `offset` seconds off the store's, or a drawn offset.
+    pub fn with_offset(
+        world: &Arc<World>,
+        name: &str,
+        faults: &Faults,
+        rng: &mut dyn Chooser,
+        offset: Option<f64>,
+    ) -> Process {
         let rate = 1.0 + rng.within(-DRIFT, DRIFT, true, "a clock's rate");
         let pauses = Arc::new(Pauses::default());
         if faults.pauses && rng.chance(0.3, "a process pauses") {
@@ -189,9 +217,12 @@ impl Process {
         let seed = rng.seed();
         // Random: from a stream of its own, so that every other draw, and so each named
         // seed's schedule, is what it was before wall clocks had offsets.
-        let offset = match world.explorer.as_ref() {
-            None => StdRng::seed_from_u64(seed ^ 0x0ff5e7).random_range(-SKEW / 2.0..=SKEW / 2.0),
-            Some(_) => rng.within(-SKEW / 2.0, SKEW / 2.0, true, "a wall clock's offset"),
+        let offset = match (offset, world.explorer.as_ref()) {
+            (Some(offset), _) => offset,
+            (None, None) => {
+                StdRng::seed_from_u64(seed ^ 0x0ff5e7).random_range(-SKEW / 2.0..=SKEW / 2.0)
+            }
+            (None, Some(_)) => rng.within(-SKEW / 2.0, SKEW / 2.0, true, "a wall clock's offset"),
         };
         Process {
             world: world.clone(),
@@ -206,7 +237,16 @@ impl Process {
             faults: faults.clone(),
             seed,
             watched: Watched::Slot(Default::default()),
+            records: Record::default(),
         }
+    }
+
+    /// A fresh lock as users make one for every `with`, sharing this process's records.
+    pub fn lock(&self, salt: u64, protocol: Protocol, owner: &str) -> blob_lock::Lock {
+        blob_lock::Lock::with_store("sim", self.store(salt), &self.options(protocol))
+            .with_owner(owner)
+            .with_watched(self.watched.clone())
+            .with_record(self.records.clone())
     }
 
     pub fn store(&self, salt: u64) -> Arc<dyn LockStore> {

@@ -86,6 +86,9 @@ impl NodeStore {
     }
 
     fn describe(bytes: &[u8]) -> String {
+        if bytes.is_empty() {
+            return "(deletion)".into();
+        }
         match blob_lock::LockFile::decode(bytes) {
             Ok(lf) if lf.is_released() => format!("{} t{} released", lf.writer_id, lf.token),
             Ok(lf) => format!("{} t{} #{}", lf.writer_id, lf.token, lf.write_count),
@@ -140,12 +143,20 @@ impl NodeStore {
         self.travel().await;
         {
             let mut history = self.world.history.lock().unwrap();
-            let current = history.last().map(|s| s.version);
+            // A deletion is an empty entry: no object, for creates and conditions alike.
+            let current = history
+                .last()
+                .filter(|s| !s.bytes.is_empty())
+                .map(|s| s.version);
             let allowed = match expected {
                 None => true,                  // overwrite
                 Some(want) => want == current, // None: create; Some(v): update
             };
             if allowed {
+                if body.is_empty() {
+                    self.world
+                        .event(super::Event::Deleted { at: self.world.t() });
+                }
                 let version = history.len() as u64 + 1;
                 history.push(Stored {
                     bytes: body.clone(),
@@ -205,6 +216,7 @@ impl LockStore for NodeStore {
                 .iter()
                 .rev()
                 .find(|s| s.at + lag <= now)
+                .filter(|s| !s.bytes.is_empty())
                 .map(|s| Snapshot {
                     bytes: s.bytes.clone(),
                     version: Version {
@@ -249,5 +261,22 @@ impl LockStore for NodeStore {
 
     fn uri(&self) -> &str {
         "sim"
+    }
+
+    /// A delete lands as an empty entry of the history, with every fault a write has.
+    async fn delete(&self) -> blob_lock::Result<()> {
+        self.write("delete", Bytes::new(), None).await.map(|_| ())
+    }
+
+    async fn delete_if(&self, expected: &Version) -> blob_lock::Result<bool> {
+        let op = format!("delete@v{}", version_number(expected));
+        let done = self
+            .write(&op, Bytes::new(), Some(Some(version_number(expected))))
+            .await?;
+        Ok(matches!(done, Write::Done(_)))
+    }
+
+    async fn conditional_deletes(&self) -> Result<(), String> {
+        Ok(())
     }
 }

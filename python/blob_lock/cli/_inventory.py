@@ -122,7 +122,12 @@ def prune_command(args: argparse.Namespace) -> int:
         counts[p.outcome] = counts.get(p.outcome, 0) + 1
         if p.outcome is PruneOutcome.DELETED:
             print(f"deleted {p.found.describe()}", flush=True)
-        elif p.outcome in (PruneOutcome.CHANGED, PruneOutcome.UNREADABLE, PruneOutcome.FAILED):
+        elif p.outcome in (
+            PruneOutcome.CHANGED,
+            PruneOutcome.UNREADABLE,
+            PruneOutcome.NO_CONDITIONAL_DELETE,
+            PruneOutcome.FAILED,
+        ):
             print(f"kept {p.uri}: {p.outcome.value}, {p.detail}", flush=True)
     kept = {
         o.value.replace("_", " "): n for o, n in counts.items() if o is not PruneOutcome.DELETED

@@ -10,6 +10,7 @@ use crate::store::uri::Cloud;
 use object_store::aws::{AmazonS3Builder, AmazonS3ConfigKey as S3Key};
 use object_store::azure::{AzureConfigKey as AzKey, MicrosoftAzureBuilder};
 use object_store::gcp::{GoogleCloudStorageBuilder, GoogleConfigKey as GcsKey};
+use object_store::signer::Signer;
 use object_store::{ClientConfigKey, ObjectStore, RetryConfig};
 use std::sync::Arc;
 
@@ -43,12 +44,13 @@ pub(super) trait Builder: Sized {
     /// What object_store's own chain takes credentials from, as configured; None when
     /// requests are not signed.
     fn chain_uses(&self) -> Option<String>;
-    /// The client, and the credential provider object_store gave it.
-    fn finish(
-        self,
-        env: &Environment,
-    ) -> object_store::Result<(Arc<dyn ObjectStore>, ChainProvider)>;
+    /// The client, the credential provider object_store gave it, and the same client as
+    /// the signer of URLs (prune's conditional deletes).
+    fn finish(self, env: &Environment) -> object_store::Result<Finished>;
 }
+
+/// What a builder makes: the client, its credential provider, its signer.
+pub(super) type Finished = (Arc<dyn ObjectStore>, ChainProvider, Arc<dyn Signer>);
 
 /// True for a configuration value that object_store reads as true.
 pub(super) fn truthy(value: Option<String>) -> bool {
@@ -154,13 +156,10 @@ impl Builder for AmazonS3Builder {
             get(S3Key::MetadataEndpoint).unwrap_or_else(|| "http://169.254.169.254".into());
         Some(format!("the instance metadata service at {endpoint}"))
     }
-    fn finish(
-        self,
-        _: &Environment,
-    ) -> object_store::Result<(Arc<dyn ObjectStore>, ChainProvider)> {
-        let store = self.build()?;
+    fn finish(self, _: &Environment) -> object_store::Result<Finished> {
+        let store = Arc::new(self.build()?);
         let provider = ChainProvider::S3(store.credentials().clone());
-        Ok((Arc::new(store), provider))
+        Ok((store.clone(), provider, store))
     }
 }
 
@@ -267,10 +266,7 @@ impl Builder for MicrosoftAzureBuilder {
             .unwrap_or_else(|| "http://169.254.169.254/metadata/identity/oauth2/token".into());
         Some(format!("managed identity at {endpoint}"))
     }
-    fn finish(
-        self,
-        env: &Environment,
-    ) -> object_store::Result<(Arc<dyn ObjectStore>, ChainProvider)> {
+    fn finish(self, env: &Environment) -> object_store::Result<Finished> {
         if let Some(emulator) = env.get("AZURITE_BLOB_STORAGE_URL") {
             if let Err(why) = check_url(emulator) {
                 return Err(object_store::Error::Generic {
@@ -279,9 +275,9 @@ impl Builder for MicrosoftAzureBuilder {
                 });
             }
         }
-        let store = self.build()?;
+        let store = Arc::new(self.build()?);
         let provider = ChainProvider::Azure(store.credentials().clone());
-        Ok((Arc::new(store), provider))
+        Ok((store.clone(), provider, store))
     }
 }
 
@@ -352,12 +348,36 @@ impl Builder for GoogleCloudStorageBuilder {
         }
         Some("gcloud's application-default file, then the metadata server".into())
     }
-    fn finish(
-        self,
-        _: &Environment,
-    ) -> object_store::Result<(Arc<dyn ObjectStore>, ChainProvider)> {
-        let store = self.build()?;
+    fn finish(self, _: &Environment) -> object_store::Result<Finished> {
+        let builder = match emulator_signing(&self) {
+            Some(signing) => self.with_signing_credentials(signing),
+            None => self,
+        };
+        let store = Arc::new(builder.build()?);
         let provider = ChainProvider::Gcs(store.credentials().clone());
-        Ok((Arc::new(store), provider))
+        Ok((store.clone(), provider, store))
     }
+}
+
+/// object_store signs URLs through the signBlob API when a service-account key says
+/// `disable_oauth` (an emulator's key), which no emulator serves; a private key in that key
+/// signs them here instead, as a real key's does (prune's conditional delete on the GCS
+/// test server).
+fn emulator_signing(
+    builder: &GoogleCloudStorageBuilder,
+) -> Option<object_store::gcp::GcpSigningCredentialProvider> {
+    let text = builder.get(&GcsKey::ServiceAccountKey)?;
+    let key: serde_json::Value = serde_json::from_str(&text).ok()?;
+    if key.get("disable_oauth")?.as_bool() != Some(true) {
+        return None;
+    }
+    let pem = key.get("private_key")?.as_str().filter(|k| !k.is_empty())?;
+    let private_key = object_store::gcp::ServiceAccountKey::from_pem(pem.as_bytes()).ok()?;
+    let email = key.get("client_email")?.as_str()?.to_string();
+    Some(Arc::new(object_store::StaticCredentialProvider::new(
+        object_store::gcp::GcpSigningCredential {
+            email,
+            private_key: Some(private_key),
+        },
+    )))
 }

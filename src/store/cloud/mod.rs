@@ -7,6 +7,7 @@
 
 mod builders;
 
+use super::conditional_delete::{self, Deleter};
 use super::connection_string;
 use super::credentials::Credentials;
 use super::environment::Environment;
@@ -21,13 +22,24 @@ use object_store::{BackoffConfig, ClientConfigKey, ObjectStore, RetryConfig};
 use std::sync::Arc;
 use std::time::Duration;
 
-/// Builds the object_store client: `(client, name for messages, what signs its requests)`.
+/// What [`build`] makes.
+pub(crate) struct Built {
+    pub(crate) store: Arc<dyn ObjectStore>,
+    /// The store, for messages.
+    pub(crate) name: String,
+    /// What signs its requests.
+    pub(crate) signing: Signing,
+    /// What sends its conditional deletes.
+    pub(crate) deleter: Deleter,
+}
+
+/// Builds the object_store client and what goes with it.
 pub(crate) fn build(
     cloud: Cloud,
     scheme: &str,
     authority: &str,
     given: &super::client::Options,
-) -> Result<(Arc<dyn ObjectStore>, String, Signing)> {
+) -> Result<Built> {
     let (options, credentials, env) = (
         &given.store,
         given.credentials.as_ref(),
@@ -95,7 +107,7 @@ fn configure<B: Builder>(
     credentials: Option<&Credentials>,
     env: &Environment,
     sources: &str,
-) -> Result<(Arc<dyn ObjectStore>, String, Signing)> {
+) -> Result<Built> {
     let store = B::CLOUD.name();
     // Set as configuration keys, not with `with_client_options`, which would replace the
     // client options read from the environment (AWS_ALLOW_HTTP, proxies, CA bundles).
@@ -158,12 +170,13 @@ fn configure<B: Builder>(
         Some(c) if c.chain_note().is_none() => None, // given: signed with them
         _ => b.chain_uses(),
     };
+    let deleter_options = conditional_delete::client_options(|k| b.get(&B::client_key(k)));
     let built = b.finish(env).map_err(|e| {
         Error::InvalidArgument(format!(
             "cannot configure the store for {url}: {e} ({sources}; the rest comes from the environment)"
         ))
     })?;
-    let (store, provider) = built;
+    let (store, provider, signer) = built;
     let signing = match (credentials, chain_uses) {
         (Some(c), _) if c.chain_note().is_none() => Signing::Given(c.clone()),
         (_, None) => Signing::Unsigned,
@@ -174,7 +187,12 @@ fn configure<B: Builder>(
             source: c.map(|c| c.source().to_string()),
         }),
     };
-    Ok((store, name, signing))
+    Ok(Built {
+        store,
+        name,
+        signing,
+        deleter: Deleter::new(B::CLOUD, signer, deleter_options),
+    })
 }
 
 /// One rule for plain HTTP, wherever the endpoint came from (storage options, the

@@ -197,6 +197,10 @@ impl LockStore for FileStore {
         self.blocking(move |f| f.delete_if_sync(&expected)).await
     }
 
+    async fn conditional_deletes(&self) -> std::result::Result<(), String> {
+        Ok(()) // under the update guard
+    }
+
     async fn delete(&self) -> Result<()> {
         self.blocking(|f| {
             // Our replaced lockfiles still queued for removal would keep the folder.

@@ -98,7 +98,8 @@ mod tests {
             l.answered(MS.mul_f64(2.5 * n as f64), MS.mul_f64(2.5), n);
         }
         let n = l.get();
-        assert!((MIN as usize..=16).contains(&n), "limit {n}");
+        // Below where it started (16): the queue it saw brought it down.
+        assert!((MIN as usize..START as usize).contains(&n), "limit {n}");
     }
 
     #[test]
