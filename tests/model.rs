@@ -599,22 +599,10 @@ fn replay() {
 #[cfg(feature = "mutations")]
 #[test]
 fn every_seeded_bug_is_caught() {
-    use blob_lock::mutation::{seed, Mutation};
     let bounds = Bounds::from_env();
-    // One thread per bug (a seeded bug is per thread): the costly ones side by side.
-    let found: Vec<Explored> = std::thread::scope(|scope| {
-        let runs: Vec<_> = (Mutation::ALL.iter())
-            .map(|&m| {
-                scope.spawn(move || {
-                    seed(Some(m));
-                    explore(Protocol::Cas, bounds)
-                })
-            })
-            .collect();
-        runs.into_iter().map(|r| r.join().unwrap()).collect()
-    });
+    let found = each_seeded_bug(|| explore(Protocol::Cas, bounds));
     let mut missed = Vec::new();
-    for (m, found) in Mutation::ALL.iter().zip(&found) {
+    for (m, found) in &found {
         match &found.counterexample {
             Some(c) => println!(
                 "seeded {m:?}: caught after {} schedules: {} (MODEL_REPLAY={})",

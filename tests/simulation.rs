@@ -534,20 +534,8 @@ fn cas_does_not_take_a_stale_read_of_its_own_released_write_for_an_acquisition()
 #[test]
 #[ignore = "a report: make model (cargo test --release --features mutations --test simulation seeded -- --ignored --nocapture)"]
 fn seeded_bugs_in_the_random_campaign() {
-    use blob_lock::mutation::{seed, Mutation};
-    // One thread per bug (a seeded bug is per thread), printed in order.
-    let found: Vec<_> = std::thread::scope(|scope| {
-        let runs: Vec<_> = (Mutation::ALL.iter())
-            .map(|&m| {
-                scope.spawn(move || {
-                    seed(Some(m));
-                    campaign(Protocol::Cas, false)
-                })
-            })
-            .collect();
-        runs.into_iter().map(|r| r.join().unwrap()).collect()
-    });
-    for (m, (n, bad)) in Mutation::ALL.iter().zip(found) {
+    let found = each_seeded_bug(|| campaign(Protocol::Cas, false));
+    for (m, (n, bad)) in found {
         println!(
             "seeded {m:?}: the random simulation found it at {} of {n} seeds (first: {:?})",
             bad.len(),

@@ -313,3 +313,24 @@ impl Process {
         true
     }
 }
+
+/// `run` once per seeded bug (src/mutation.rs), each on a thread of its own with that bug
+/// seeded (a seeded bug is per thread), side by side; the results in `Mutation::ALL`'s order.
+#[cfg(feature = "mutations")]
+pub fn each_seeded_bug<T: Send>(
+    run: impl Fn() -> T + Sync,
+) -> Vec<(blob_lock::mutation::Mutation, T)> {
+    use blob_lock::mutation::{seed, Mutation};
+    let run = &run;
+    std::thread::scope(|scope| {
+        let runs: Vec<_> = (Mutation::ALL.iter())
+            .map(|&m| {
+                scope.spawn(move || {
+                    seed(Some(m));
+                    (m, run())
+                })
+            })
+            .collect();
+        runs.into_iter().map(|r| r.join().unwrap()).collect()
+    })
+}

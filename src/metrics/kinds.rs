@@ -1,0 +1,178 @@
+//! What the metrics count by: store requests by kind and outcome, acquisitions by how they
+//! ended, losses by cause, each with the name `stats()` and the exporters show.
+
+/// A store request made by the protocol.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Request {
+    /// A read of the lockfile.
+    Read,
+    /// A create-if-absent write.
+    Create,
+    /// An update-if-match write.
+    Update,
+    /// An unconditional write (lww, and breaks on lww stores).
+    Overwrite,
+}
+
+impl Request {
+    /// Every kind, in the order of [`Snapshot::requests`].
+    pub const ALL: [Request; 4] = [
+        Request::Read,
+        Request::Create,
+        Request::Update,
+        Request::Overwrite,
+    ];
+
+    /// The kind's name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Request::Read => "read",
+            Request::Create => "create",
+            Request::Update => "update",
+            Request::Overwrite => "overwrite",
+        }
+    }
+}
+
+/// How a store request ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    /// It did what was asked.
+    Ok,
+    /// A conditional write whose condition failed.
+    Conflict,
+    /// A read that found no lockfile.
+    NotFound,
+    /// An error (the store's or the network's).
+    Error,
+}
+
+impl Outcome {
+    /// Every outcome, in the order of [`Snapshot::requests`].
+    pub const ALL: [Outcome; 4] = [
+        Outcome::Ok,
+        Outcome::Conflict,
+        Outcome::NotFound,
+        Outcome::Error,
+    ];
+
+    /// The outcome's name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Outcome::Ok => "ok",
+            Outcome::Conflict => "conflict",
+            Outcome::NotFound => "not_found",
+            Outcome::Error => "error",
+        }
+    }
+}
+
+/// The outcome a request's result shows.
+pub trait Outcomes {
+    /// The outcome.
+    fn outcome(&self) -> Outcome;
+}
+
+impl Outcomes for crate::Result<crate::store::Write> {
+    fn outcome(&self) -> Outcome {
+        match self {
+            Ok(crate::store::Write::Done(_)) => Outcome::Ok,
+            Ok(crate::store::Write::Conflict) => Outcome::Conflict,
+            Err(_) => Outcome::Error,
+        }
+    }
+}
+
+impl Outcomes for crate::Result<Option<crate::store::Snapshot>> {
+    fn outcome(&self) -> Outcome {
+        match self {
+            Ok(Some(_)) => Outcome::Ok,
+            Ok(None) => Outcome::NotFound,
+            Err(_) => Outcome::Error,
+        }
+    }
+}
+
+impl Outcomes for crate::Result<crate::store::Version> {
+    fn outcome(&self) -> Outcome {
+        match self {
+            Ok(_) => Outcome::Ok,
+            Err(_) => Outcome::Error,
+        }
+    }
+}
+
+/// How an acquisition ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Acquired {
+    /// The lock is ours.
+    Acquired,
+    /// One attempt (`try_acquire`) found it held.
+    Busy,
+    /// The timeout passed first.
+    TimedOut,
+    /// An error ended it.
+    Failed,
+    /// It was refused without a request: the store was saturated
+    /// ([`crate::Error::Saturated`]).
+    Saturated,
+}
+
+impl Acquired {
+    /// Every ending, in the order of [`Snapshot::acquisitions`].
+    pub const ALL: [Acquired; 5] = [
+        Acquired::Acquired,
+        Acquired::Busy,
+        Acquired::TimedOut,
+        Acquired::Failed,
+        Acquired::Saturated,
+    ];
+
+    /// The ending's name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Acquired::Acquired => "acquired",
+            Acquired::Busy => "busy",
+            Acquired::TimedOut => "timed_out",
+            Acquired::Failed => "failed",
+            Acquired::Saturated => "saturated",
+        }
+    }
+}
+
+/// Why a held lease was lost.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Loss {
+    /// Another owner took the lock over.
+    TakenOver,
+    /// Someone else released it (`break`).
+    Released,
+    /// The lockfile was deleted.
+    Deleted,
+    /// No renewal succeeded before the lease deadline.
+    Deadline,
+    /// A renewal failed in a way no retry can mend (credentials, a deleted bucket).
+    Failed,
+}
+
+impl Loss {
+    /// Every cause, in the order of [`Snapshot::losses`].
+    pub const ALL: [Loss; 5] = [
+        Loss::TakenOver,
+        Loss::Released,
+        Loss::Deleted,
+        Loss::Deadline,
+        Loss::Failed,
+    ];
+
+    /// The cause's name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Loss::TakenOver => "taken_over",
+            Loss::Released => "released_by_other",
+            Loss::Deleted => "deleted",
+            Loss::Deadline => "deadline",
+            Loss::Failed => "renewal_failed",
+        }
+    }
+}
