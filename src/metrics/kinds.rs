@@ -15,7 +15,7 @@ pub enum Request {
 }
 
 impl Request {
-    /// Every kind, in the order of [`Snapshot::requests`].
+    /// Every kind, in the order of [`super::Snapshot::requests`].
     pub const ALL: [Request; 4] = [
         Request::Read,
         Request::Create,
@@ -48,7 +48,7 @@ pub enum Outcome {
 }
 
 impl Outcome {
-    /// Every outcome, in the order of [`Snapshot::requests`].
+    /// Every outcome, in the order of [`super::Snapshot::requests`].
     pub const ALL: [Outcome; 4] = [
         Outcome::Ok,
         Outcome::Conflict,
@@ -119,7 +119,7 @@ pub enum Acquired {
 }
 
 impl Acquired {
-    /// Every ending, in the order of [`Snapshot::acquisitions`].
+    /// Every ending, in the order of [`super::Snapshot::acquisitions`].
     pub const ALL: [Acquired; 5] = [
         Acquired::Acquired,
         Acquired::Busy,
@@ -156,7 +156,7 @@ pub enum Loss {
 }
 
 impl Loss {
-    /// Every cause, in the order of [`Snapshot::losses`].
+    /// Every cause, in the order of [`super::Snapshot::losses`].
     pub const ALL: [Loss; 5] = [
         Loss::TakenOver,
         Loss::Released,
