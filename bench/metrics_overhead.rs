@@ -25,7 +25,7 @@ fn per_call(threads: u32, record: fn()) -> Duration {
 }
 
 fn write_done() -> blob_lock::Result<blob_lock::store::Write> {
-    Ok(blob_lock::store::Write::Conflict)
+    Ok(blob_lock::store::Write::Conflict { resent: false })
 }
 
 /// What one acquire+release records: an acquisition, a read, a write, a release write,

@@ -127,7 +127,7 @@ async fn probe_writes(store: &Arc<dyn LockStore>, probes: &mut Vec<Probe>) -> (b
     let (first, t) = timed(store.create(body("first"))).await;
     match first {
         Ok(Write::Done(_)) => probes.push(ok("create if absent", t, "created".into())),
-        Ok(Write::Conflict) => {
+        Ok(Write::Conflict { .. }) => {
             probes.push(bad(
                 "create if absent",
                 t,
@@ -143,7 +143,7 @@ async fn probe_writes(store: &Arc<dyn LockStore>, probes: &mut Vec<Probe>) -> (b
 
     let (second, t) = timed(store.create(body("second"))).await;
     let create_ok = match second {
-        Ok(Write::Conflict) => {
+        Ok(Write::Conflict { .. }) => {
             probes.push(ok("create again", t, "refused: it exists".into()));
             true
         }
@@ -177,7 +177,7 @@ async fn probe_writes(store: &Arc<dyn LockStore>, probes: &mut Vec<Probe>) -> (b
     let (update, t) = timed(store.update(body("third"), &v1)).await;
     match update {
         Ok(Write::Done(_)) => probes.push(ok("update if match", t, "updated".into())),
-        Ok(Write::Conflict) => {
+        Ok(Write::Conflict { .. }) => {
             probes.push(bad(
                 "update if match",
                 t,
@@ -193,7 +193,7 @@ async fn probe_writes(store: &Arc<dyn LockStore>, probes: &mut Vec<Probe>) -> (b
 
     let (stale, t) = timed(store.update(body("stale"), &v1)).await;
     let update_ok = match stale {
-        Ok(Write::Conflict) => {
+        Ok(Write::Conflict { .. }) => {
             probes.push(ok(
                 "update with a stale version",
                 t,

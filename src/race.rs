@@ -175,7 +175,7 @@ where
     for t in tasks {
         match t.await {
             Ok(Ok(Write::Done(_))) => landed += 1,
-            Ok(Ok(Write::Conflict)) => {}
+            Ok(Ok(Write::Conflict { .. })) => {}
             _ => failed += 1,
         }
     }

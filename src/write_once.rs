@@ -40,7 +40,7 @@ pub async fn write_once(uri: &str, data: Bytes, options: &Access, timing: &Timin
 async fn publish(target: &dyn LockStore, data: Bytes) -> Result<bool> {
     Ok(match target.create(data.clone()).await? {
         Write::Done(_) => true,
-        Write::Conflict => target
+        Write::Conflict { .. } => target
             .read()
             .await?
             .is_some_and(|there| there.bytes == data),

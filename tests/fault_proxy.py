@@ -16,6 +16,10 @@ between the client under test and the real server. Switch them at any time:
 - ``strip_conditions()``: requests reach the server with their ``If-None-Match`` and
   ``If-Match`` headers renamed, so that it ignores them, as some S3-compatible stores do;
   ``conditions_stripped`` counts them;
+- ``lose_answer(marker)``: the next request whose bytes hold ``marker`` reaches the server,
+  and its answer is dropped and its connection reset; then nothing more is passed on to
+  the server until ``let_through()`` (a write that landed, reported lost, and held up in
+  the network while others act); ``answers_lost`` counts them;
 - ``heal()``: back to passing everything through.
 
 Traffic goes only between loopback addresses; the proxy stops with ``close()``.
@@ -43,6 +47,9 @@ class FaultProxy(LoopbackProxy):
         self.accepted = 0  # connections taken from clients, for a test to wait on
         self._strip = False
         self._interval = 0.0  # throughput(): seconds between two requests passed on
+        self._lose: bytes | None = None
+        self._holding = False
+        self.answers_lost = 0
         self._next_at = 0.0
         super().__init__(target_host, target_port)
 
@@ -66,11 +73,18 @@ class FaultProxy(LoopbackProxy):
         # Pooled keep-alive connections would bypass the failures: drop them first.
         self.loop.call_soon_threadsafe(self._reset_all)
 
+    def lose_answer(self, marker: bytes) -> None:
+        self._lose = marker
+
+    def let_through(self) -> None:
+        self._holding = False
+
     def strip_conditions(self) -> None:
         self._strip = True
 
     def heal(self) -> None:
         self._mode, self._delay, self._http_failures = "pass", 0.0, 0
+        self._lose, self._holding = None, False
         self._strip = False
         self._interval = 0.0
 
@@ -104,8 +118,10 @@ class FaultProxy(LoopbackProxy):
                 _abort(writer)
                 return
             self._writers.add(up_writer)
+            lose = asyncio.Event()  # set when this connection's answer is to be lost
             await asyncio.gather(
-                self._pump(reader, up_writer, upstream=True), self._pump(up_reader, writer)
+                self._pump(reader, up_writer, upstream=True, lose=lose),
+                self._pump(up_reader, writer, lose=lose),
             )
         except (ConnectionError, OSError):
             pass
@@ -114,11 +130,28 @@ class FaultProxy(LoopbackProxy):
             writer.close()
 
     async def _pump(
-        self, src: asyncio.StreamReader, dst: asyncio.StreamWriter, upstream: bool = False
+        self,
+        src: asyncio.StreamReader,
+        dst: asyncio.StreamWriter,
+        upstream: bool = False,
+        lose: asyncio.Event | None = None,
     ) -> None:
         dead = False  # bytes were swallowed by a blackhole: this connection is broken
         try:
             while data := await src.read(65536):
+                if upstream:
+                    while self._holding:
+                        await asyncio.sleep(0.01)
+                    if self._lose is not None and self._lose in data and lose is not None:
+                        self._lose = None
+                        lose.set()
+                elif lose is not None and lose.is_set():
+                    # The request landed; its answer goes nowhere, and the client's next
+                    # requests wait until the test lets them through.
+                    self._holding = True
+                    self.answers_lost += 1
+                    _abort(dst)
+                    return
                 if upstream and self._strip:
                     # Request heads arrive whole in one read here (they are small).
                     data, n = _CONDITION.subn(rb"\r\nx-ignored-\1match:", data)

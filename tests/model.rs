@@ -159,9 +159,11 @@ async fn orchestrator(
             r.await.unwrap();
         }
         if kept {
+            let in_time = !lease.remaining().is_zero();
             match lease.release().await {
                 Ok(status) => {
                     world.log(&p.name, format!("release {owner}: {}", status.as_str()));
+                    world.refused(&owner, lease.token(), in_time, &status);
                     world.event(Event::Released {
                         owner: owner.clone(),
                         at: world.t(),
@@ -335,6 +337,7 @@ async fn scenario(
     violations.extend(check(&events, Mode::Eventual));
     violations.extend(no_revival(&world));
     violations.extend(only_the_holder_deletes(&world));
+    violations.extend(told_lost_only_when_lost(&world));
     let trace = world.trace.lock().unwrap().clone();
     (violations, trace)
 }

@@ -128,8 +128,12 @@ async fn orchestrator(world: Arc<World>, i: usize, protocol: Protocol, faults: F
             r.await.unwrap();
         }
         if kept {
+            let in_time = !lease.remaining().is_zero();
             match lease.release().await {
-                Ok(status) => world.log(&p.name, format!("release {owner}: {}", status.as_str())),
+                Ok(status) => {
+                    world.log(&p.name, format!("release {owner}: {}", status.as_str()));
+                    world.refused(&owner, lease.token(), in_time, &status);
+                }
                 Err(e) => world.log(&p.name, format!("release {owner} failed: {e}")),
             }
         }
@@ -271,6 +275,7 @@ async fn simulate(seed: u64, protocol: Protocol, mode: Mode) -> Outcome {
     }
     let events = world.events.lock().unwrap().clone();
     violations.extend(check(&events, mode));
+    violations.extend(told_lost_only_when_lost(&world));
     let trace = world.trace.lock().unwrap().clone();
     Outcome {
         mode,

@@ -133,3 +133,32 @@ def test_processes_count_exactly_through_a_faulty_network(proxied, workers, tmp_
         chaos_thread.join(5)
         proxy.heal()
     assert int(counter.read_text()) == n_proc * n_each
+
+
+def test_a_release_that_landed_is_not_reported_lost_when_its_answer_is_lost(
+    proxied, workers, tmp_path
+):
+    """The holder's release lands but its answer is lost; before the holder's client sends
+    it again, a waiter takes the lock. The resent release is refused (the lockfile changed),
+    and the holder must not be told that it lost the lock: its block ran under it, and its
+    own release is what let the waiter in."""
+    backend, proxy, options, env = proxied
+    uri, go = backend.uri(), tmp_path / "go"
+    holder = workers("release_on", uri, options, str(EXPIRE), str(go), env=env)
+    first = holder.line()
+    assert first["event"] == "acquired", first
+    waiter = backend.lock(uri, expire=EXPIRE)
+    taken = threading.Thread(target=lambda: waiter.acquire(timeout=60))
+    taken.start()
+    proxy.lose_answer(b'"released_at":"2')  # the release's body; acquisitions' are ""
+    go.touch()
+    taken.join(70)
+    try:
+        assert waiter.held, "the waiter never got the lock after the release landed"
+        assert proxy.answers_lost == 1
+        assert waiter.token == first["token"] + 1
+    finally:
+        proxy.let_through()
+    ended = holder.line()
+    assert ended == {"event": "released", "error": None}, ended
+    assert waiter.release() == ReleaseStatus.RELEASED

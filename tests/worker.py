@@ -224,6 +224,18 @@ def main() -> None:
             time.sleep(0.02)
         say(event="lost", reason=lock.lost_reason, at=time.time())
         time.sleep(3600)
+    elif mode == "release_on":
+        # Holds the lock in a `with` until a file appears, then says how the block ended.
+        expire, go = float(sys.argv[4]), Path(sys.argv[5])
+        try:
+            with BlobLock(uri, expire=expire, storage_options=options) as held:
+                say(event="acquired", owner=held.owner, token=held.token)
+                while not go.exists():
+                    time.sleep(0.01)
+            say(event="released", error=None)
+        except Exception as e:
+            say(event="released", error=f"{type(e).__name__}: {e}")
+        time.sleep(3600)
     elif mode == "exit":
         # Exits normally while holding the lock, without releasing it.
         lock = BlobLock(uri, expire=float(sys.argv[4]), storage_options=options)

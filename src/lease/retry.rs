@@ -84,34 +84,43 @@ where
     }
 }
 
-/// Releases with retries until `until`. After an attempt failed (it may have landed all
-/// the same), finding our own acquisition released means it did; and so does finding a
-/// later acquisition before our lease `deadline`, since until then nobody can take the lock
-/// over unless it was released.
+/// Releases with retries until `until`. After a write of the release that may have landed
+/// (an attempt failed, or the store's gate sent it twice), finding our own acquisition
+/// released (not broken) means it did. Finding a later acquisition means it did too, or
+/// that the lock expired after the release began: when it was called `in_time` (before our
+/// lease's deadline), the block the lease guarded ran under the lock throughout either way (only
+/// an operator's `break` could have taken it earlier, and its write would have refused the
+/// release's first send, not left it unknown).
 pub(super) async fn release_retrying(
     engine: &Engine,
     owner: &str,
     held: Option<&Held>,
     until: Instant,
-    deadline: Option<Instant>,
+    in_time: bool,
 ) -> Result<ReleaseStatus> {
     let token = held.map(|h| h.token());
     let released = with_retries(engine, "release", until, || {
         engine.release_seeing(owner, held)
     });
-    match released.await {
-        (Ok((ReleaseStatus::AlreadyReleased, Some(lf))), true)
-            if *lf.writer_id == *owner && token.is_none_or(|t| t == lf.token) =>
+    let (seen, retried) = released.await;
+    let seen = seen?;
+    // Retried by us, or resent by the store's gate: either way an earlier write may have
+    // landed.
+    if !(retried || seen.maybe_landed) {
+        return Ok(seen.status);
+    }
+    match (&seen.status, &seen.found) {
+        (ReleaseStatus::AlreadyReleased, Some(lf))
+            if *lf.writer_id == *owner
+                && token.is_none_or(|t| t == lf.token)
+                && lf.broken_by.is_none() =>
         {
             Ok(ReleaseStatus::Released)
         }
-        (Ok((_, Some(lf))), true)
-            if token.is_some_and(|t| lf.token > t)
-                && deadline.is_some_and(|d| engine.clock.now() < d) =>
-        {
+        (_, Some(lf)) if in_time && token.is_some_and(|t| lf.token > t) => {
             Ok(ReleaseStatus::Released)
         }
-        (result, _) => result.map(|(status, _)| status),
+        _ => Ok(seen.status),
     }
 }
 

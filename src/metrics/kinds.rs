@@ -77,7 +77,7 @@ impl Outcomes for crate::Result<crate::store::Write> {
     fn outcome(&self) -> Outcome {
         match self {
             Ok(crate::store::Write::Done(_)) => Outcome::Ok,
-            Ok(crate::store::Write::Conflict) => Outcome::Conflict,
+            Ok(crate::store::Write::Conflict { .. }) => Outcome::Conflict,
             Err(_) => Outcome::Error,
         }
     }

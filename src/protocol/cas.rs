@@ -152,10 +152,10 @@ impl Steps for Cas {
                 reached(Branch::UpdateWon);
                 Ok(Attempt::Acquired(engine.held(owner, body, version, start)))
             }
-            Write::Conflict if active(Mutation::ConflictAsSuccess) => Ok(Attempt::Acquired(
+            Write::Conflict { .. } if active(Mutation::ConflictAsSuccess) => Ok(Attempt::Acquired(
                 engine.held(owner, body, snap.version, start),
             )),
-            Write::Conflict => {
+            Write::Conflict { .. } => {
                 acquisition.watch = None;
                 match engine.read().await? {
                     Some((now, snap)) => match acquisition.settles(owner, &now) {
@@ -246,7 +246,7 @@ async fn renew(engine: &Engine, held: &mut Held, writer_name: Option<&str>) -> R
                 held.lease_start = start;
                 return Ok(());
             }
-            Write::Conflict => match engine.read().await? {
+            Write::Conflict { .. } => match engine.read().await? {
                 Some((lf, snap)) if Engine::still_ours(held, &lf) => {
                     let landed = lf == body;
                     Engine::adopt_body(held, lf, snap.version);
@@ -296,6 +296,6 @@ async fn create(
     }
     Ok(match engine.create_lockfile(bytes).await? {
         Write::Done(version) => Some(Attempt::Acquired(engine.held(owner, body, version, start))),
-        Write::Conflict => None,
+        Write::Conflict { .. } => None,
     })
 }

@@ -35,6 +35,20 @@ impl ReleaseStatus {
     }
 }
 
+/// Writes a release or a break tries before giving up on a lockfile that keeps changing.
+const TRIES: usize = 8;
+
+/// What a release found, for the caller that settles a release retried.
+#[derive(Debug)]
+pub(crate) struct Seen {
+    pub(crate) status: ReleaseStatus,
+    /// The lockfile, when the release did not write it now.
+    pub(crate) found: Option<LockFile>,
+    /// A write of this release was refused after it had been sent more than once: an
+    /// earlier send may have landed, and `found` be what others wrote after it.
+    pub(crate) maybe_landed: bool,
+}
+
 /// What [`Engine::break_lock`] did.
 #[derive(Debug, Clone)]
 pub enum Broken {
@@ -54,15 +68,11 @@ impl Engine {
     /// Releases the lock of `owner`. With `held`, only that acquisition is released; without,
     /// whatever acquisition the lockfile shows for `owner`.
     pub async fn release(&self, owner: &str, held: Option<&Held>) -> Result<ReleaseStatus> {
-        Ok(self.release_seeing(owner, held).await?.0)
+        Ok(self.release_seeing(owner, held).await?.status)
     }
 
     /// [`Engine::release`], with the lockfile found when it was not released now.
-    pub(crate) async fn release_seeing(
-        &self,
-        owner: &str,
-        held: Option<&Held>,
-    ) -> Result<(ReleaseStatus, Option<LockFile>)> {
+    pub(crate) async fn release_seeing(&self, owner: &str, held: Option<&Held>) -> Result<Seen> {
         // cas starts from the version we hold (its write is conditional on it); lww reads
         // first, as its renewals do, and writes only over a lockfile that is still ours.
         let steps = self.protocol.steps();
@@ -70,23 +80,35 @@ impl Engine {
             .filter(|_| steps.conditional())
             .map(|h| (h.body.clone(), h.version.clone()));
         let token = held.map(|h| h.token());
-        for _ in 0..8 {
+        let mut maybe_landed = false;
+        let seen = |status, found, maybe_landed| Seen {
+            status,
+            found,
+            maybe_landed,
+        };
+        for attempt in 0..TRIES {
             let (lf, version) = match known.take() {
                 Some(k) => k,
                 None => match self.read().await? {
-                    None => return Ok((ReleaseStatus::NoLockfile, None)),
+                    // What we hold is there, unless the store has not caught up: read again
+                    // (believed at the last try).
+                    None if token.is_some() && attempt + 1 < TRIES => continue,
+                    None => return Ok(seen(ReleaseStatus::NoLockfile, None, maybe_landed)),
                     Some((lf, snap)) => (lf, snap.version),
                 },
             };
+            // A token below ours is a read the store has not caught up on too (tokens only
+            // grow, unless the lockfile is deleted).
+            if attempt + 1 < TRIES && token.is_some_and(|t| lf.token != 0 && lf.token < t) {
+                continue;
+            }
             // Released, by us or by whoever held it since: nobody holds it now.
             if lf.is_released() {
-                return Ok((ReleaseStatus::AlreadyReleased, Some(lf)));
+                return Ok(seen(ReleaseStatus::AlreadyReleased, Some(lf), maybe_landed));
             }
             if *lf.writer_id != *owner || token.is_some_and(|t| t != lf.token && lf.token != 0) {
-                return Ok((
-                    ReleaseStatus::HeldByOther(lf.describe(), lf.token),
-                    Some(lf),
-                ));
+                let status = ReleaseStatus::HeldByOther(lf.describe(), lf.token);
+                return Ok(seen(status, Some(lf), maybe_landed));
             }
             let mut lf = lf;
             if let Some(t) = token {
@@ -103,15 +125,18 @@ impl Engine {
                         crate::mutation::reached(crate::mutation::Branch::RecordSet);
                         self.last_release.set(body, version);
                     }
-                    return Ok((ReleaseStatus::Released, None));
+                    return Ok(seen(ReleaseStatus::Released, None, maybe_landed));
                 }
-                Write::Conflict => {
+                Write::Conflict { resent } => {
                     // Settle by reading: a co-owner's renewal (write again over it), our
-                    // own retried release that landed, or a takeover.
-                    if let Some((now, _)) = self.read().await? {
-                        if now == body {
-                            return Ok((ReleaseStatus::Released, None));
+                    // own resent release that landed, or a takeover.
+                    maybe_landed |= resent;
+                    match self.read().await? {
+                        Some((now, _)) if now == body => {
+                            return Ok(seen(ReleaseStatus::Released, None, maybe_landed));
                         }
+                        Some((now, snap)) => known = Some((now, snap.version)),
+                        None => {} // read again above
                     }
                 }
             }
@@ -128,10 +153,15 @@ impl Engine {
     /// breaks only that acquisition: a lock that changed hands since the caller looked is left
     /// alone. With `cas`, the write is conditional on the version read.
     pub async fn break_lock(&self, expect: Option<(&str, u64)>) -> Result<Broken> {
-        for _ in 0..8 {
+        // What we broke and the body we wrote, after a write refused: it may have landed.
+        let mut written: Option<(LockFile, LockFile)> = None;
+        for _ in 0..TRIES {
             let Some((lf, snap)) = self.read().await? else {
                 return Ok(Broken::NoLockfile);
             };
+            if let Some((broken, _)) = written.take().filter(|(_, body)| *body == lf) {
+                return Ok(Broken::Broken(broken)); // our resent write had landed
+            }
             if expect.is_some_and(|(owner, token)| *lf.writer_id != *owner || lf.token != token) {
                 return Ok(Broken::Changed(lf));
             }
@@ -141,6 +171,7 @@ impl Engine {
             let mut body = lf.released(self.clock.wall());
             body.broken_by = Some(crate::lockfile::this_process().into());
             let bytes = Bytes::from(body.encode());
+            written = Some((lf.clone(), body));
             match self
                 .protocol
                 .steps()
@@ -149,8 +180,8 @@ impl Engine {
             {
                 Write::Done(_) => return Ok(Broken::Broken(lf)),
                 // A renewal got in first (same acquisition: break the new version), or our own
-                // retried write landed (the next read shows it released).
-                Write::Conflict => continue,
+                // resent write landed (the next read shows it).
+                Write::Conflict { .. } => continue,
             }
         }
         Err(Error::Store {

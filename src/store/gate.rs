@@ -104,7 +104,21 @@ impl Gate {
     where
         F: Future<Output = object_store::Result<T>> + Send,
     {
-        self.send(during, make, true).await
+        self.send(during, make, true, &mut false).await
+    }
+
+    /// [`Gate::call`], also saying whether the request was sent more than once.
+    async fn call_resending<T, F>(
+        &self,
+        during: &str,
+        make: impl FnMut() -> F,
+    ) -> (std::result::Result<T, Failure>, bool)
+    where
+        F: Future<Output = object_store::Result<T>> + Send,
+    {
+        let mut resent = false;
+        let result = self.send(during, make, true, &mut resent).await;
+        (result, resent)
     }
 
     /// Runs one request through the gate, never twice (the next item of a listing).
@@ -116,7 +130,7 @@ impl Gate {
         let mut once = Some(request);
         // `send` makes it once when told not to try again.
         let make = move || once.take().expect("a call_once request is made once");
-        self.send(during, make, false).await
+        self.send(during, make, false, &mut false).await
     }
 
     async fn send<T, F>(
@@ -124,6 +138,7 @@ impl Gate {
         during: &str,
         mut make: impl FnMut() -> F,
         again: bool,
+        resent_any: &mut bool,
     ) -> std::result::Result<T, Failure>
     where
         F: Future<Output = object_store::Result<T>> + Send,
@@ -197,6 +212,7 @@ impl Gate {
                     throttled += 1;
                     tokio::time::sleep(pause).await;
                     pass.resend();
+                    *resent_any = true;
                 }
                 // A connection the pool kept, closed by the store under this request (or
                 // one not made at all): again at once, as object_store's own retries did (a
@@ -206,6 +222,7 @@ impl Gate {
                 {
                     resent += 1;
                     pass.resend();
+                    *resent_any = true;
                 }
                 Ok(Ok(Err(e))) => break e,
                 Ok(Err(panic)) => {
@@ -302,13 +319,16 @@ impl Gate {
             };
             store.put_opts(path, PutPayload::from(body.clone()), opts)
         };
-        match self.call("writing", put).await {
+        let (result, resent) = self.call_resending("writing", put).await;
+        match result {
             Ok(r) => Ok(Write::Done(Version {
                 e_tag: r.e_tag,
                 version: r.version,
             })),
             Err(Failure::Store(object_store::Error::AlreadyExists { .. }))
-            | Err(Failure::Store(object_store::Error::Precondition { .. })) => Ok(Write::Conflict),
+            | Err(Failure::Store(object_store::Error::Precondition { .. })) => {
+                Ok(Write::Conflict { resent })
+            }
             Err(Failure::Store(object_store::Error::NotFound { source, .. })) => {
                 let msg = source.to_string();
                 let what = names_a_missing_bucket(&msg)

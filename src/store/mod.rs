@@ -84,8 +84,13 @@ pub enum Write {
     /// It landed; this is the new version.
     Done(Version),
     /// The condition failed: the lockfile exists (create) or changed (update). The caller
-    /// reads to find out by whom: a retried write of our own may have landed.
-    Conflict,
+    /// reads to find out by whom.
+    Conflict {
+        /// The request was sent more than once (a connection failed under it, or the store
+        /// throttled it): an earlier send may have landed, and the condition then failed on
+        /// our own write, which others may already have written over.
+        resent: bool,
+    },
 }
 
 /// One lockfile in one store.

@@ -118,7 +118,7 @@ impl LockStore for ObjectLockStore {
             .await?
         {
             Write::Done(v) => Ok(v),
-            Write::Conflict => Err(Error::Store {
+            Write::Conflict { .. } => Err(Error::Store {
                 uri: self.gate.uri.to_string(),
                 message: "the store refused an unconditional write with a conflict".into(),
                 kind: StoreErrorKind::Transient,

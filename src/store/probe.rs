@@ -221,7 +221,7 @@ async fn probe(gate: &Gate, beside: &Path) -> Result<Verdict> {
     let body = |n: u8| Bytes::from(format!("{{\"blob_lock_probe\": {n}}}"));
     let first = gate.put_at(&scratch, body(1), PutMode::Create).await;
     let verdict = match first {
-        Ok(Write::Conflict) => Ok(Verdict::CreateRefused),
+        Ok(Write::Conflict { .. }) => Ok(Verdict::CreateRefused),
         Ok(Write::Done(created)) => second_and_third(gate, &scratch, &created, body).await,
         Err(Error::Store { message, .. }) if unsupported(&message) => Ok(Verdict::Unsupported),
         Err(e) => {
@@ -261,7 +261,7 @@ async fn second_and_third(
     };
     match gate.put_at(scratch, body(3), PutMode::Update(never)).await {
         Ok(Write::Done(_)) => Ok(Verdict::UpdateIgnored),
-        Ok(Write::Conflict) => Ok(Verdict::Honoured),
+        Ok(Write::Conflict { .. }) => Ok(Verdict::Honoured),
         Err(Error::Store { message, .. }) if unsupported(&message) => Ok(Verdict::Unsupported),
         Err(e) => Err(e),
     }

@@ -37,7 +37,10 @@ pub async fn writes_and_reads(views: Views) {
     let (bytes, read_v) = read_bytes(s).await.unwrap();
     assert_eq!(bytes, body(1));
     assert_eq!(read_v, v1, "a read shows the version the write returned");
-    assert_eq!(s.create(body(2)).await.unwrap(), Write::Conflict);
+    assert_eq!(
+        s.create(body(2)).await.unwrap(),
+        Write::Conflict { resent: false }
+    );
     assert_eq!(
         read_bytes(s).await.unwrap().0,
         body(1),
@@ -52,7 +55,7 @@ pub async fn writes_and_reads(views: Views) {
     assert_eq!(read_bytes(s).await.unwrap(), (body(3), v2.clone()));
     assert_eq!(
         s.update(body(4), &v1).await.unwrap(),
-        Write::Conflict,
+        Write::Conflict { resent: false },
         "stale"
     );
     // A version never written, in the shape the store's versions have (GCS's carry a
@@ -61,7 +64,10 @@ pub async fn writes_and_reads(views: Views) {
         e_tag: Some("\"never-written\"".into()),
         version: v1.version.as_ref().map(|_| "987654321".into()),
     };
-    assert_eq!(s.update(body(5), &never).await.unwrap(), Write::Conflict);
+    assert_eq!(
+        s.update(body(5), &never).await.unwrap(),
+        Write::Conflict { resent: false }
+    );
     assert_eq!(
         read_bytes(s).await.unwrap().0,
         body(3),
@@ -101,11 +107,17 @@ pub async fn views_agree(views: Views) {
         panic!("the first create must land")
     };
     assert_eq!(read_bytes(b).await.unwrap(), (body(1), v1.clone()));
-    assert_eq!(b.create(body(2)).await.unwrap(), Write::Conflict);
+    assert_eq!(
+        b.create(body(2)).await.unwrap(),
+        Write::Conflict { resent: false }
+    );
     let Write::Done(_) = b.update(body(3), &v1).await.unwrap() else {
         panic!("another view's update on the current version must land")
     };
-    assert_eq!(a.update(body(4), &v1).await.unwrap(), Write::Conflict);
+    assert_eq!(
+        a.update(body(4), &v1).await.unwrap(),
+        Write::Conflict { resent: false }
+    );
     assert_eq!(read_bytes(a).await.unwrap().0, body(3));
 }
 

@@ -80,6 +80,14 @@ pub enum Event {
         owner: String,
         at: f64,
     },
+    /// The release of `owner`'s acquisition `token`, begun before its lease's deadline,
+    /// answered that the lock was not ours any more (`status`): it found the lock taken
+    /// over, released by another, or gone.
+    ReleaseRefused {
+        owner: String,
+        token: u64,
+        status: String,
+    },
     /// A delete landed at `at` (the store's true history): tokens start again at 1.
     Deleted {
         at: f64,
@@ -138,6 +146,25 @@ impl World {
     pub fn event(&self, e: Event) {
         self.events.lock().unwrap().push(e);
         self.news.notify_waiters();
+    }
+
+    /// Notes a release that answered `status`, when it said the lock was not ours any more
+    /// though it began `in_time` (before the lease's deadline: the block the lease guarded
+    /// ran under the lock).
+    pub fn refused(
+        &self,
+        owner: &str,
+        token: u64,
+        in_time: bool,
+        status: &blob_lock::ReleaseStatus,
+    ) {
+        if in_time && *status != blob_lock::ReleaseStatus::Released {
+            self.event(Event::ReleaseRefused {
+                owner: owner.into(),
+                token,
+                status: status.as_str().into(),
+            });
+        }
     }
 
     pub fn wall_at(&self, at: Instant) -> DateTime<Utc> {

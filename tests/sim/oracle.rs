@@ -1,6 +1,6 @@
 //! The oracle: what must hold in every run, checked on the events of true virtual time.
 
-use super::{Event, Mode, DRIFT};
+use super::{Event, Mode, World, DRIFT};
 use blob_lock::Protocol;
 
 pub struct Outcome {
@@ -119,4 +119,36 @@ pub fn report(seed: u64, protocol: Protocol, out: &Outcome) {
     for violation in &out.violations {
         eprintln!("VIOLATION: {violation}");
     }
+}
+
+/// A release that tells its holder the lock was lost did not land: the store's true
+/// history has no release of that owner's acquisition (a resent release that landed, then
+/// written over by the next holder, is the holder's own release, not a loss).
+pub fn told_lost_only_when_lost(world: &World) -> Vec<String> {
+    let history = world.history.lock().unwrap();
+    let events = world.events.lock().unwrap();
+    let releases: Vec<_> = history
+        .iter()
+        .filter_map(|s| blob_lock::LockFile::decode(&s.bytes).ok())
+        .filter(|lf| lf.is_released() && lf.broken_by.is_none())
+        .collect();
+    let mut found = Vec::new();
+    for e in events.iter() {
+        if let Event::ReleaseRefused {
+            owner,
+            token,
+            status,
+        } = e
+        {
+            if releases
+                .iter()
+                .any(|lf| &*lf.writer_id == owner && lf.token == *token)
+            {
+                found.push(format!(
+                    "the release of {owner} (token {token}) landed, yet it answered {status}: its holder was told it lost the lock"
+                ));
+            }
+        }
+    }
+    found
 }

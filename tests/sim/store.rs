@@ -118,7 +118,7 @@ impl NodeStore {
         let outcome = there.await.expect("a write's trip does not panic");
         let landed = match &outcome {
             Write::Done(v) => format!("landed v{}", v.e_tag.as_deref().unwrap_or("?")),
-            Write::Conflict => "conflict".to_string(),
+            Write::Conflict { .. } => "conflict".to_string(),
         };
         self.travel().await;
         let (said, result) = match fate {
@@ -126,9 +126,10 @@ impl NodeStore {
                 "reported as an error",
                 Err(transient("timed out after sending")),
             ),
-            Fate::Echo if matches!(outcome, Write::Done(_)) => {
-                ("reported as a conflict", Ok(Write::Conflict))
-            }
+            Fate::Echo if matches!(outcome, Write::Done(_)) => (
+                "reported as a conflict",
+                Ok(Write::Conflict { resent: true }),
+            ),
             _ => ("", Ok(outcome)),
         };
         self.world.log(
@@ -168,7 +169,7 @@ impl NodeStore {
                     version: None,
                 })
             } else {
-                Write::Conflict
+                Write::Conflict { resent: false }
             }
         }
     }
@@ -255,7 +256,7 @@ impl LockStore for NodeStore {
     async fn overwrite(&self, body: Bytes) -> blob_lock::Result<Version> {
         match self.write("overwrite", body, None).await? {
             Write::Done(v) => Ok(v),
-            Write::Conflict => Err(transient("conflict on an overwrite")),
+            Write::Conflict { .. } => Err(transient("conflict on an overwrite")),
         }
     }
 

@@ -92,6 +92,15 @@ impl Lease {
         self.lost_reason().is_some()
     }
 
+    /// How long the lease holds from now unless renewed, by this process's clock (zero
+    /// once its deadline has passed, whether or not the loss has been noted yet).
+    pub fn remaining(&self) -> Duration {
+        let engine = &self.state.engine;
+        self.state
+            .deadline()
+            .saturating_duration_since(engine.clock.now())
+    }
+
     /// Why the lease was lost, if it was.
     pub fn lost_reason(&self) -> Option<String> {
         self.state.lost_reason()
@@ -193,6 +202,8 @@ impl Lease {
 
     /// Stops the heartbeat and releases.
     pub async fn release(&self) -> Result<ReleaseStatus> {
+        // Whether the block this lease guarded ended within it (see `release_retrying`).
+        let in_time = self.state.engine.clock.now() < self.state.deadline();
         self.halt();
         let kept = self.state.kept.lock().await;
         self.state.claim.enter(State::Releasing, "release");
@@ -206,7 +217,7 @@ impl Lease {
             self.state.claim.owner(),
             Some(&kept.held),
             until,
-            Some(deadline),
+            in_time,
         );
         let kind = Kind::Release {
             deadline: Some(deadline),

@@ -217,7 +217,7 @@ impl Lock {
             engine.release_seeing(&self.owner, None).await
         });
         let kind = Kind::Release { deadline: None };
-        Ok(as_kind(kind, released).await.0?.0)
+        Ok(as_kind(kind, released).await.0?.status)
     }
 
     /// Reads the lockfile once and says what it shows; never writes.

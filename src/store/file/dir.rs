@@ -172,7 +172,9 @@ impl LockDir {
                 Ok(Write::Done(version))
             }
             Ok(()) => Ok(Write::Done(version)),
-            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => Ok(Write::Conflict),
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
+                Ok(Write::Conflict { resent: false })
+            }
             Err(e) => Err(self.error(e, "creating")),
         }
     }
@@ -323,7 +325,7 @@ impl LockDir {
     fn compare_and_replace(&self, body: &[u8], expected: &Version) -> Result<Write> {
         match self.read_sync()? {
             Some(current) if &current.version == expected => Ok(Write::Done(self.replace(body)?)),
-            _ => Ok(Write::Conflict),
+            _ => Ok(Write::Conflict { resent: false }),
         }
     }
 }

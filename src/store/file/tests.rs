@@ -53,7 +53,7 @@ async fn readers_see_one_whole_lockfile_or_another_while_it_is_replaced() {
     for i in 1..=2000 {
         match store.update(body(i), &version).await.unwrap() {
             Write::Done(v) => version = v,
-            Write::Conflict => panic!("update {i} conflicted with no other writer"),
+            Write::Conflict { .. } => panic!("update {i} conflicted with no other writer"),
         }
     }
     assert!(reader.await.unwrap() > 0);
@@ -68,7 +68,7 @@ async fn readers_see_one_whole_lockfile_or_another_while_it_is_replaced() {
     };
     assert!(matches!(
         store.update(body(1), &stale).await.unwrap(),
-        Write::Conflict
+        Write::Conflict { .. }
     ));
     assert_eq!(
         store.overwrite(body(7)).await.unwrap(),
