@@ -130,6 +130,7 @@ typecheck: build-dev
 	$(PY) -m mypy --no-site-packages python/blob_lock
 	$(VENV)/bin/pyright python/blob_lock tests/typing_example.py
 
+# --durations: where the time goes, at the end of every run.
 # pytest-timeout (pyproject.toml) fails a slow test, but nothing in Python can interrupt a
 # main thread blocked in native code with the GIL held (a deadlock): past this bound SIGABRT makes
 # faulthandler print every thread's stack, so such a run fails with a diagnosis, not a stall.
@@ -137,7 +138,7 @@ PY_TEST_BOUND ?= 30m
 
 py-test: build-dev azurite s3rver
 	AZURITE_BLOB=$(abspath $(AZURITE)) S3RVER=$(abspath $(S3RVER)) timeout --signal=ABRT --kill-after=30 $(PY_TEST_BOUND) \
-		$(PY) -m pytest -q
+		$(PY) -m pytest -q --durations=30
 
 # The benchmark (bench/run.py), not part of `make test`: a release build of the extension,
 # the peers from PyPI, then one table on standard output, in under 10 minutes here.

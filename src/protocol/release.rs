@@ -131,12 +131,10 @@ impl Engine {
                     // Settle by reading: a co-owner's renewal (write again over it), our
                     // own resent release that landed, or a takeover.
                     maybe_landed |= resent;
-                    match self.read().await? {
-                        Some((now, _)) if now == body => {
+                    if let Some((now, _)) = self.read().await? {
+                        if now == body {
                             return Ok(seen(ReleaseStatus::Released, None, maybe_landed));
                         }
-                        Some((now, snap)) => known = Some((now, snap.version)),
-                        None => {} // read again above
                     }
                 }
             }
