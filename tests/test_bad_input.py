@@ -9,6 +9,7 @@ import json
 import math
 import pathlib
 import time
+import uuid
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -293,17 +294,18 @@ def test_an_endpoint_that_resets_every_connection_fails_fast():
     from fault_proxy import FaultProxy
 
     proxy = FaultProxy("127.0.0.1", 9)
+    # A bucket of its own: the process keeps one client per bucket and options, with what
+    # it learnt of the store, and an earlier test's proxy may have had this port.
+    uri = f"s3://bucket-{uuid.uuid4().hex[:12]}/lock"
     try:
         proxy.reset()
         began = time.monotonic()
         with pytest.raises(StoreError) as info:
-            BlobLock("s3://bucket/lock", storage_options={**S3, "aws_endpoint": proxy.url}).acquire(
-                timeout=None
-            )
+            BlobLock(uri, storage_options={**S3, "aws_endpoint": proxy.url}).acquire(timeout=None)
         assert time.monotonic() - began < 30
         assert info.value.transient is False
         assert "has not answered" in str(info.value) and proxy.url in str(info.value)
-        assert proxy.accepted > 1, "the dropped connections were not retried"
+        assert proxy.accepted > 1, f"the dropped connections were not retried: {info.value}"
     finally:
         proxy.close()
 

@@ -44,6 +44,7 @@ pub(crate) fn transport_failure(e: &object_store::Error) -> Option<HttpErrorKind
 pub(crate) fn dropped_connection(e: &object_store::Error) -> bool {
     match transport_failure(e) {
         Some(HttpErrorKind::Request | HttpErrorKind::Interrupted) => true,
+        Some(HttpErrorKind::Unknown) => cancelled_unsent(e),
         Some(HttpErrorKind::Connect) => {
             use std::io::ErrorKind as K;
             let mut source: Option<&(dyn std::error::Error + 'static)> = Some(e);
@@ -63,6 +64,19 @@ pub(crate) fn dropped_connection(e: &object_store::Error) -> bool {
         }
         _ => false,
     }
+}
+
+/// True if hyper cancelled the request because its connection closed before the request
+/// was sent (a reset that raced the request onto the connection): nothing reached the store.
+pub(crate) fn cancelled_unsent(e: &object_store::Error) -> bool {
+    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(e);
+    while let Some(s) = source {
+        if let Some(h) = s.downcast_ref::<hyper::Error>() {
+            return h.is_canceled();
+        }
+        source = s.source();
+    }
+    false
 }
 
 /// True if the store answered that it is overloaded and asks its clients to slow down:

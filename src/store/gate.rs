@@ -9,8 +9,8 @@
 //! the one place a request is tried again.
 
 use super::answers::{
-    answered_by_store, dropped_connection, missing_bucket, names_a_missing_bucket, store_error,
-    throttling, transport_failure,
+    answered_by_store, cancelled_unsent, dropped_connection, missing_bucket,
+    names_a_missing_bucket, store_error, throttling, transport_failure,
 };
 use super::client::Client;
 use super::load::{self, Ending, TooLate};
@@ -386,10 +386,11 @@ fn jitter() -> f64 {
 /// True for a transport failure worth one more try at once: the request was not sent, or
 /// its connection was closed under it.
 fn resendable(e: &object_store::Error) -> bool {
-    matches!(
-        transport_failure(e),
-        Some(HttpErrorKind::Connect | HttpErrorKind::Request | HttpErrorKind::Interrupted)
-    )
+    match transport_failure(e) {
+        Some(HttpErrorKind::Connect | HttpErrorKind::Request | HttpErrorKind::Interrupted) => true,
+        Some(HttpErrorKind::Unknown) => cancelled_unsent(e),
+        _ => false,
+    }
 }
 
 thread_local! {
