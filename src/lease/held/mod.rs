@@ -203,7 +203,7 @@ impl Lease {
     /// Stops the heartbeat and releases.
     pub async fn release(&self) -> Result<ReleaseStatus> {
         // Whether the block this lease guarded ended within it (see `release_retrying`).
-        let in_time = self.state.engine.clock.now() < self.state.deadline();
+        let in_time = !self.remaining().is_zero();
         self.halt();
         let kept = self.state.kept.lock().await;
         self.state.claim.enter(State::Releasing, "release");
