@@ -158,3 +158,28 @@ async fn a_held_lock_costs_one_write_per_heartbeat() {
         lease.release().await.unwrap();
     }
 }
+
+/// A lockfile deleted under its holder (by hand) is reported gone after two more reads a
+/// poll apart (what a store that has not caught up would need), not read again and again.
+/// cas reads once more first: its release is a conditional write, refused, then settled by
+/// a read.
+#[tokio::test(start_paused = true)]
+async fn a_release_of_a_lockfile_deleted_by_hand_reads_it_three_times_a_poll_apart() {
+    use blob_lock::store::LockStore;
+    for protocol in [Protocol::Cas, Protocol::Lww] {
+        let (store, o) = counted(&format!("req-gone-{}", protocol.as_str()), protocol);
+        let lock = Lock::with_store("req", store.clone(), &o);
+        let lease = lock.acquire(None).await.unwrap();
+        store.delete().await.unwrap();
+        let (before, began) = (store.requests(), tokio::time::Instant::now());
+        assert_eq!(lease.release().await.unwrap(), ReleaseStatus::NoLockfile);
+        let spent = store.requests();
+        let reads = if protocol == Protocol::Cas { 4 } else { 3 };
+        assert_eq!(spent.reads - before.reads, reads, "{protocol:?}: {spent:?}");
+        let paused = began.elapsed();
+        assert!(
+            paused >= 2 * o.timing.poll_min,
+            "{protocol:?}: the reads came {paused:?} apart in all"
+        );
+    }
+}

@@ -11,7 +11,7 @@ import random
 import threading
 import time
 
-from blob_lock import ReleaseStatus
+from blob_lock import BlobLock, ReleaseStatus
 
 EXPIRE = 4.0
 HEARTBEAT = EXPIRE / 3
@@ -162,3 +162,43 @@ def test_a_release_that_landed_is_not_reported_lost_when_its_answer_is_lost(
     ended = holder.line()
     assert ended == {"event": "released", "error": None}, ended
     assert waiter.release() == ReleaseStatus.RELEASED
+
+
+def test_a_prune_whose_delete_landed_but_lost_its_answer_says_deleted(moto_endpoint):
+    """prune's conditional delete lands and its answer is lost; the client sends it again,
+    and the store answers that there is nothing at that version (it is gone). The lockfile
+    was deleted by that prune: it must say so, not that the lock changed under it."""
+    from urllib.parse import urlsplit
+
+    from blob_lock import PruneOutcome, prune_locks
+    from conftest import _s3_backend
+    from fault_proxy import FaultProxy
+
+    backend = _s3_backend(moto_endpoint)
+    where = urlsplit(moto_endpoint)
+    proxy = FaultProxy(where.hostname, where.port)
+    try:
+        opts = {**backend.storage_options, "aws_endpoint": proxy.url}
+        uri = f"{backend.root}/pruned/one"
+        with BlobLock(uri, storage_options=opts):
+            pass
+        bucket = urlsplit(backend.root).netloc
+        proxy.lose_answer(f"DELETE /{bucket}/pruned/one/lock.json".encode())
+        found: list = []
+        pruning = threading.Thread(
+            target=lambda: found.extend(
+                prune_locks(f"{backend.root}/pruned", older_than=0, storage_options=opts)
+            )
+        )
+        pruning.start()
+        deadline = time.monotonic() + 60
+        while proxy.answers_lost == 0 and pruning.is_alive() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert proxy.answers_lost == 1, found
+        proxy.let_through()
+        pruning.join(60)
+        assert not pruning.is_alive()
+        assert [(p.uri, p.outcome) for p in found] == [(uri, PruneOutcome.DELETED)], found
+        assert backend.raw_get(uri) is None
+    finally:
+        proxy.close()

@@ -38,6 +38,11 @@ impl ReleaseStatus {
 /// Writes a release or a break tries before giving up on a lockfile that keeps changing.
 const TRIES: usize = 8;
 
+/// Reads a release makes again, a poll apart, when the store shows less than the holder
+/// wrote (no lockfile, or a lower token): a store that has not caught up shows that for a
+/// moment; a lockfile deleted by hand shows it for good.
+const STALE_READS: usize = 2;
+
 /// What a release found, for the caller that settles a release retried.
 #[derive(Debug)]
 pub(crate) struct Seen {
@@ -81,68 +86,81 @@ impl Engine {
             .map(|h| (h.body.clone(), h.version.clone()));
         let token = held.map(|h| h.token());
         let mut maybe_landed = false;
-        let seen = |status, found, maybe_landed| Seen {
-            status,
-            found,
-            maybe_landed,
-        };
-        for attempt in 0..TRIES {
-            let (lf, version) = match known.take() {
-                Some(k) => k,
-                None => match self.read().await? {
-                    // What we hold is there, unless the store has not caught up: read again
-                    // (believed at the last try).
-                    None if token.is_some() && attempt + 1 < TRIES => continue,
-                    None => return Ok(seen(ReleaseStatus::NoLockfile, None, maybe_landed)),
-                    Some((lf, snap)) => (lf, snap.version),
-                },
-            };
-            // A token below ours is a read the store has not caught up on too (tokens only
-            // grow, unless the lockfile is deleted).
-            if attempt + 1 < TRIES && token.is_some_and(|t| lf.token != 0 && lf.token < t) {
-                continue;
-            }
-            // Released, by us or by whoever held it since: nobody holds it now.
-            if lf.is_released() {
-                return Ok(seen(ReleaseStatus::AlreadyReleased, Some(lf), maybe_landed));
-            }
-            if *lf.writer_id != *owner || token.is_some_and(|t| t != lf.token && lf.token != 0) {
-                let status = ReleaseStatus::HeldByOther(lf.describe(), lf.token);
-                return Ok(seen(status, Some(lf), maybe_landed));
-            }
-            let mut lf = lf;
-            if let Some(t) = token {
-                lf.token = t; // a co-owner may have dropped it (mops); the next token follows ours
-            }
-            let body = lf.released(self.clock.wall());
-            match steps
-                .write_over(self, Bytes::from(body.encode()), &version)
-                .await?
-            {
-                Write::Done(version) => {
-                    // Only a conditional write proves what the lockfile held after it.
-                    if steps.conditional() {
-                        crate::mutation::reached(crate::mutation::Branch::RecordSet);
-                        self.last_release.set(body, version);
-                    }
-                    return Ok(seen(ReleaseStatus::Released, None, maybe_landed));
+        let mut stale_reads = 0;
+        let (status, found) = 'seen: {
+            for _ in 0..TRIES {
+                let (lf, version) = match known.take() {
+                    Some(k) => k,
+                    None => match self.read().await? {
+                        // What we hold is there, unless the store has not caught up: read
+                        // again after a pause (believed at the last read).
+                        None if token.is_some() && stale_reads < STALE_READS => {
+                            stale_reads += 1;
+                            self.clock.sleep(self.timing.poll_min).await;
+                            continue;
+                        }
+                        None => break 'seen (ReleaseStatus::NoLockfile, None),
+                        Some((lf, snap)) => (lf, snap.version),
+                    },
+                };
+                // A token below ours is a read the store has not caught up on too (tokens
+                // only grow, unless the lockfile is deleted).
+                let below = token.is_some_and(|t| lf.token != 0 && lf.token < t);
+                if below && stale_reads < STALE_READS {
+                    stale_reads += 1;
+                    self.clock.sleep(self.timing.poll_min).await;
+                    continue;
                 }
-                Write::Conflict { resent } => {
-                    // Settle by reading: a co-owner's renewal (write again over it), our
-                    // own resent release that landed, or a takeover.
-                    maybe_landed |= resent;
-                    if let Some((now, _)) = self.read().await? {
-                        if now == body {
-                            return Ok(seen(ReleaseStatus::Released, None, maybe_landed));
+                // Released, by us or by whoever held it since: nobody holds it now.
+                if lf.is_released() {
+                    break 'seen (ReleaseStatus::AlreadyReleased, Some(lf));
+                }
+                if *lf.writer_id != *owner || token.is_some_and(|t| t != lf.token && lf.token != 0)
+                {
+                    break 'seen (
+                        ReleaseStatus::HeldByOther(lf.describe(), lf.token),
+                        Some(lf),
+                    );
+                }
+                let mut lf = lf;
+                if let Some(t) = token {
+                    lf.token = t; // a co-owner may have dropped it (mops); the next token follows ours
+                }
+                let body = lf.released(self.clock.wall());
+                match steps
+                    .write_over(self, Bytes::from(body.encode()), &version)
+                    .await?
+                {
+                    Write::Done(version) => {
+                        // Only a conditional write proves what the lockfile held after it.
+                        if steps.conditional() {
+                            crate::mutation::reached(crate::mutation::Branch::RecordSet);
+                            self.last_release.set(body, version);
+                        }
+                        break 'seen (ReleaseStatus::Released, None);
+                    }
+                    Write::Conflict { resent } => {
+                        // Settle by reading: a co-owner's renewal (write again over it), our
+                        // own resent release that landed, or a takeover.
+                        maybe_landed |= resent;
+                        if let Some((now, _)) = self.read().await? {
+                            if now == body {
+                                break 'seen (ReleaseStatus::Released, None);
+                            }
                         }
                     }
                 }
             }
-        }
-        Err(Error::Store {
-            uri: self.uri().to_string(),
-            message: "the lockfile kept changing under our release".into(),
-            kind: crate::errors::StoreErrorKind::Transient,
+            return Err(Error::Store {
+                uri: self.uri().to_string(),
+                message: "the lockfile kept changing under our release".into(),
+                kind: crate::errors::StoreErrorKind::Transient,
+            });
+        };
+        Ok(Seen {
+            status,
+            found,
+            maybe_landed,
         })
     }
 

@@ -10,7 +10,9 @@
 
 use super::uri::Cloud;
 use super::Version;
-use object_store::client::{ClientOptions, HttpClient, HttpConnector, ReqwestConnector};
+use object_store::client::{
+    ClientOptions, HttpClient, HttpConnector, HttpError, HttpErrorKind, ReqwestConnector,
+};
 use object_store::path::Path;
 use object_store::signer::{HeaderName, HeaderValue, Method, SignedUrlOptions, Signer};
 use object_store::ClientConfigKey;
@@ -92,11 +94,8 @@ impl Deleter {
             .header(name, value)
             .body(object_store::client::HttpRequestBody::empty())
             .map_err(|e| generic(self.cloud, e))?;
-        let response = self.http()?.execute(request).await.map_err(|e| {
-            // The client's message names the URL, whose query is a credential.
-            let text = without_queries(&e.to_string());
-            generic(self.cloud, format!("{:?}: {text}", e.kind()))
-        })?;
+        let response =
+            (self.http()?.execute(request).await).map_err(|e| send_failure(self.cloud, &e))?;
         let status = response.status();
         if status.is_success() {
             return Ok(Deleted::Yes);
@@ -161,6 +160,33 @@ fn without_queries(text: &str) -> String {
     }
     out.push_str(rest);
     out
+}
+
+/// A delete that got no answer, as the gate reads it to decide whether to send it again:
+/// the HTTP error's kind and its I/O error's kind kept (a request hyper cancelled unsent
+/// counts as a failed send); the message without the signed URL's query, a credential.
+fn send_failure(cloud: Cloud, e: &HttpError) -> object_store::Error {
+    let mut io_kind = std::io::ErrorKind::Other;
+    let mut unsent = false;
+    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(e);
+    while let Some(s) = source {
+        if let Some(io) = s.downcast_ref::<std::io::Error>() {
+            io_kind = io.kind();
+        }
+        unsent |= s
+            .downcast_ref::<hyper::Error>()
+            .is_some_and(hyper::Error::is_canceled);
+        source = s.source();
+    }
+    let kind = if unsent {
+        HttpErrorKind::Request
+    } else {
+        e.kind()
+    };
+    let text = without_queries(&e.to_string());
+    let text = text.strip_prefix("HTTP error: ").unwrap_or(&text);
+    let cleaned = std::io::Error::new(io_kind, format!("{:?}: {text}", e.kind()));
+    generic(cloud, HttpError::new(kind, cleaned))
 }
 
 fn generic(

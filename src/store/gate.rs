@@ -353,10 +353,26 @@ impl Gate {
         // refuses it by its own clock too.
         let valid_for = Duration::from_secs(60);
         let delete = || deleter.delete_if(path, expected, valid_for);
-        match self.call("deleting", delete).await {
-            Ok(Deleted::Yes) => Ok(true),
-            Ok(Deleted::Changed) => Ok(false),
-            Err(failure) => Err(self.error(failure, "deleting")),
+        match self.call_resending("deleting", delete).await {
+            (Ok(Deleted::Yes), _) => Ok(true),
+            // Sent again after its connection failed: an earlier send may have deleted it,
+            // and this one found it gone. Gone is what the caller asked for.
+            (Ok(Deleted::Changed), true) => Ok(self.head_at(path).await?.is_none()),
+            (Ok(Deleted::Changed), false) => Ok(false),
+            (Err(failure), _) => Err(self.error(failure, "deleting")),
+        }
+    }
+
+    /// The version of the object at `path`, if there is one.
+    pub(crate) async fn head_at(&self, path: &Path) -> Result<Option<Version>> {
+        let store = &self.client.store;
+        match self.call("reading", || store.head(path)).await {
+            Ok(meta) => Ok(Some(Version {
+                e_tag: meta.e_tag,
+                version: meta.version,
+            })),
+            Err(Failure::Store(object_store::Error::NotFound { .. })) => Ok(None),
+            Err(failure) => Err(self.error(failure, "reading")),
         }
     }
 

@@ -221,7 +221,14 @@ async fn probe(gate: &Gate, beside: &Path) -> Result<Verdict> {
     let body = |n: u8| Bytes::from(format!("{{\"blob_lock_probe\": {n}}}"));
     let first = gate.put_at(&scratch, body(1), PutMode::Create).await;
     let verdict = match first {
-        Ok(Write::Conflict { .. }) => Ok(Verdict::CreateRefused),
+        Ok(Write::Conflict { resent: false }) => Ok(Verdict::CreateRefused),
+        // Sent again after its connection failed: the conflict may be with our own first
+        // send, which landed. The scratch name is fresh, so whatever is there is ours.
+        Ok(Write::Conflict { resent: true }) => match gate.head_at(&scratch).await {
+            Ok(Some(created)) => second_and_third(gate, &scratch, &created, body).await,
+            Ok(None) => Ok(Verdict::CreateRefused),
+            Err(e) => Err(e),
+        },
         Ok(Write::Done(created)) => second_and_third(gate, &scratch, &created, body).await,
         Err(Error::Store { message, .. }) if unsupported(&message) => Ok(Verdict::Unsupported),
         Err(e) => {
