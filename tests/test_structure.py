@@ -1,6 +1,7 @@
 """The structural rules of ARCHITECTURE.md that can be checked, checked: the CLI is built on
 the public API only; pyo3 only in the bindings (src/python), so that the lock core builds,
-tests and simulates without Python; the stores know nothing of protocols or leases."""
+tests and simulates without Python; the stores know nothing of protocols or leases; the
+Python package has no import cycle."""
 
 from __future__ import annotations
 
@@ -81,3 +82,55 @@ def test_every_file_architecture_names_exists():
     ]
     assert len(names) > 40, sorted(names)
     assert not missing, f"ARCHITECTURE.md names what is not there: {missing}"
+
+
+def _python_imports() -> dict[str, set[str]]:
+    """Each module of the package (the native one by its stub), with the modules of the
+    package it imports anywhere in it (a function's deferred import is a dependency all the
+    same)."""
+    modules = {}
+    for path in sorted([*PACKAGE.rglob("*.py"), *PACKAGE.rglob("*.pyi")]):
+        parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+        name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+        modules[name] = path
+    graph: dict[str, set[str]] = {}
+    for name, path in modules.items():
+        package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        found = set()
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Import):
+                found |= {a.name for a in node.names}
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    up = package.split(".")[: len(package.split(".")) - node.level + 1]
+                    base = ".".join([*up, base] if base else up)
+                for a in node.names:
+                    sub = f"{base}.{a.name}"
+                    found.add(sub if sub in modules else base)
+        graph[name] = {m for m in found if m in modules and m != name}
+    return graph
+
+
+def test_no_python_import_cycle():
+    graph = _python_imports()
+    # The graph sees deferred imports and the native module (so it can see a cycle at all).
+    assert "blob_lock._credentials._aws" in graph["blob_lock._credentials._bridge"]
+    assert "blob_lock._blob_lock" in graph["blob_lock._credentials"]
+    cycles, done, path = [], set(), []
+
+    def visit(m: str) -> None:
+        if m in path:
+            cycles.append(" -> ".join([*path[path.index(m) :], m]))
+            return
+        if m in done:
+            return
+        path.append(m)
+        for n in sorted(graph[m]):
+            visit(n)
+        path.pop()
+        done.add(m)
+
+    for m in sorted(graph):
+        visit(m)
+    assert not cycles, "import cycles in python/blob_lock:\n" + "\n".join(cycles)

@@ -13,7 +13,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Protocol
 
 from blob_lock import _args, _blob_lock
-from blob_lock._credentials import _aws, _azure, _bridge, _gcs
+from blob_lock._credentials import _aws, _azure, _bridge, _found, _gcs
 from blob_lock.exceptions import CredentialsError
 
 __all__ = ["CredentialProvider", "credential_source", "resolve", "set_credentials"]
@@ -37,7 +37,7 @@ _CLOUDS = {
     "s3": "s3", "s3a": "s3", "az": "azure", "azure": "azure", "abfs": "azure",
     "abfss": "azure", "adl": "azure", "gs": "gcs",
 }  # fmt: skip
-_DEFAULTS: dict[str, Callable[[dict[str, str]], _bridge.Found]] = {
+_DEFAULTS: dict[str, Callable[[dict[str, str]], _found.Found]] = {
     "s3": _aws.default,
     "azure": _azure.default,
     "gcs": _gcs.default,

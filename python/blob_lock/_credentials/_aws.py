@@ -13,7 +13,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from blob_lock._credentials import _aws_files
-from blob_lock._credentials._bridge import Found, FoundAtFirstFetch
+from blob_lock._credentials._found import Found, FoundAtFirstFetch
 from blob_lock.exceptions import CredentialsError
 
 PROFILE_OPTION = "aws_profile"

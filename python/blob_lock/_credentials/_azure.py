@@ -10,7 +10,7 @@ import shutil
 import threading
 from typing import Any
 
-from blob_lock._credentials._bridge import Found
+from blob_lock._credentials._found import AZURE_SCOPE, Found
 from blob_lock.exceptions import CredentialsError
 
 _EXPLICIT_OPTIONS = (
@@ -22,7 +22,6 @@ _EXPLICIT_OPTIONS = (
     "azure_skip_signature", "skip_signature", "azure_federated_token_file",
     "federated_token_file", "azure_storage_connection_string", "azure_credential_type",
 )  # fmt: skip
-_SCOPE = "https://storage.azure.com/.default"
 _default: Any = None
 _guard = threading.Lock()
 
@@ -80,7 +79,7 @@ def default(options: dict[str, str]) -> Found:
 
     def fetch() -> tuple[Any, ...]:
         try:
-            token = credential.get_token(_SCOPE)
+            token = credential.get_token(AZURE_SCOPE)
         except Exception as e:
             first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
             raise CredentialsError(

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from datetime import timezone
 from typing import Any
 
-from blob_lock._credentials._bridge import Found, FoundAtFirstFetch
+from blob_lock._credentials._found import GCS_SCOPE, Found, FoundAtFirstFetch, epoch
 from blob_lock.exceptions import CredentialsError
 
 _EXPLICIT = (
@@ -19,7 +19,6 @@ _EXPLICIT = (
     "service_account_path", "google_service_account_key", "service_account_key",
     "google_application_credentials", "google_skip_signature", "skip_signature",
 )  # fmt: skip
-SCOPE = "https://www.googleapis.com/auth/devstorage.read_write"
 
 
 def _fix() -> str:
@@ -45,7 +44,6 @@ def fetcher(credentials: Any) -> Callable[[], tuple[Any, ...]]:
         expiry = credentials.expiry
         if expiry is not None and expiry.tzinfo is None:
             expiry = expiry.replace(tzinfo=timezone.utc)  # google-auth's expiry is naive UTC
-        from blob_lock._credentials._bridge import epoch
 
         return (credentials.token, epoch(expiry))
 
@@ -78,7 +76,7 @@ def _find() -> Callable[[], tuple[Any, ...]]:
     import google.auth.exceptions  # type: ignore[import-not-found,unused-ignore]  # an extra
 
     try:
-        credentials, _project = google.auth.default(scopes=[SCOPE])
+        credentials, _project = google.auth.default(scopes=[GCS_SCOPE])
     except google.auth.exceptions.DefaultCredentialsError as e:
         raise CredentialsError(
             "no Google credentials found: looked in GOOGLE_APPLICATION_CREDENTIALS, the gcloud "
