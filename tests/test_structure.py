@@ -134,3 +134,43 @@ def test_no_python_import_cycle():
     for m in sorted(graph):
         visit(m)
     assert not cycles, "import cycles in python/blob_lock:\n" + "\n".join(cycles)
+
+
+def test_python_keeps_no_copy_of_the_scheme_table():
+    """The schemes of lock URIs are written in src/store/uri.rs only; Python asks the native
+    side (``store_kind``, ``cloud_of``). A scheme alias as a string of its own, or a
+    scheme's ``://`` prefix to compare URIs with, is a copy that can drift (a cloud URI
+    then taken for a local one, its credential chain skipped)."""
+    uri_rs = (ROOT / "src" / "store" / "uri.rs").read_text()
+    table = re.search(r"fn cloud_of\(scheme: &str\).*?\n}", uri_rs, re.S)
+    assert table, "src/store/uri.rs has no cloud_of table"
+    schemes = set(re.findall(r'"([a-z0-9]+)"', table.group(0))) | {"file", "memory"}
+    assert {"s3a", "abfss", "gs"} <= schemes, schemes
+    kinds = {"s3", "azure", "gcs", "file", "memory"}  # the names store_kind returns
+    copies = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        tree = ast.parse(path.read_text(), str(path))
+        # Strings that a table or a test of a URI holds: compared, kept in a collection, or
+        # given to startswith/get/partition (not text built with an f-string, nor the name
+        # of a program such as the Azure CLI's `az`).
+        held = {
+            id(child)
+            for node in ast.walk(tree)
+            if isinstance(node, (ast.Compare, ast.Dict, ast.Set, ast.Tuple, ast.List))
+            or (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Attribute)
+                and node.func.attr in {"startswith", "endswith", "get", "partition"}
+            )
+            for child in ast.iter_child_nodes(node)
+        }
+        for node in ast.walk(tree):
+            if not (isinstance(node, ast.Constant) and isinstance(node.value, str)):
+                continue
+            if id(node) not in held:
+                continue
+            text = node.value.lower()
+            prefix = re.fullmatch(r"([a-z0-9]+)://+", text)
+            if (prefix and prefix.group(1) in schemes) or text in schemes - kinds:
+                copies.append(f"{path.relative_to(ROOT)}:{node.lineno}: {node.value!r}")
+    assert not copies, "a copy of the scheme table in Python:\n" + "\n".join(copies)

@@ -448,3 +448,40 @@ def test_async_with_raises_lock_lost_when_taken_over_meanwhile(tmp_path):
 
     with pytest.raises(LockLost, match="at release it was held by owner thief"):
         asyncio.run(main())
+
+
+def test_store_kind_reads_every_scheme_as_the_lock_does(tmp_path, monkeypatch):
+    """One table of schemes (src/store/uri.rs): what ``store_kind`` says is what the lock
+    and the credential chains act on, aliases and any case included."""
+    from blob_lock import StoreKind, credential_source, store_kind
+
+    monkeypatch.setenv("AWS_METADATA_ENDPOINT", "http://127.0.0.1:9")
+    kinds = {
+        "s3://bucket/k": StoreKind.S3,
+        "S3A://bucket/k": StoreKind.S3,
+        "az://container/k": StoreKind.AZURE,
+        "ABFSS://container@account.dfs.core.windows.net/k": StoreKind.AZURE,
+        "adl://container/k": StoreKind.AZURE,
+        "gs://bucket/k": StoreKind.GCS,
+        "memory://m/k": StoreKind.MEMORY,
+        f"file://{tmp_path}/k": StoreKind.FILE,
+        str(tmp_path / "k"): StoreKind.FILE,
+        "relative/k": StoreKind.FILE,
+        "ftp://host/k": None,
+    }
+    assert {uri: store_kind(uri) for uri in kinds} == kinds
+    assert store_kind(tmp_path) is StoreKind.FILE and store_kind("gs://b") == "gcs"
+    # A cloud alias in capitals still goes through its cloud's credentials.
+    keys = {"aws_access_key_id": "AKIAEXAMPLE", "aws_secret_access_key": "not-a-secret"}
+    assert credential_source("S3A://bucket/k", keys) == "AWS keys from the storage options"
+    assert credential_source("memory://m/k") == "none needed"
+    with pytest.raises(TypeError, match="credential_provider for Azure must be a callable"):
+        BlobLock("ABFS://container/k", credential_provider=42)
+    # Locks on local stores are made from a template (one URI, one engine), but not on a
+    # relative path: it names another folder once the working folder changes.
+    for where in ("a", "b"):
+        (tmp_path / where).mkdir()
+        monkeypatch.chdir(tmp_path / where)
+        with BlobLock("rel/k") as held:
+            assert held.token == 1
+        assert (tmp_path / where / "rel" / "k" / "lock.json").exists()

@@ -27,6 +27,7 @@ from blob_lock._lock import BlobLock, locked
 from blob_lock._options import LOCK_OPTIONS, KeepAliveOptions, LockOption, LockOptions
 from blob_lock._release_status import ReleaseStatus
 from blob_lock._stats import Histogram, Stats, stats
+from blob_lock._stores import StoreKind, store_kind
 from blob_lock._write_once import write_once, write_once_async
 from blob_lock.exceptions import (
     CredentialsError,
@@ -71,6 +72,7 @@ __all__ = [
     "ReleaseStatus",
     "Stats",
     "StoreError",
+    "StoreKind",
     "StoreSaturated",
     "UnsafeStore",
     "__version__",
@@ -89,6 +91,7 @@ __all__ = [
     "prune_locks",
     "set_credentials",
     "stats",
+    "store_kind",
     "wait_free",
     "wait_free_async",
     "write_once",

@@ -10,6 +10,7 @@ from typing import Any, Literal, final
 
 __all__ = [
     "KEEP_ALIVE_OPTIONS",
+    "STORE_NAMES",
     "KeepAliveOptions",
     "NativeCredentials",
     "NativeInventory",
@@ -22,15 +23,18 @@ __all__ = [
     "check_uri",
     "close_async",
     "close_python_calls",
+    "cloud_of",
     "doctor",
     "drain",
     "keep_alive",
     "keep_alive_async",
     "keep_alive_options",
     "logging_changed",
+    "names_a_fixed_place",
     "option_definitions",
     "release_all",
     "stats",
+    "store_kind",
     "sweep",
     "write_once",
     "write_once_async",
@@ -256,6 +260,18 @@ def doctor(
 def check_uri(uri: str, prefix: bool = False) -> None:
     """Checks a lock URI (with `prefix`, a listing's prefix) as every entry point would take
     it: ValueError naming what is wrong."""
+
+#: Each store kind's name for messages: ``{"s3": "S3", ..., "file": "local files"}``.
+STORE_NAMES: dict[str, str]
+
+def store_kind(uri: str) -> Literal["s3", "azure", "gcs", "file", "memory"] | None:
+    """The kind of store `uri` names, from its scheme; None for a scheme no store has."""
+
+def cloud_of(uri: str) -> Literal["s3", "azure", "gcs"] | None:
+    """The cloud `uri` names; None for local files, memory and a scheme no store has."""
+
+def names_a_fixed_place(uri: str) -> bool:
+    """True if `uri` names the same place whatever the working folder and HOME are."""
 
 def check_timeout(timeout: float) -> None:
     """Checks a timeout as `acquire` would take it: ValueError if it is not one."""

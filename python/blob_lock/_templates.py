@@ -11,6 +11,7 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
+from blob_lock import _blob_lock
 from blob_lock._blob_lock import NativeLock
 from blob_lock._options import is_plain, options_key, shared
 
@@ -20,8 +21,6 @@ __all__ = ["native_lock"]
 # thousands of locks on distinct URIs each pay one miss, not memory held for ever.
 _TEMPLATES: dict[object, tuple[NativeLock, Mapping[str, Any] | None]] = {}
 _MAX = 64
-# Whose meaning does not depend on the working folder or HOME, which may change.
-_LOCAL = ("/", "file:///", "memory://")
 
 
 def native_lock(
@@ -42,7 +41,9 @@ def native_lock(
     if options and not is_plain(given):  # a callback, a provider: not kept beyond this lock
         return native, options
     kept = shared(options, given) if options else None
-    if uri.startswith(_LOCAL):
+    # Local stores only (a cloud lock's credentials are resolved anew for each), named
+    # whatever the working folder and HOME are (they may change).
+    if _blob_lock.store_kind(uri) in ("file", "memory") and _blob_lock.names_a_fixed_place(uri):
         if len(_TEMPLATES) >= _MAX:
             # The oldest out. Without a lock (a `with` must not take one): another thread
             # may evict it first, or change the dict between iter() and next().

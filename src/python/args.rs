@@ -49,19 +49,6 @@ pub(crate) fn after_fork_in_child() {
     super::to_python::start();
 }
 
-/// Checks a lock URI (or with `prefix`, a listing's prefix) as every entry point would take
-/// it, before anything is resolved for it (credentials import cloud libraries): ValueError
-/// naming what is wrong.
-#[pyfunction]
-#[pyo3(signature = (uri, prefix=false))]
-pub(crate) fn check_uri(uri: &str, prefix: bool) -> PyResult<()> {
-    match crate::store::Location::parse(uri) {
-        Ok(_) => Ok(()),
-        Err(e) if prefix => Err(to_py(crate::store::as_prefix_error(e))),
-        Err(e) => Err(to_py(e)),
-    }
-}
-
 /// Checks a timeout as `acquire` would take it: ValueError if it is not one.
 #[pyfunction]
 pub(crate) fn check_timeout(timeout: f64) -> PyResult<()> {

@@ -27,6 +27,7 @@ mod logs;
 mod metrics;
 mod options;
 mod to_python;
+mod uri;
 mod write_once;
 
 use pyo3::prelude::*;
@@ -55,7 +56,7 @@ fn _blob_lock(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(exit::drain, m)?)?;
     m.add_function(wrap_pyfunction!(exit::release_all, m)?)?;
     m.add_function(wrap_pyfunction!(args::check_timeout, m)?)?;
-    m.add_function(wrap_pyfunction!(args::check_uri, m)?)?;
+    uri::add_to(m)?;
     m.add_function(wrap_pyfunction!(args::after_fork_in_child, m)?)?;
     m.add_function(wrap_pyfunction!(logs::logging_changed, m)?)?;
     m.add_function(wrap_pyfunction!(metrics::stats, m)?)?;

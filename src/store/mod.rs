@@ -32,7 +32,7 @@ pub use credentials::{ChainNote, Credentials, Fetch, Fetched};
 pub use environment::Environment;
 pub use listing::{as_prefix_error, Listing};
 pub use open::{open, open_object, Private};
-pub use uri::{Cloud, Location};
+pub use uri::{names_a_fixed_place, Cloud, Location, StoreKind};
 
 use crate::errors::{Error, Result};
 use async_trait::async_trait;

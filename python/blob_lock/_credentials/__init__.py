@@ -33,10 +33,6 @@ class CredentialProvider(Protocol):
     def __call__(self) -> Mapping[str, Any] | Awaitable[Mapping[str, Any]]: ...
 
 
-_CLOUDS = {
-    "s3": "s3", "s3a": "s3", "az": "azure", "azure": "azure", "abfs": "azure",
-    "abfss": "azure", "adl": "azure", "gs": "gcs",
-}  # fmt: skip
 _DEFAULTS: dict[str, Callable[[dict[str, str]], _found.Found]] = {
     "s3": _aws.default,
     "azure": _azure.default,
@@ -53,8 +49,9 @@ _chains: dict[tuple[Any, ...], tuple[dict[str, str], Any, str]] = {}
 
 
 def cloud_of(uri: str) -> str | None:
-    scheme, sep, _ = uri.partition("://")
-    return _CLOUDS.get(scheme.lower()) if sep else None
+    """The cloud ``uri`` names (``s3``, ``azure``, ``gcs``), as the native side reads its
+    scheme; None for local files, memory and unknown schemes."""
+    return _blob_lock.cloud_of(uri)
 
 
 def _native_for(cloud: str, provider: object) -> Any:

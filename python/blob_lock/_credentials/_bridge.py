@@ -19,7 +19,6 @@ from blob_lock.exceptions import CredentialsError
 FETCH_TIMEOUT = 60.0
 #: Fetched again this long before they expire (at most half their lifetime).
 REFRESH = {"s3": 300.0, "azure": 300.0, "gcs": 225.0}
-CLOUD_NAMES = {"s3": "S3", "azure": "Azure", "gcs": "GCS"}
 
 
 def _awaited(value: Any) -> Any:
@@ -98,7 +97,7 @@ def _fetcher(cloud: str, provider: object) -> tuple[Callable[[], tuple[Any, ...]
     function: Any = provider  # checked below: callable, or a TypeError
     if not callable(function):
         raise TypeError(
-            f"credential_provider for {CLOUD_NAMES[cloud]} must be a callable returning "
+            f"credential_provider for {_blob_lock.STORE_NAMES[cloud]} must be a callable returning "
             f"credentials (obstore's credential_provider shape), "
             f"{'a boto3/botocore session' if cloud == 's3' else ''}"
             f"{'an azure-identity credential' if cloud == 'azure' else ''}"

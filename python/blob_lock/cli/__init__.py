@@ -32,6 +32,7 @@ import signal
 import sys
 from collections.abc import Callable
 
+from blob_lock import store_kind
 from blob_lock.cli._exits import EXIT_ERROR, EXIT_PIPE, EXIT_USAGE
 from blob_lock.cli._inventory import ls_command, prune_command
 from blob_lock.cli._look import break_command, doctor_command, status_command, wait_command
@@ -67,7 +68,7 @@ def main(argv: list[str] | None = None) -> int:
             # says what was tried and what to do. -v shows theirs.
             for name in QUIET_UNLESS_VERBOSE:
                 logging.getLogger(name).setLevel(logging.CRITICAL)
-        if args.uri.strip().lower().startswith("memory://"):
+        if store_kind(args.uri.strip()) == "memory":
             print(
                 "blob-lock: warning: a memory:// store lives inside one process; no other "
                 "process sees this lock",
