@@ -49,5 +49,5 @@ pub use inspect::{Inspection, LockState};
 pub use lease::{keep_alive, keep_alive_on, new_owner_id, Lease, Lock, LockOptions};
 pub use lockfile::LockFile;
 pub use protocol::{Broken, Protocol, ReleaseStatus};
-pub use timing::Timing;
+pub use timing::{Timing, TimingSpec};
 pub use write_once::write_once;

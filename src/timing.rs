@@ -4,6 +4,21 @@
 use crate::errors::{Error, Result};
 use std::time::Duration;
 
+/// What a user asks of a lock's timing, in seconds as given; each `None` but `clock_skew`'s
+/// takes its default, derived from `expire`. Built from the options
+/// ([`crate::lease::Settings::timing`]); [`Timing::new`] checks it.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct TimingSpec {
+    /// See [`Timing::expire`].
+    pub expire: f64,
+    /// See [`Timing::heartbeat`].
+    pub heartbeat: Option<f64>,
+    /// See [`Timing::settle`].
+    pub settle: Option<f64>,
+    /// See [`Timing::skew`]; `None` switches the wall-clock fast path off.
+    pub clock_skew: Option<f64>,
+}
+
 /// All durations a lock runs on. Build it with [`Timing::new`], which checks it.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Timing {
@@ -25,6 +40,8 @@ pub struct Timing {
     /// last written more than `expire + skew` ago by the store's clock takes it at once
     /// instead of watching it for `expire`. `None` switches that fast path off.
     pub skew: Option<Duration>,
+    /// What was asked, from which the rest follows ([`Timing::with_expire`]).
+    pub asked: TimingSpec,
 }
 
 /// Seconds given by a user, checked to be a finite positive number.
@@ -103,14 +120,14 @@ impl Timing {
         )
     }
 
-    /// Checks and completes the timing for `expire` seconds. `heartbeat` and `settle` take
-    /// their defaults when not given; `skew` None switches the wall-clock fast path off.
-    pub fn new(
-        expire: f64,
-        heartbeat: Option<f64>,
-        settle: Option<f64>,
-        skew: Option<f64>,
-    ) -> Result<Timing> {
+    /// Checks and completes the timing asked for.
+    pub fn new(asked: TimingSpec) -> Result<Timing> {
+        let TimingSpec {
+            expire,
+            heartbeat,
+            settle,
+            clock_skew: skew,
+        } = asked;
         let expire = seconds("expire", expire)?;
         if expire < Self::MIN_EXPIRE {
             return Err(Error::InvalidArgument(format!(
@@ -175,6 +192,18 @@ impl Timing {
             poll_max: (expire / 10).clamp(Duration::from_millis(50), Duration::from_secs(3)),
             settle,
             skew,
+            asked,
+        })
+    }
+
+    /// The same timing asked for, on `expire` seconds: a remote's, whose lock runs on the
+    /// schedule its lockfile states. The heartbeat follows the new expiry (its default), as
+    /// the orchestrator's did; everything else asked is kept, and checked again.
+    pub fn with_expire(&self, expire: f64) -> Result<Timing> {
+        Timing::new(TimingSpec {
+            expire,
+            heartbeat: None,
+            ..self.asked
         })
     }
 
@@ -234,9 +263,36 @@ impl Polls {
 mod tests {
     use super::*;
 
+    fn new(
+        expire: f64,
+        heartbeat: Option<f64>,
+        settle: Option<f64>,
+        clock_skew: Option<f64>,
+    ) -> Result<Timing> {
+        Timing::new(TimingSpec {
+            expire,
+            heartbeat,
+            settle,
+            clock_skew,
+        })
+    }
+
+    #[test]
+    fn with_expire_keeps_what_was_asked_and_lets_the_heartbeat_follow() {
+        let t = new(30.0, Some(5.0), Some(0.4), Some(7.0)).unwrap();
+        let remote = t.with_expire(9.0).unwrap();
+        assert_eq!(remote.expire, Duration::from_secs(9));
+        assert_eq!(remote.heartbeat, Duration::from_secs(3));
+        assert_eq!(remote.settle, Duration::from_millis(400));
+        assert_eq!(remote.skew, Some(Duration::from_secs(7)));
+        // Checked again: a settle asked for that does not fit the new expiry is refused.
+        let e = t.with_expire(0.6).unwrap_err().to_string();
+        assert!(e.contains("settle"), "{e}");
+    }
+
     #[test]
     fn defaults_follow_expire() {
-        let t = Timing::new(30.0, None, None, Some(60.0)).unwrap();
+        let t = new(30.0, None, None, Some(60.0)).unwrap();
         assert_eq!(t.heartbeat, Duration::from_secs(10));
         assert_eq!(t.margin, Duration::from_secs(3));
         assert!(t.poll_max < t.expire / 5);
@@ -250,12 +306,12 @@ mod tests {
             (f64::NAN, None),
             (f64::INFINITY, None),
         ] {
-            assert!(Timing::new(e, h, None, None).is_err());
+            assert!(new(e, h, None, None).is_err());
         }
-        let err = Timing::new(10.0, Some(5.0), None, None).unwrap_err();
+        let err = new(10.0, Some(5.0), None, None).unwrap_err();
         assert!(err.to_string().contains("less than half"));
-        assert!(Timing::new(10.0, Some(0.0), None, None).is_err());
-        assert!(Timing::new(10.0, Some(4.9), None, None).is_ok());
+        assert!(new(10.0, Some(0.0), None, None).is_err());
+        assert!(new(10.0, Some(4.9), None, None).is_ok());
     }
 
     /// Whatever a writer accepts, every reader of the lockfile must accept too
@@ -275,12 +331,12 @@ mod tests {
             (10.0, None, Some(6.0), None, "settle"),
             (10.0, None, None, Some(1e6), "clock_skew must be at most"),
         ] {
-            let e = Timing::new(expire, heartbeat, settle, skew)
+            let e = new(expire, heartbeat, settle, skew)
                 .unwrap_err()
                 .to_string();
             assert!(e.contains(why), "{e} should say {why}");
         }
-        let longest = Timing::new(Timing::MAX_EXPIRE.as_secs_f64(), None, None, None).unwrap();
+        let longest = new(Timing::MAX_EXPIRE.as_secs_f64(), None, None, None).unwrap();
         let body =
             crate::lockfile::LockFile::acquired("o", longest.expire, 1, "cas", chrono::Utc::now());
         assert!(crate::lockfile::LockFile::decode(&body.encode()).is_ok());

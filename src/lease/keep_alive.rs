@@ -6,7 +6,6 @@ use crate::claim::{Claim, State};
 use crate::errors::{Error, Result};
 use crate::protocol::{Engine, Held, Protocol, REMOTE};
 use crate::store::{self, LockStore};
-use crate::timing::Timing;
 use std::sync::Arc;
 
 /// What the remote calls: keeps the lease of `owner` alive as a co-owner until stopped.
@@ -71,12 +70,16 @@ async fn adopt(
         format_args!("kept alive, token {}", held.token()),
     );
     // The remote renews on the orchestrator's schedule: the lockfile's expire_s, not ours.
-    if let Ok(t) = super::Settings::with_expire(held.body.expire_s).timing() {
-        engine.timing = Arc::new(Timing {
-            settle: engine.timing.settle,
-            skew: engine.timing.skew,
-            ..t
-        });
+    match engine.timing.with_expire(held.body.expire_s) {
+        Ok(timing) => engine.timing = Arc::new(timing),
+        Err(e) => {
+            let e = Error::InvalidArgument(format!(
+                "the lock's expire_s ({}s, from its lockfile) does not fit the options given to keep_alive: {e}",
+                held.body.expire_s
+            ));
+            claim.enter(State::Failed, &e);
+            return Err(e);
+        }
     }
     Ok((engine, held, claim))
 }

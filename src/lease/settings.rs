@@ -7,7 +7,7 @@ use super::LossHook;
 use crate::errors::{Error, Result};
 use crate::lockfile::{labels, Labels};
 use crate::protocol::Protocol;
-use crate::timing::Timing;
+use crate::timing::{Timing, TimingSpec};
 
 /// What a user gave for an option, before the option checks it.
 #[derive(Debug, Clone)]
@@ -278,9 +278,14 @@ impl Settings {
         }
     }
 
-    /// The timing these settings give, checked.
+    /// The timing these settings give, checked: the one place where options become timing.
     pub fn timing(&self) -> Result<Timing> {
-        Timing::new(self.expire, self.heartbeat, self.settle, self.clock_skew)
+        Timing::new(TimingSpec {
+            expire: self.expire,
+            heartbeat: self.heartbeat,
+            settle: self.settle,
+            clock_skew: self.clock_skew,
+        })
     }
 }
 

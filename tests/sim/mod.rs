@@ -4,10 +4,11 @@
 #![allow(dead_code)]
 
 use blob_lock::clock::{Clock, DriftingClock};
+use blob_lock::lease::Settings;
 use blob_lock::released::Record;
 use blob_lock::store::LockStore;
 use blob_lock::watched::Watched;
-use blob_lock::{LockOptions, Protocol, Timing};
+use blob_lock::{LockOptions, Protocol};
 use bytes::Bytes;
 use chrono::{DateTime, TimeZone, Utc};
 use rand::rngs::StdRng;
@@ -298,7 +299,11 @@ impl Process {
     pub fn options(&self, protocol: Protocol) -> LockOptions {
         let mut o = LockOptions::new(EXPIRE).unwrap();
         o.protocol = Some(protocol);
-        o.timing = Timing::new(EXPIRE, None, None, Some(SKEW)).unwrap();
+        let asked = Settings {
+            clock_skew: Some(SKEW),
+            ..Settings::with_expire(EXPIRE)
+        };
+        o.timing = asked.timing().unwrap();
         o.clock = self.clock.clone();
         o
     }
