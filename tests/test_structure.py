@@ -174,3 +174,10 @@ def test_python_keeps_no_copy_of_the_scheme_table():
             if (prefix and prefix.group(1) in schemes) or text in schemes - kinds:
                 copies.append(f"{path.relative_to(ROOT)}:{node.lineno}: {node.value!r}")
     assert not copies, "a copy of the scheme table in Python:\n" + "\n".join(copies)
+
+
+def test_the_native_stub_declares_every_result():
+    """What the native module returns is typed in its stub: no result is a bare dict, whose
+    keys a type checker cannot hold to anything."""
+    stub = (PACKAGE / "_blob_lock.pyi").read_text()
+    assert "dict[str, Any]" not in stub

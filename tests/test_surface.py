@@ -261,24 +261,52 @@ def test_inspect_tells_held_expired_ours_and_never_writes(shared_backend):
     assert "expired" in seen.describe()
 
 
-def test_every_field_the_native_layer_reads_reaches_the_inspection(tmp_path):
-    """Inspection's fields are the one list of what an inspection holds: the native dict of
-    a held lock has each of them (a field added on one side only fails here), and each value
-    arrives in the Inspection."""
-    from blob_lock._inspect import NATIVE_FIELDS
+def _attributes(cls: type) -> set[str]:
+    return {n for n in dir(cls) if not n.startswith("_")}
 
+
+def test_the_native_results_and_the_public_ones_have_the_same_fields():
+    """What the native layer returns and what users get are one list of fields: a field
+    added or renamed on one side only fails here (and the type check, as each public object
+    is built field by field)."""
+    from dataclasses import fields
+
+    from blob_lock import DoctorReport, Inspection, Probe, RaceReport
+
+    def names(cls: type) -> set[str]:
+        return {f.name for f in fields(cls)}  # type: ignore[arg-type]
+
+    native = _attributes(_blob_lock.NativeInspection) - {"lockfile"}
+    native |= _attributes(_blob_lock.NativeLockfileFacts)
+    assert native == names(Inspection) - {"uri", "problem"}
+    assert _attributes(_blob_lock.NativeProbe) == names(Probe)
+    assert _attributes(_blob_lock.NativeRaceReport) == names(RaceReport)
+    assert _attributes(_blob_lock.NativeDoctorReport) == names(DoctorReport) - {"credentials"}
+    assert _attributes(_blob_lock.NativeEntry) == {
+        "uri", "inspection", "problem", "prune", "prune_detail"
+    }  # fmt: skip
+
+
+def test_every_field_the_native_layer_reads_reaches_the_inspection(tmp_path):
+    """Each value of a held lock's native inspection arrives in the Inspection."""
     uri = str(tmp_path / "lock")
     with BlobLock(uri, labels={"run": "r1"}) as held:
         held.hand_off(grace=600)
         native = held._native.inspect()
         seen = held.inspect()
-    assert set(native) == NATIVE_FIELDS
-    given = [name for name in NATIVE_FIELDS - {"state"} if native[name] is not None]
+    assert native.lockfile is not None
+    given = [
+        name
+        for source in (native, native.lockfile)
+        for name in _attributes(type(source)) - {"state", "lockfile"}
+        if getattr(source, name) is not None
+    ]
     assert len(given) >= 14, given
     for name in given:
         assert getattr(seen, name) is not None, f"{name} did not reach the Inspection"
     assert seen.labels == {"run": "r1"} and seen.state is LockState.OURS
     assert seen.grace_until is not None and seen.grace_until.tzinfo is not None
+    assert (seen.token, seen.owner) == (native.lockfile.token, native.lockfile.owner)
 
 
 def test_inspect_reports_a_corrupt_lockfile(tmp_path):

@@ -8,15 +8,23 @@ from asyncio import Future
 from collections.abc import Callable, Mapping
 from typing import Any, Literal, final
 
+from blob_lock._stats_types import Stats
+
 __all__ = [
     "KEEP_ALIVE_OPTIONS",
     "STORE_NAMES",
     "KeepAliveOptions",
     "NativeCredentials",
+    "NativeDoctorReport",
+    "NativeEntry",
+    "NativeInspection",
     "NativeInventory",
     "NativeKeepAlive",
     "NativeLock",
     "NativeLockfile",
+    "NativeLockfileFacts",
+    "NativeProbe",
+    "NativeRaceReport",
     "__version__",
     "after_fork_in_child",
     "check_timeout",
@@ -110,9 +118,9 @@ class NativeLock:
     def let_go(self) -> None:
         """Stops renewing the lease held, without releasing it (left to the remote after a
         hand-off); keeps why it was lost, if it was. Writes nothing."""
-    def inspect(self) -> dict[str, Any]:
-        """Reads the lockfile once; a dict of what it shows. Never writes."""
-    def inspect_async(self) -> Future[dict[str, Any]]:
+    def inspect(self) -> NativeInspection:
+        """Reads the lockfile once: what it shows. Never writes."""
+    def inspect_async(self) -> Future[NativeInspection]:
         """`inspect` as an awaitable."""
     @property
     def owner(self) -> str: ...
@@ -174,9 +182,9 @@ class NativeInventory:
         older_than: float | None = None,
         delete: bool = False,
         only: set[str] | None = None,
-    ) -> list[dict[str, Any]]:
-        """The next page of locks as inspection dicts with `uri` (and `problem`, and with
-        `older_than` the `prune` outcome and `prune_detail`); empty once all were listed."""
+    ) -> list[NativeEntry]:
+        """The next page of locks (with `older_than`, each pruned or judged for it); empty
+        once all were listed."""
 
 @final
 class NativeLockfile:
@@ -192,20 +200,20 @@ class NativeLockfile:
     ) -> NativeLockfile: ...
     @property
     def uri(self) -> str: ...
-    def inspect(self) -> dict[str, Any]:
-        """Reads the lockfile once; a dict of what it shows. Never writes."""
-    def inspect_async(self) -> Future[dict[str, Any]]:
+    def inspect(self) -> NativeInspection:
+        """Reads the lockfile once: what it shows. Never writes."""
+    def inspect_async(self) -> Future[NativeInspection]:
         """`inspect` as an awaitable."""
-    def wait_free(self, timeout: float | None) -> dict[str, Any]:
-        """Waits until the lock is free to take (takes nothing); the dict of what was seen
-        last. Raises LockTimeout after `timeout` seconds."""
-    def wait_free_async(self, timeout: float | None) -> Future[dict[str, Any]]:
+    def wait_free(self, timeout: float | None) -> NativeInspection:
+        """Waits until the lock is free to take (takes nothing): what was seen last. Raises
+        LockTimeout after `timeout` seconds."""
+    def wait_free_async(self, timeout: float | None) -> Future[NativeInspection]:
         """`wait_free` as an awaitable."""
     def break_lock(
         self, owner: str | None = None, token: int | None = None
-    ) -> tuple[_BreakOutcome, dict[str, Any] | None]:
+    ) -> tuple[_BreakOutcome, NativeLockfileFacts | None]:
         """Marks the lock released whoever holds it (only the acquisition `owner`/`token`
-        name; both or neither): `(outcome, lockfile dict or None)`."""
+        name; both or neither): `(outcome, the lockfile as found, or None)`."""
 
 @final
 class NativeKeepAlive:
@@ -243,6 +251,131 @@ def keep_alive(uri: str, owner: str, options: KeepAliveOptions) -> NativeKeepAli
 def keep_alive_async(uri: str, owner: str, options: KeepAliveOptions) -> Future[NativeKeepAlive]:
     """`keep_alive` as an awaitable."""
 
+@final
+class NativeLockfileFacts:
+    """A lockfile's fields; times as Unix seconds (`blob_lock.Inspection` takes them)."""
+
+    @property
+    def owner(self) -> str: ...
+    @property
+    def hostname(self) -> str | None: ...
+    @property
+    def pid(self) -> str | None: ...
+    @property
+    def token(self) -> int: ...
+    @property
+    def expire_s(self) -> float: ...
+    @property
+    def written_at(self) -> float | None: ...
+    @property
+    def released_at(self) -> float | None: ...
+    @property
+    def first_acquired_at(self) -> float | None: ...
+    @property
+    def write_count(self) -> int: ...
+    @property
+    def writer_name(self) -> str | None: ...
+    @property
+    def protocol(self) -> str | None: ...
+    @property
+    def broken_by(self) -> str | None: ...
+    @property
+    def grace_s(self) -> float | None: ...
+    @property
+    def grace_until(self) -> float | None: ...
+    @property
+    def labels(self) -> list[tuple[str, str]]: ...
+
+@final
+class NativeInspection:
+    """What one read of a lockfile shows (`blob_lock.Inspection` is built from it)."""
+
+    @property
+    def state(self) -> Literal["unlocked", "held", "expired", "released"]: ...
+    @property
+    def expires_in(self) -> float | None: ...
+    @property
+    def last_modified(self) -> float | None: ...
+    @property
+    def lockfile(self) -> NativeLockfileFacts | None: ...
+
+@final
+class NativeEntry:
+    """One lock of a listing: what a read showed, or why its lockfile cannot be read; with
+    what pruning did, when it was pruned."""
+
+    @property
+    def uri(self) -> str: ...
+    @property
+    def inspection(self) -> NativeInspection | None: ...
+    @property
+    def problem(self) -> str | None: ...
+    @property
+    def prune(self) -> str | None: ...
+    @property
+    def prune_detail(self) -> str | None: ...
+
+@final
+class NativeProbe:
+    """One call the doctor made to the store."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def ok(self) -> bool: ...
+    @property
+    def seconds(self) -> float: ...
+    @property
+    def detail(self) -> str: ...
+
+@final
+class NativeRaceReport:
+    """What racing independent clients found."""
+
+    @property
+    def scratch(self) -> str: ...
+    @property
+    def racers(self) -> int: ...
+    @property
+    def rounds(self) -> int: ...
+    @property
+    def create_doubles(self) -> int: ...
+    @property
+    def update_doubles(self) -> int: ...
+    @property
+    def errors(self) -> int: ...
+    @property
+    def unsettled(self) -> int: ...
+    @property
+    def first_double(self) -> str | None: ...
+    @property
+    def seconds(self) -> float: ...
+    @property
+    def cas_safe(self) -> bool: ...
+
+@final
+class NativeDoctorReport:
+    """What the doctor found; `cas_safe` by the probes alone."""
+
+    @property
+    def uri(self) -> str: ...
+    @property
+    def scratch(self) -> str: ...
+    @property
+    def probes(self) -> list[NativeProbe]: ...
+    @property
+    def create_is_conditional(self) -> bool: ...
+    @property
+    def update_is_conditional(self) -> bool: ...
+    @property
+    def reads_see_writes(self) -> bool: ...
+    @property
+    def cas_safe(self) -> bool: ...
+    @property
+    def lww_usable(self) -> bool: ...
+    @property
+    def race(self) -> NativeRaceReport | None: ...
+
 def option_definitions() -> list[tuple[str, str, Any, str]]:
     """Every option of the lock: `(name, kind, default, doc)`, from their one definition."""
 
@@ -253,9 +386,9 @@ def doctor(
     credentials: NativeCredentials | None = None,
     expire: float,
     race: tuple[int, int] | None = None,
-) -> dict[str, Any]:
+) -> NativeDoctorReport:
     """Probes the store behind `uri` on a scratch lockfile, and with `race` (racers, rounds)
-    races independent clients beside it; a dict of the report."""
+    races independent clients beside it."""
 
 def check_uri(uri: str, prefix: bool = False) -> None:
     """Checks a lock URI (with `prefix`, a listing's prefix) as every entry point would take
@@ -320,5 +453,5 @@ def write_once_async(
 ) -> Future[bool]:
     """`write_once` as an awaitable."""
 
-def stats() -> dict[str, Any]:
+def stats() -> Stats:
     """Every counter and histogram of this process so far (`blob_lock.stats`)."""

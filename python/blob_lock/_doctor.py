@@ -135,16 +135,39 @@ def doctor(
         if value < 0:  # the range is checked by the race itself
             raise ValueError(f"{name} must be positive, got {value}")
     uri = _args.lock_uri(uri)
-    d = _blob_lock.doctor(
+    n = _blob_lock.doctor(
         uri,
         **_credentials.resolve(uri, storage_options, credential_provider),
         expire=expire,
         race=(racers, rounds) if race else None,
     )
-    probes = tuple(Probe(**p) for p in d.pop("probes"))
-    raced = d.pop("race")
-    report = RaceReport(**raced) if raced is not None else None
-    if report is not None and not report.cas_safe:
-        d["cas_safe"] = False
-    source = _credentials.credential_source(uri, storage_options, credential_provider)
-    return DoctorReport(probes=probes, race=report, credentials=source, **d)
+    raced = None if n.race is None else _race(n.race)
+    return DoctorReport(
+        uri=n.uri,
+        scratch=n.scratch,
+        probes=tuple(
+            Probe(name=p.name, ok=p.ok, seconds=p.seconds, detail=p.detail) for p in n.probes
+        ),
+        create_is_conditional=n.create_is_conditional,
+        update_is_conditional=n.update_is_conditional,
+        reads_see_writes=n.reads_see_writes,
+        cas_safe=n.cas_safe and (raced is None or raced.cas_safe),
+        lww_usable=n.lww_usable,
+        race=raced,
+        credentials=_credentials.credential_source(uri, storage_options, credential_provider),
+    )
+
+
+def _race(r: _blob_lock.NativeRaceReport) -> RaceReport:
+    return RaceReport(
+        scratch=r.scratch,
+        racers=r.racers,
+        rounds=r.rounds,
+        create_doubles=r.create_doubles,
+        update_doubles=r.update_doubles,
+        errors=r.errors,
+        unsettled=r.unsettled,
+        first_double=r.first_double,
+        seconds=r.seconds,
+        cas_safe=r.cas_safe,
+    )

@@ -6,9 +6,9 @@ from __future__ import annotations
 import enum
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import Any, Callable
+from typing import Any
 
 from blob_lock import _args, _blob_lock, _credentials, _process
 from blob_lock._args import Seconds, seconds
@@ -169,35 +169,46 @@ def _ours(owner: str) -> bool:
     return owner in _process.owners_here()
 
 
-# How each field of Inspection is read from the native layer's dict, beside the default
-# (taken as given): times come as Unix seconds, and an empty hostname or pid means unknown.
-_FROM_NATIVE: dict[str, Callable[[Any], Any]] = {
-    "written_at": _time,
-    "released_at": _time,
-    "first_acquired_at": _time,
-    "last_modified": _time,
-    "grace_until": _time,
-    "hostname": lambda v: v or None,
-    "pid": lambda v: v or None,
-    "labels": lambda v: v or {},
-}
-
-# The fields the native layer gives: every field of Inspection but the two given here.
-NATIVE_FIELDS = frozenset(f.name for f in fields(Inspection)) - {"uri", "problem"}
-
-
-def _inspection(uri: str, d: dict[str, Any], owner: str | None) -> Inspection:
-    """An Inspection from the native layer's dict: Inspection's fields are the one list of
-    what an inspection holds (tests/test_inspect.py checks the native dict has each)."""
-    state = LockState(d["state"])
-    if state is LockState.HELD and (d.get("owner") == owner or _ours(d.get("owner", ""))):
+def _inspection(uri: str, native: _blob_lock.NativeInspection, owner: str | None) -> Inspection:
+    """The Inspection of what the native layer read, field by field (a field renamed on
+    either side fails the type check)."""
+    state = LockState(native.state)
+    lf = native.lockfile
+    if state is LockState.HELD and lf is not None and (lf.owner == owner or _ours(lf.owner)):
         state = LockState.OURS
-    values = {
-        name: _FROM_NATIVE.get(name, lambda v: v)(d[name])
-        for name in NATIVE_FIELDS | {"problem"}
-        if name in d and name != "state"
-    }
-    return Inspection(uri=uri, state=state, **values)
+    return _seen(uri, state, lf, native.expires_in, _time(native.last_modified))
+
+
+def _seen(
+    uri: str,
+    state: LockState,
+    lf: _blob_lock.NativeLockfileFacts | None,
+    expires_in: float | None = None,
+    last_modified: datetime | None = None,
+) -> Inspection:
+    if lf is None:
+        return Inspection(uri=uri, state=state, expires_in=expires_in, last_modified=last_modified)
+    return Inspection(
+        uri=uri,
+        state=state,
+        owner=lf.owner,
+        hostname=lf.hostname,
+        pid=lf.pid,
+        token=lf.token,
+        written_at=_time(lf.written_at),
+        expire_s=lf.expire_s,
+        expires_in=expires_in,
+        released_at=_time(lf.released_at),
+        first_acquired_at=_time(lf.first_acquired_at),
+        writer_name=lf.writer_name,
+        protocol=lf.protocol,
+        last_modified=last_modified,
+        broken_by=lf.broken_by,
+        write_count=lf.write_count,
+        grace_s=lf.grace_s,
+        grace_until=_time(lf.grace_until),
+        labels=dict(lf.labels),
+    )
 
 
 def _lockfile(
@@ -321,6 +332,14 @@ def break_lock(
     seen = None
     if found is not None:
         # As found, before any break: released, or held (expiry is not judged here).
-        state = "released" if found.get("released_at") is not None else "held"
-        seen = _inspection(lockfile.uri, {"state": state, **found}, None)
+        state = LockState.RELEASED if found.released_at is not None else LockState.HELD
+        seen = _seen(lockfile.uri, state, found)
     return Broken(BreakOutcome(outcome), seen)
+
+
+def _entry(entry: _blob_lock.NativeEntry) -> Inspection:
+    """A lock of a listing as an Inspection: what a read of it showed, or ``invalid`` with
+    the problem."""
+    if entry.inspection is None:
+        return Inspection(uri=entry.uri, state=LockState.INVALID, problem=entry.problem)
+    return _inspection(entry.uri, entry.inspection, None)

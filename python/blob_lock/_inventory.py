@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from blob_lock import _args, _blob_lock, _credentials
 from blob_lock._args import Seconds, seconds
 from blob_lock._credentials import CredentialProvider
-from blob_lock._inspect import Inspection, LockState, _inspection
+from blob_lock._inspect import Inspection, LockState, _entry
 
 __all__ = ["PruneOutcome", "Pruned", "list_locks", "prune_locks"]
 
@@ -60,8 +60,8 @@ def list_locks(
 
     def pages() -> Iterator[Inspection]:
         while page := inventory.next_page():
-            for d in page:
-                seen = _inspection(d["uri"], d, None)
+            for entry in page:
+                seen = _entry(entry)
                 if wanted is None or seen.state.value in wanted:
                     yield seen
 
@@ -159,12 +159,13 @@ def _prune(
 
     def pages() -> Iterator[Pruned]:
         while page := inventory.next_page(age, not dry_run, only):
-            for d in page:
+            for entry in page:
+                assert entry.prune is not None  # each is judged when older_than is given
                 yield Pruned(
-                    uri=d["uri"],
-                    outcome=PruneOutcome(d["prune"]),
-                    found=_inspection(d["uri"], d, None),
-                    detail=d.get("prune_detail"),
+                    uri=entry.uri,
+                    outcome=PruneOutcome(entry.prune),
+                    found=_entry(entry),
+                    detail=entry.prune_detail,
                 )
 
     return pages()

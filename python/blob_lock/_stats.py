@@ -2,37 +2,10 @@
 
 from __future__ import annotations
 
-from typing import TypedDict, cast
-
 from blob_lock import _blob_lock
+from blob_lock._stats_types import Histogram, Stats
 
 __all__ = ["Histogram", "Stats", "stats"]
-
-
-class Histogram(TypedDict):
-    """Observations in seconds: how many, their sum, and cumulative counts by upper bound."""
-
-    count: int
-    sum: float
-    buckets: list[tuple[float, int]]
-    """``(upper bound in seconds, observations at most that)``, the last bound ``inf``."""
-
-
-class Stats(TypedDict):
-    """What ``stats()`` returns (each key is described there)."""
-
-    requests: dict[str, dict[str, int]]
-    acquisitions: dict[str, int]
-    releases: int
-    renewals: dict[str, int]
-    losses: dict[str, int]
-    acquire_wait_seconds: Histogram
-    hold_seconds: Histogram
-    renewal_latency_seconds: Histogram
-    renewal_margin_seconds: Histogram
-    renewal_margin_min_seconds: float | None
-    throttled: int
-    queued: int
 
 
 def stats() -> Stats:
@@ -67,4 +40,4 @@ def stats() -> Stats:
     - ``queued``: store requests waiting now for a slot of their store (renewals go
       first, by their leases' deadlines).
     """
-    return cast(Stats, _blob_lock.stats())
+    return _blob_lock.stats()

@@ -1,17 +1,16 @@
 //! `NativeInventory`: the locks under a prefix, a page at a time, for `blob_lock.list_locks`,
-//! `blob_lock.prune_locks` and the `ls` and `prune` commands; each lock as the dict an
-//! inspection gives, with its URI, and what pruning did with it.
+//! `blob_lock.prune_locks` and the `ls` and `prune` commands; each lock as an inspection
+//! gives it, with its URI, and what pruning did with it.
 
 use super::args::outside_options;
 use super::credentials::{access, NativeCredentials};
 use super::driver::wait;
 use super::errors::to_py;
-use super::inspect::inspection_dict;
-use crate::inventory::{prune, Entry, Inventory, Pruned};
+use super::results::NativeEntry;
+use crate::inventory::{prune, Inventory};
 use crate::lease::LockOptions;
 use futures_util::stream::{self, StreamExt};
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyList};
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
@@ -41,19 +40,18 @@ impl NativeInventory {
         })
     }
 
-    /// The next page of locks as dicts (`uri`, the inspection's fields, and `problem` for a
-    /// lockfile that cannot be read); an empty list once every lock was listed. With
-    /// `older_than` (seconds), each is also pruned (`delete`) or judged for it, and its dict
-    /// has `prune` (the outcome) and `prune_detail`. With `only`, only those URIs are
-    /// deleted; the others are judged as in a dry run.
+    /// The next page of locks; an empty list once every lock was listed. With `older_than`
+    /// (seconds), each is also pruned (`delete`) or judged for it, and says so (`prune`,
+    /// `prune_detail`). With `only`, only those URIs are deleted; the others are judged as
+    /// in a dry run.
     #[pyo3(signature = (older_than=None, delete=false, only=None))]
-    fn next_page<'py>(
+    fn next_page(
         &self,
-        py: Python<'py>,
+        py: Python<'_>,
         older_than: Option<f64>,
         delete: bool,
         only: Option<HashSet<String>>,
-    ) -> PyResult<Bound<'py, PyList>> {
+    ) -> PyResult<Vec<NativeEntry>> {
         let older_than = older_than
             .map(|s| crate::timing::seconds_or_zero("older_than", s))
             .transpose()
@@ -80,32 +78,8 @@ impl NativeInventory {
             },
             None,
         )?;
-        let out = PyList::empty(py);
-        for (entry, pruned) in &page {
-            out.append(entry_dict(py, entry, pruned.as_ref())?)?;
-        }
-        Ok(out)
+        Ok((page.iter())
+            .map(|(entry, pruned)| NativeEntry::of(entry, pruned.as_ref()))
+            .collect())
     }
-}
-
-fn entry_dict<'py>(
-    py: Python<'py>,
-    entry: &Entry,
-    pruned: Option<&Pruned>,
-) -> PyResult<Bound<'py, PyDict>> {
-    let d = match &entry.seen {
-        Ok(seen) => inspection_dict(py, seen)?,
-        Err(problem) => {
-            let d = PyDict::new(py);
-            d.set_item("state", "invalid")?;
-            d.set_item("problem", problem)?;
-            d
-        }
-    };
-    d.set_item("uri", &entry.uri)?;
-    if let Some(pruned) = pruned {
-        d.set_item("prune", pruned.as_str())?;
-        d.set_item("prune_detail", pruned.detail())?;
-    }
-    Ok(d)
 }

@@ -7,11 +7,10 @@ use super::asyncio::awaitable;
 use super::credentials::{access, NativeCredentials};
 use super::driver::wait;
 use super::errors::to_py;
-use super::inspect::{broken_tuple, inspection_dict};
+use super::results::{self, NativeInspection, NativeLockfileFacts};
 use crate::lease::Lock;
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
-use pyo3::types::PyDict;
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -40,11 +39,11 @@ impl NativeLockfile {
         self.lock.uri()
     }
 
-    /// Reads the lockfile once; a dict of what it shows.
-    fn inspect<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+    /// Reads the lockfile once: what it shows.
+    fn inspect(&self, py: Python<'_>) -> PyResult<NativeInspection> {
         let lock = self.lock.clone();
         let seen = wait(py, async move { lock.inspect().await }, None)?;
-        inspection_dict(py, &seen)
+        Ok(NativeInspection::of(&seen))
     }
 
     /// `inspect` as an awaitable.
@@ -52,22 +51,18 @@ impl NativeLockfile {
         let lock = self.lock.clone();
         awaitable(py, async move {
             let seen = lock.inspect().await.map_err(to_py)?;
-            Python::attach(|py| inspection_dict(py, &seen).map(Bound::unbind))
+            Ok(NativeInspection::of(&seen))
         })
     }
 
-    /// Waits until the lock is free to take (takes nothing); the dict of what was seen last.
+    /// Waits until the lock is free to take (takes nothing): what was seen last.
     /// LockTimeout, naming the holder, when `timeout` passes first.
     #[pyo3(signature = (timeout))]
-    fn wait_free<'py>(
-        &self,
-        py: Python<'py>,
-        timeout: Option<f64>,
-    ) -> PyResult<Bound<'py, PyDict>> {
+    fn wait_free(&self, py: Python<'_>, timeout: Option<f64>) -> PyResult<NativeInspection> {
         let t = self::timeout(timeout)?;
         let lock = self.lock.clone();
         let seen = wait(py, async move { lock.wait_free(t).await }, None)?;
-        inspection_dict(py, &seen)
+        Ok(NativeInspection::of(&seen))
     }
 
     /// `wait_free` as an awaitable.
@@ -81,19 +76,19 @@ impl NativeLockfile {
         let lock = self.lock.clone();
         awaitable(py, async move {
             let seen = lock.wait_free(t).await.map_err(to_py)?;
-            Python::attach(|py| inspection_dict(py, &seen).map(Bound::unbind))
+            Ok(NativeInspection::of(&seen))
         })
     }
 
     /// Marks the lock released whoever holds it, or only the acquisition that `owner` and
-    /// `token` name (both or neither): `(outcome, lockfile dict or None)`.
+    /// `token` name (both or neither): `(outcome, the lockfile as found, or None)`.
     #[pyo3(signature = (owner=None, token=None))]
-    fn break_lock<'py>(
+    fn break_lock(
         &self,
-        py: Python<'py>,
+        py: Python<'_>,
         owner: Option<String>,
         token: Option<u64>,
-    ) -> PyResult<(&'static str, Option<Bound<'py, PyDict>>)> {
+    ) -> PyResult<(&'static str, Option<NativeLockfileFacts>)> {
         if owner.is_some() != token.is_some() {
             return Err(PyValueError::new_err(
                 "break_lock: pass both owner and token (to break only that acquisition) or neither",
@@ -108,6 +103,6 @@ impl NativeLockfile {
             },
             None,
         )?;
-        broken_tuple(py, &broken)
+        Ok(results::broken(&broken))
     }
 }

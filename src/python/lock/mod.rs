@@ -12,8 +12,8 @@ use crate::python::asyncio::awaitable;
 use crate::python::driver::wait;
 use crate::python::errors::{to_py, LockTimeout};
 use crate::python::holding::{abandon_in_flight, release_slot, Slot};
-use crate::python::inspect;
 use crate::python::options;
+use crate::python::results::NativeInspection;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 use std::sync::atomic::Ordering;
@@ -249,11 +249,11 @@ impl NativeLock {
         }
     }
 
-    /// Reads the lockfile once; a dict of what it shows. Never writes.
-    fn inspect<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+    /// Reads the lockfile once: what it shows. Never writes.
+    fn inspect(&self, py: Python<'_>) -> PyResult<NativeInspection> {
         let lock = self.lock.clone();
         let seen = wait(py, async move { lock.inspect().await }, None)?;
-        inspect::inspection_dict(py, &seen)
+        Ok(NativeInspection::of(&seen))
     }
 
     /// `inspect` as an awaitable.
@@ -261,7 +261,7 @@ impl NativeLock {
         let lock = self.lock.clone();
         awaitable(py, async move {
             let seen = lock.inspect().await.map_err(to_py)?;
-            Python::attach(|py| inspect::inspection_dict(py, &seen).map(Bound::unbind))
+            Ok(NativeInspection::of(&seen))
         })
     }
 
