@@ -17,7 +17,6 @@
 #![deny(unsafe_code)]
 #![warn(missing_docs, unreachable_pub)]
 
-pub mod claim;
 pub mod cleanup;
 pub mod clock;
 pub mod doctor;
@@ -32,13 +31,11 @@ mod nearest;
 mod per_process;
 pub mod protocol;
 pub mod race;
-pub mod released;
 pub mod runtime;
 mod starter;
 pub mod store;
 
 pub mod timing;
-pub mod watched;
 pub mod write_once;
 
 #[cfg(feature = "python")]

@@ -20,7 +20,7 @@
 mod sim;
 
 use blob_lock::inventory::{prune_lock, Pruned};
-use blob_lock::released::Guess;
+use blob_lock::protocol::released::Guess;
 use blob_lock::{keep_alive_on, Lock, Protocol};
 use sim::*;
 use std::sync::atomic::{AtomicBool, Ordering};

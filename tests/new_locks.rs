@@ -1,5 +1,5 @@
 //! What a lock costs by what it was before: a new lock, one released here, one released
-//! elsewhere, as a process meets them in runs. The guess of `blob_lock::released` is
+//! elsewhere, as a process meets them in runs. The guess of `blob_lock::protocol::released` is
 //! process-wide, so this binary holds one test, counting the requests the process-wide
 //! metrics see (the lock protocol's own requests).
 

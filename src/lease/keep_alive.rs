@@ -2,8 +2,8 @@
 
 use super::retry::with_retries;
 use super::{Lease, LockOptions};
-use crate::claim::{Claim, State};
 use crate::errors::{Error, Result};
+use crate::lease::claim::{Claim, State};
 use crate::protocol::{Engine, Held, Protocol, REMOTE};
 use crate::store::{self, LockStore};
 use std::sync::Arc;

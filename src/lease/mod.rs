@@ -7,6 +7,7 @@
 //! its heartbeat (`held/`), the retries they share (`retry.rs`), the order in which
 //! waiters woken together try (`seniority.rs`), and a remote's keep-alive (`keep_alive.rs`).
 
+pub mod claim;
 mod cleanup;
 mod held;
 mod keep_alive;

@@ -58,7 +58,7 @@ pub struct Acquisition {
     /// A later read that shows our owner id with one of these tokens settles it: ours, with
     /// the lease counted from that start.
     unsettled: Vec<(u64, Instant)>,
-    /// Set by the first attempt: only it may create first ([`crate::released`]'s guess).
+    /// Set by the first attempt: only it may create first ([`crate::protocol::released`]'s guess).
     begun: bool,
 }
 

@@ -8,7 +8,7 @@ use super::Steps;
 use crate::errors::{Error, Result};
 use crate::lockfile::LockFile;
 use crate::mutation::{active, reached, Branch, Mutation};
-use crate::released::Guess;
+use crate::protocol::released::Guess;
 use crate::store::{Version, Write};
 use async_trait::async_trait;
 use bytes::Bytes;
@@ -30,7 +30,7 @@ impl Steps for Cas {
         acquisition: &mut Acquisition,
     ) -> Result<Attempt> {
         // The first attempt without a record of our own release guesses whether the lock is new
-        // (see `crate::released`); later attempts know it exists.
+        // (see `crate::protocol::released`); later attempts know it exists.
         let mut guessing = acquisition.begin();
         // A record compared with what is read instead of used, the last one being stale.
         let mut unused = None;

@@ -9,10 +9,10 @@ use crate::clock::Clock;
 use crate::errors::{Error, Result};
 use crate::lockfile::LockFile;
 use crate::metrics::{self, Request};
-use crate::released::Record;
+use crate::protocol::released::Record;
+use crate::protocol::watched::Watched;
 use crate::store::{load, LockStore, Snapshot, Version, Write};
 use crate::timing::Timing;
-use crate::watched::Watched;
 use bytes::Bytes;
 use std::sync::Arc;
 use std::time::Duration;
@@ -32,10 +32,10 @@ pub struct Engine {
     pub timing: Arc<Timing>,
     /// Its clocks.
     pub clock: Arc<dyn Clock>,
-    /// What our own last release of this lock wrote (see [`crate::released`]).
+    /// What our own last release of this lock wrote (see [`crate::protocol::released`]).
     pub last_release: Record,
     /// What this process has seen of the lockfile between acquisitions (see
-    /// [`crate::watched`]).
+    /// [`crate::protocol::watched`]).
     pub watched: Watched,
     /// The identity under which waiters on this lockfile in this process listen for a
     /// release here, to take it over at once instead of at their next poll

@@ -6,7 +6,7 @@
 //! Invariants, kept here and nowhere else:
 //! - A waiter takes over a held lock only after it has seen the *same version* of the
 //!   lockfile for the holder's `expire_s` on its own monotonic clock, counted from the first
-//!   sighting of that version by any acquisition in its process ([`crate::watched`]) (or,
+//!   sighting of that version by any acquisition in its process ([`crate::protocol::watched`]) (or,
 //!   beyond the skew allowance, by wall clock). A holder's lease runs from the *start* of its last successful
 //!   write to `start + expire - margin`, which is earlier than any waiter's takeover.
 //! - A write whose outcome is unknown (a conflict that may be our own retried request) is
@@ -26,6 +26,8 @@ mod cas;
 pub mod engine;
 mod lww;
 pub mod release;
+pub mod released;
+pub mod watched;
 
 pub use acquisition::{Acquisition, Attempt, Held};
 pub use engine::{Engine, REMOTE};

@@ -5,9 +5,9 @@
 
 use blob_lock::clock::{Clock, DriftingClock};
 use blob_lock::lease::Settings;
-use blob_lock::released::Record;
+use blob_lock::protocol::released::Record;
+use blob_lock::protocol::watched::Watched;
 use blob_lock::store::LockStore;
-use blob_lock::watched::Watched;
 use blob_lock::{LockOptions, Protocol};
 use bytes::Bytes;
 use chrono::{DateTime, TimeZone, Utc};

@@ -2,8 +2,8 @@
 //! beat's renewal or retry (`beat`).
 
 use super::state::{Kept, LeaseState, NextBeat};
-use crate::claim::State;
 use crate::errors::Error;
+use crate::lease::claim::State;
 use crate::metrics;
 use crate::protocol::Engine;
 use crate::store::load::{self, Kind};

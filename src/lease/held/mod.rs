@@ -6,8 +6,8 @@ mod state;
 
 use super::retry::{release_retrying, Backoff};
 use super::LossHook;
-use crate::claim::{Claim, State};
 use crate::errors::{Error, Result};
+use crate::lease::claim::{Claim, State};
 use crate::metrics;
 use crate::protocol::{Engine, Held, ReleaseStatus};
 use crate::store::load::Kind;

@@ -3,8 +3,8 @@
 
 use super::super::retry::Backoff;
 use super::super::LossHook;
-use crate::claim::{Claim, State};
 use crate::errors::Error;
+use crate::lease::claim::{Claim, State};
 use crate::metrics;
 use crate::protocol::{Engine, Held};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};

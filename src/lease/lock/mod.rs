@@ -5,20 +5,20 @@ use super::cleanup::Cleanup;
 use super::retry::with_retries;
 use super::seniority::Seniority;
 use super::{new_owner_id, waker, Lease, LockOptions, LossHook};
-use crate::claim::{Claim, State};
 use crate::cleanup::Owed;
 use crate::errors::{Error, Result};
 use crate::inspect::{self, Inspection};
+use crate::lease::claim::{Claim, State};
 use crate::lockfile::LockFile;
 use crate::metrics;
+use crate::protocol::released::Record;
+use crate::protocol::watched::Watched;
 use crate::protocol::Protocol;
 use crate::protocol::{Acquisition, Attempt, Broken, Engine, Held, ReleaseStatus};
-use crate::released::Record;
 use crate::store::load::{as_kind, Kind};
 use crate::store::Access;
 use crate::store::{self, LockStore};
 use crate::timing::{Polls, Timing};
-use crate::watched::Watched;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -110,7 +110,7 @@ impl Lock {
     }
 
     /// The same lock keeping what it sees of its lockfile in `watched` (see
-    /// [`crate::watched`]): for stores brought by tests and simulations, whose locks keep
+    /// [`crate::protocol::watched`]): for stores brought by tests and simulations, whose locks keep
     /// no process-wide record.
     pub fn with_watched(mut self, watched: Watched) -> Lock {
         Arc::make_mut(&mut self.engine).watched = watched;
@@ -118,7 +118,7 @@ impl Lock {
     }
 
     /// The same lock keeping the record of its releases and its guesses in `record` (see
-    /// [`crate::released`]): simulated processes, which share one real process, each bring
+    /// [`crate::protocol::released`]): simulated processes, which share one real process, each bring
     /// their own, shared by all their locks as the process-wide one is.
     pub fn with_record(mut self, record: Record) -> Lock {
         Arc::make_mut(&mut self.engine).last_release = record;
