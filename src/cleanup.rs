@@ -77,7 +77,7 @@ impl Owed {
     }
 
     /// Returns once no cleanup is owed.
-    pub async fn settled(&self) {
+    pub async fn drained(&self) {
         loop {
             let paid = self.paid.notified();
             if !self.pending() {

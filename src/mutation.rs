@@ -107,7 +107,7 @@ pub enum Branch {
     /// ... the create refused, and the lockfile gone again before the read.
     AbsentGone,
     /// A read showed a write of ours whose outcome was unknown: confirmed by a renewal.
-    SettledByRead,
+    ResolvedByRead,
     /// The lockfile read is held (or not yet judged free).
     Busy,
     /// The update over a free lockfile landed.
@@ -151,7 +151,7 @@ impl Branch {
         Branch::AbsentCreated,
         Branch::AbsentCreateRefused,
         Branch::AbsentGone,
-        Branch::SettledByRead,
+        Branch::ResolvedByRead,
         Branch::Busy,
         Branch::UpdateWon,
         Branch::UpdateRefusedOurs,

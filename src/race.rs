@@ -32,7 +32,7 @@ pub struct RaceReport {
     pub errors: usize,
     /// Rounds in which no write of a race landed (all failed or were refused): they show
     /// nothing, and make the race inconclusive.
-    pub unsettled: usize,
+    pub inconclusive: usize,
     /// The first round with more than one winner, in words.
     pub first_double: Option<String>,
     /// Seconds the race took.
@@ -44,7 +44,7 @@ impl RaceReport {
     pub fn cas_safe(&self) -> bool {
         self.create_doubles == 0
             && self.update_doubles == 0
-            && self.unsettled == 0
+            && self.inconclusive == 0
             && self.rounds > 0
     }
 }
@@ -75,7 +75,7 @@ pub async fn race(
         create_doubles: 0,
         update_doubles: 0,
         errors: 0,
-        unsettled: 0,
+        inconclusive: 0,
         first_double: None,
         seconds: 0.0,
     };
@@ -133,7 +133,7 @@ async fn run(
         report.errors += errors;
         report.rounds = round;
         if created == 0 || updated == 0 {
-            report.unsettled += 1;
+            report.inconclusive += 1;
         }
         if created > 1 {
             report.create_doubles += 1;

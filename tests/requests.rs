@@ -161,7 +161,7 @@ async fn a_held_lock_costs_one_write_per_heartbeat() {
 
 /// A lockfile deleted under its holder (by hand) is reported gone after two more reads a
 /// poll apart (what a store that has not caught up would need), not read again and again.
-/// cas reads once more first: its release is a conditional write, refused, then settled by
+/// cas reads once more first: its release is a conditional write, refused, then resolved by
 /// a read.
 #[tokio::test(start_paused = true)]
 async fn a_release_of_a_lockfile_deleted_by_hand_reads_it_three_times_a_poll_apart() {

@@ -38,7 +38,7 @@ class RaceReport:
     errors: int
     #: Rounds in which no write of a race landed (failed or refused): the race is then
     #: inconclusive, ``cas_safe`` False.
-    unsettled: int
+    inconclusive: int
     first_double: str | None
     seconds: float
     cas_safe: bool
@@ -53,7 +53,7 @@ class RaceReport:
         if self.first_double is not None:
             return f"conditional writes are NOT atomic under races: {self.first_double}"
         return (
-            f"inconclusive: in {self.unsettled} of {self.rounds} rounds no write landed "
+            f"inconclusive: in {self.inconclusive} of {self.rounds} rounds no write landed "
             f"({self.errors} failed); check the store's health and run the race again"
         )
 
@@ -166,7 +166,7 @@ def _race(r: _blob_lock.NativeRaceReport) -> RaceReport:
         create_doubles=r.create_doubles,
         update_doubles=r.update_doubles,
         errors=r.errors,
-        unsettled=r.unsettled,
+        inconclusive=r.inconclusive,
         first_double=r.first_double,
         seconds=r.seconds,
         cas_safe=r.cas_safe,

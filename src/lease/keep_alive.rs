@@ -4,7 +4,7 @@ use super::retry::with_retries;
 use super::{Lease, LockOptions};
 use crate::errors::{Error, Result};
 use crate::lease::claim::{Claim, State};
-use crate::protocol::{Engine, Held, Protocol, REMOTE};
+use crate::protocol::{Engine, OurWrite, Protocol, REMOTE};
 use crate::store::{self, LockStore};
 use std::sync::Arc;
 
@@ -13,12 +13,12 @@ use std::sync::Arc;
 /// or is released. Never releases.
 pub async fn keep_alive(uri: &str, owner: &str, options: &LockOptions) -> Result<Lease> {
     let store = store::open(uri, &options.store, &options.timing)?;
-    let (mut engine, held, claim) = adopt(store, owner, options).await?;
+    let (mut engine, ours, claim) = adopt(store, owner, options).await?;
     // Requests are bounded by the lock's own schedule, which only the lockfile told us.
     if engine.timing.request_timeout() != options.timing.request_timeout() {
         engine.store = store::open(uri, &options.store, &engine.timing)?;
     }
-    Ok(remote_lease(engine, held, claim, options))
+    Ok(remote_lease(engine, ours, claim, options))
 }
 
 /// [`keep_alive`] on a given store.
@@ -27,13 +27,13 @@ pub async fn keep_alive_on(
     owner: &str,
     options: &LockOptions,
 ) -> Result<Lease> {
-    let (engine, held, claim) = adopt(store, owner, options).await?;
-    Ok(remote_lease(engine, held, claim, options))
+    let (engine, ours, claim) = adopt(store, owner, options).await?;
+    Ok(remote_lease(engine, ours, claim, options))
 }
 
 /// The remote's lease on what [`adopt`] took up, renewed as the remote's writes.
-fn remote_lease(engine: Engine, held: Held, claim: Arc<Claim>, options: &LockOptions) -> Lease {
-    Lease::start(Arc::new(engine), held, true, options.on_lost.clone(), claim)
+fn remote_lease(engine: Engine, ours: OurWrite, claim: Arc<Claim>, options: &LockOptions) -> Lease {
+    Lease::start(Arc::new(engine), ours, true, options.on_lost.clone(), claim)
 }
 
 /// Takes up `owner`'s lock as a co-owner: the engine on the lock's own schedule, what it
@@ -42,7 +42,7 @@ async fn adopt(
     store: Arc<dyn LockStore>,
     owner: &str,
     options: &LockOptions,
-) -> Result<(Engine, Held, Arc<Claim>)> {
+) -> Result<(Engine, OurWrite, Arc<Claim>)> {
     if owner.is_empty() || owner.contains('/') {
         return Err(Error::InvalidArgument(format!(
             "owner {owner:?} is not an owner id; pass the `owner` of the orchestrator's held lock"
@@ -57,7 +57,7 @@ async fn adopt(
         let engine = engine.with_protocol(protocol);
         Ok((engine.adopt(owner, Some(REMOTE)).await?, protocol))
     });
-    let (held, protocol) = match adopted.await.0 {
+    let (ours, protocol) = match adopted.await.0 {
         Ok(adopted) => adopted,
         Err(e) => {
             claim.enter(State::Failed, &e);
@@ -67,19 +67,19 @@ async fn adopt(
     engine.protocol = protocol;
     claim.enter(
         State::Held,
-        format_args!("kept alive, token {}", held.token()),
+        format_args!("kept alive, token {}", ours.token()),
     );
     // The remote renews on the orchestrator's schedule: the lockfile's expire_s, not ours.
-    match engine.timing.with_expire(held.body.expire_s) {
+    match engine.timing.with_expire(ours.body.expire_s) {
         Ok(timing) => engine.timing = Arc::new(timing),
         Err(e) => {
             let e = Error::InvalidArgument(format!(
                 "the lock's expire_s ({}s, from its lockfile) does not fit the options given to keep_alive: {e}",
-                held.body.expire_s
+                ours.body.expire_s
             ));
             claim.enter(State::Failed, &e);
             return Err(e);
         }
     }
-    Ok((engine, held, claim))
+    Ok((engine, ours, claim))
 }

@@ -2,7 +2,7 @@
 //! steps here, the heartbeat's renewals in `held/heartbeat.rs`), capped and jittered.
 
 use crate::errors::Result;
-use crate::protocol::{Engine, Held, ReleaseStatus};
+use crate::protocol::{Engine, OurWrite, ReleaseStatus};
 use crate::timing::Timing;
 use std::time::Duration;
 use tokio::time::Instant;
@@ -94,13 +94,13 @@ where
 pub(super) async fn release_retrying(
     engine: &Engine,
     owner: &str,
-    held: Option<&Held>,
+    ours: Option<&OurWrite>,
     until: Instant,
     in_time: bool,
 ) -> Result<ReleaseStatus> {
-    let token = held.map(|h| h.token());
+    let token = ours.map(|h| h.token());
     let released = with_retries(engine, "release", until, || {
-        engine.release_seeing(owner, held)
+        engine.release_seeing(owner, ours)
     });
     let (seen, retried) = released.await;
     let seen = seen?;

@@ -1,5 +1,5 @@
 //! What an acquisition carries from attempt to attempt ([`Acquisition`]), what one attempt
-//! ends in ([`Attempt`]), and what a holder knows of the lock it holds ([`Held`]).
+//! ends in ([`Attempt`]), and what a holder knows of the lock it holds ([`OurWrite`]).
 
 use crate::lockfile::LockFile;
 use crate::store::Version;
@@ -8,7 +8,7 @@ use tokio::time::Instant;
 
 /// What a holder knows about the lock it holds.
 #[derive(Debug, Clone)]
-pub struct Held {
+pub struct OurWrite {
     /// The owner id.
     pub owner: std::sync::Arc<str>,
     /// The version of our last write.
@@ -22,7 +22,7 @@ pub struct Held {
     pub grace_until: Option<Instant>,
 }
 
-impl Held {
+impl OurWrite {
     /// The fencing token of this acquisition: our body's, which every write of ours and
     /// every co-owner's body we adopt carries (a held lock keeps no second copy).
     pub fn token(&self) -> u64 {
@@ -55,9 +55,9 @@ pub struct Acquisition {
     pub(super) watch: Option<(Version, Instant)>,
     /// Our writes whose outcome we do not know (an error, or a conflict that may be our own
     /// retried request): the token each wrote and the earliest start of a write with it.
-    /// A later read that shows our owner id with one of these tokens settles it: ours, with
+    /// A later read that shows our owner id with one of these tokens resolves it: ours, with
     /// the lease counted from that start.
-    unsettled: Vec<(u64, Instant)>,
+    unresolved: Vec<(u64, Instant)>,
     /// Set by the first attempt: only it may create first ([`crate::protocol::released`]'s guess).
     begun: bool,
 }
@@ -69,21 +69,21 @@ impl Acquisition {
     }
 
     pub(super) fn note(&mut self, token: u64, start: Instant) {
-        if !self.unsettled.iter().any(|(t, _)| *t == token) {
-            self.unsettled.push((token, start));
+        if !self.unresolved.iter().any(|(t, _)| *t == token) {
+            self.unresolved.push((token, start));
         }
     }
 
     /// True if a write of ours may have landed without our knowing.
     pub fn wrote(&self) -> bool {
-        !self.unsettled.is_empty()
+        !self.unresolved.is_empty()
     }
 
-    pub(super) fn settles(&self, owner: &str, lf: &LockFile) -> Option<Instant> {
+    pub(super) fn resolves(&self, owner: &str, lf: &LockFile) -> Option<Instant> {
         if *lf.writer_id != *owner || lf.is_released() {
             return None;
         }
-        self.unsettled
+        self.unresolved
             .iter()
             .find(|(t, _)| *t == lf.token)
             .map(|(_, start)| *start)
@@ -94,7 +94,7 @@ impl Acquisition {
 #[derive(Debug)]
 pub enum Attempt {
     /// We hold it.
-    Acquired(Held),
+    Acquired(OurWrite),
     /// Someone else does. `expires_in` is how long until we may take it over if nothing
     /// changes; `None` when the lockfile vanished or changed under us (poll again soon).
     Busy {

@@ -2,7 +2,7 @@
 //! owners can never both think they wrote last. Real mutual exclusion, on stores that honour
 //! the conditions (see `store::probe`).
 
-use super::acquisition::{Acquisition, Attempt, Held};
+use super::acquisition::{Acquisition, Attempt, OurWrite};
 use super::engine::Engine;
 use super::Steps;
 use crate::errors::{Error, Result};
@@ -63,7 +63,9 @@ impl Steps for Cas {
                 };
                 if let Write::Done(version) = written {
                     reached(Branch::RecordCurrent);
-                    return Ok(Attempt::Acquired(engine.held(owner, body, version, start)));
+                    return Ok(Attempt::Acquired(
+                        engine.our_write(owner, body, version, start),
+                    ));
                 }
                 // Someone wrote since our release: the full attempt below finds out who.
                 reached(Branch::RecordRefused);
@@ -126,9 +128,9 @@ impl Steps for Cas {
                 }
             }
         };
-        if let Some(start) = acquisition.settles(owner, &lf) {
+        if let Some(start) = acquisition.resolves(owner, &lf) {
             // A write of ours landed though it came back as an error or a conflict.
-            reached(Branch::SettledByRead);
+            reached(Branch::ResolvedByRead);
             return confirm(engine, owner, lf, snap.version, start).await;
         }
         if let Some(busy) = engine.judge(&lf, &snap, engine.clock.now(), acquisition) {
@@ -150,15 +152,17 @@ impl Steps for Cas {
         {
             Write::Done(version) => {
                 reached(Branch::UpdateWon);
-                Ok(Attempt::Acquired(engine.held(owner, body, version, start)))
+                Ok(Attempt::Acquired(
+                    engine.our_write(owner, body, version, start),
+                ))
             }
             Write::Conflict { .. } if active(Mutation::ConflictAsSuccess) => Ok(Attempt::Acquired(
-                engine.held(owner, body, snap.version, start),
+                engine.our_write(owner, body, snap.version, start),
             )),
             Write::Conflict { .. } => {
                 acquisition.watch = None;
                 match engine.read().await? {
-                    Some((now, snap)) => match acquisition.settles(owner, &now) {
+                    Some((now, snap)) => match acquisition.resolves(owner, &now) {
                         Some(start) => {
                             reached(Branch::UpdateRefusedOurs);
                             confirm(engine, owner, now, snap.version, start).await
@@ -186,10 +190,10 @@ impl Steps for Cas {
     async fn renew(
         &self,
         engine: &Engine,
-        held: &mut Held,
+        ours: &mut OurWrite,
         writer_name: Option<&str>,
     ) -> Result<()> {
-        renew(engine, held, writer_name).await
+        renew(engine, ours, writer_name).await
     }
 
     /// Conditional on the version read: a conflict means someone wrote since.
@@ -210,11 +214,11 @@ async fn confirm(
     version: Version,
     start: tokio::time::Instant,
 ) -> Result<Attempt> {
-    let mut held = engine.held(owner, lf, version, start);
-    match renew(engine, &mut held, None).await {
+    let mut ours = engine.our_write(owner, lf, version, start);
+    match renew(engine, &mut ours, None).await {
         Ok(()) => {
             reached(Branch::ConfirmHeld);
-            Ok(Attempt::Acquired(held))
+            Ok(Attempt::Acquired(ours))
         }
         Err(Error::Lost { .. }) => {
             reached(Branch::ConfirmNotOurs);
@@ -228,32 +232,32 @@ async fn confirm(
 }
 
 /// One renewal: an update conditional on the version we hold.
-async fn renew(engine: &Engine, held: &mut Held, writer_name: Option<&str>) -> Result<()> {
+async fn renew(engine: &Engine, ours: &mut OurWrite, writer_name: Option<&str>) -> Result<()> {
     // A co-owner (the remote, or the orchestrator) renewing between our read and
     // our write shows up as a conflict: adopt its version and write again.
     for _ in 0..8 {
         engine.reserve().await?;
         let start = engine.clock.now();
-        let body = held.next_body(writer_name, start, engine.clock.wall());
+        let body = ours.next_body(writer_name, start, engine.clock.wall());
         match engine
-            .update_lockfile(Bytes::from(body.encode()), &held.version)
+            .update_lockfile(Bytes::from(body.encode()), &ours.version)
             .await?
         {
             Write::Done(version) => {
                 reached(Branch::RenewLanded);
-                held.version.clone_from(&version);
-                held.body.clone_from(&body);
-                held.lease_start = start;
+                ours.version.clone_from(&version);
+                ours.body.clone_from(&body);
+                ours.lease_start = start;
                 return Ok(());
             }
             Write::Conflict { .. } => match engine.read().await? {
-                Some((lf, snap)) if Engine::still_ours(held, &lf) => {
+                Some((lf, snap)) if Engine::still_ours(ours, &lf) => {
                     let landed = lf == body;
-                    Engine::adopt_body(held, lf, snap.version);
+                    Engine::adopt_body(ours, lf, snap.version);
                     if landed {
                         // Our own write, retried by the client: it counts.
                         reached(Branch::RenewOwnRetried);
-                        held.lease_start = start;
+                        ours.lease_start = start;
                         return Ok(());
                     }
                     reached(Branch::RenewCoOwnerAdopted);
@@ -262,7 +266,7 @@ async fn renew(engine: &Engine, held: &mut Held, writer_name: Option<&str>) -> R
                     reached(Branch::RenewLost);
                     return Err(super::engine::lost(
                         engine.uri(),
-                        Engine::why_not_ours(held, other.as_ref().map(|(lf, _)| lf)),
+                        Engine::why_not_ours(ours, other.as_ref().map(|(lf, _)| lf)),
                     ));
                 }
             },
@@ -291,11 +295,13 @@ async fn create(
     if first && active(Mutation::CreateFirstOverwrites) {
         let version = engine.overwrite_lockfile(bytes).await?;
         return Ok(Some(Attempt::Acquired(
-            engine.held(owner, body, version, start),
+            engine.our_write(owner, body, version, start),
         )));
     }
     Ok(match engine.create_lockfile(bytes).await? {
-        Write::Done(version) => Some(Attempt::Acquired(engine.held(owner, body, version, start))),
+        Write::Done(version) => Some(Attempt::Acquired(
+            engine.our_write(owner, body, version, start),
+        )),
         Write::Conflict { .. } => None,
     })
 }

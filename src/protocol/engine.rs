@@ -3,7 +3,7 @@
 //! steps that differ by protocol are in `cas` and `lww`; the writes that end a hold in
 //! `release`.
 
-use super::acquisition::{Acquisition, Attempt, Held};
+use super::acquisition::{Acquisition, Attempt, OurWrite};
 use super::Protocol;
 use crate::clock::Clock;
 use crate::errors::{Error, Result};
@@ -110,8 +110,8 @@ impl Engine {
             let now = self.clock.now();
             let first = *since.get_or_insert(now);
             let lww = !self.protocol.steps().conditional();
-            let settled = look && same >= 2;
-            if lww && !settled && now - first < self.timing.request_timeout() {
+            let stable = look && same >= 2;
+            if lww && !stable && now - first < self.timing.request_timeout() {
                 log::debug!(
                     "{}: unreadable ({e}), a write in flight? reading again",
                     self.uri()
@@ -119,7 +119,7 @@ impl Engine {
                 self.clock.sleep(self.timing.poll_min).await;
                 continue;
             }
-            let reason = match settled {
+            let reason = match stable {
                 true => format!(
                     "{} (the same in three reads; on a store whose writes are not atomic a slow write in flight looks like this for a moment: look again)",
                     e.0
@@ -247,20 +247,22 @@ impl Engine {
         body
     }
 
-    pub(super) fn held(
+    /// What a holder knows of its write `body`, landed at `version`, its lease counted from
+    /// `start`.
+    pub(super) fn our_write(
         &self,
         owner: &str,
         body: LockFile,
         version: Version,
         start: Instant,
-    ) -> Held {
+    ) -> OurWrite {
         // One copy of the owner id for the lease and the body it keeps.
         let owner = if *body.writer_id == *owner {
             body.writer_id.clone()
         } else {
             owner.into()
         };
-        Held {
+        OurWrite {
             owner,
             version,
             body,
@@ -269,34 +271,34 @@ impl Engine {
         }
     }
 
-    /// Is `lf` still the lock `held` holds (same owner, same acquisition, not released)?
+    /// Is `lf` still the acquisition `ours` wrote (same owner, same token, not released)?
     /// A write by our owner id without a token is a co-owner that does not know tokens
     /// (mops's remote writer rewrites the whole body with its own fields): still ours.
-    pub(super) fn still_ours(held: &Held, lf: &LockFile) -> bool {
+    pub(super) fn still_ours(ours: &OurWrite, lf: &LockFile) -> bool {
         if crate::mutation::active(crate::mutation::Mutation::AdoptForeignWrite) {
             return !lf.is_released();
         }
-        *lf.writer_id == *held.owner
-            && (lf.token == held.token() || lf.token == 0)
+        *lf.writer_id == *ours.owner
+            && (lf.token == ours.token() || lf.token == 0)
             && !lf.is_released()
     }
 
     /// Takes a co-owner's body as the base of our next write, keeping our token. A write by
     /// the remote ends the launch grace: from then on it is the remote that keeps the lock.
-    pub(super) fn adopt_body(held: &mut Held, mut lf: LockFile, version: Version) {
+    pub(super) fn adopt_body(ours: &mut OurWrite, mut lf: LockFile, version: Version) {
         if lf.writer_name.as_deref() == Some(REMOTE) {
-            held.grace_until = None;
+            ours.grace_until = None;
         }
-        lf.token = held.token();
+        lf.token = ours.token();
         if lf.labels.is_none() {
             // A co-owner that rewrites the whole body (mops's remote) drops them.
-            lf.labels = held.body.labels.clone();
+            lf.labels = ours.body.labels.clone();
         }
         if lf.protocol.is_none() {
-            lf.protocol = held.body.protocol.clone();
+            lf.protocol = ours.body.protocol.clone();
         }
-        held.version = version;
-        held.body = lf;
+        ours.version = version;
+        ours.body = lf;
     }
 
     /// The cause of a loss whose reason `why_not_ours` gave.
@@ -310,25 +312,25 @@ impl Engine {
         }
     }
 
-    pub(super) fn why_not_ours(held: &Held, lf: Option<&LockFile>) -> String {
+    pub(super) fn why_not_ours(ours: &OurWrite, lf: Option<&LockFile>) -> String {
         match lf {
             None => DELETED.into(),
-            Some(lf) if *lf.writer_id == *held.owner && lf.is_released() => {
+            Some(lf) if *lf.writer_id == *ours.owner && lf.is_released() => {
                 format!("{RELEASED} {}", lf.released_at)
             }
             Some(lf) => format!(
                 "it was taken over by {} with token {} (ours was {})",
                 lf.describe(),
                 lf.token,
-                held.token()
+                ours.token()
             ),
         }
     }
 
-    /// One renewal (heartbeat) of `held`. `Err(Error::Lost)` when the lock is no longer
+    /// One renewal (heartbeat) of `ours`. `Err(Error::Lost)` when the lock is no longer
     /// ours; other errors are store errors the caller may retry.
-    pub async fn renew(&self, held: &mut Held, writer_name: Option<&str>) -> Result<()> {
-        let steps = self.protocol.steps().renew(self, held, writer_name);
+    pub async fn renew(&self, ours: &mut OurWrite, writer_name: Option<&str>) -> Result<()> {
+        let steps = self.protocol.steps().renew(self, ours, writer_name);
         load::reserving(steps).await
     }
 
@@ -337,12 +339,12 @@ impl Engine {
     /// no renewal waits `grace` rather than `expire` before taking over. Later renewals carry
     /// what is left of it. On an error the grace is not granted (the write may still have
     /// landed; the next renewal then writes none).
-    pub async fn hand_off(&self, held: &mut Held, grace: Duration) -> Result<()> {
-        let before = held.grace_until;
-        held.grace_until = Some(self.clock.now() + grace);
-        let renewed = self.renew(held, None).await;
+    pub async fn hand_off(&self, ours: &mut OurWrite, grace: Duration) -> Result<()> {
+        let before = ours.grace_until;
+        ours.grace_until = Some(self.clock.now() + grace);
+        let renewed = self.renew(ours, None).await;
         if renewed.is_err() {
-            held.grace_until = before;
+            ours.grace_until = before;
         }
         renewed
     }
@@ -350,7 +352,7 @@ impl Engine {
     /// Takes up a lock that `owner` holds elsewhere (the remote's keep_alive): the lockfile
     /// must name `owner` and not be released. Then renews it once, so that our lease is
     /// counted from a write of our own.
-    pub async fn adopt(&self, owner: &str, writer_name: Option<&str>) -> Result<Held> {
+    pub async fn adopt(&self, owner: &str, writer_name: Option<&str>) -> Result<OurWrite> {
         let Some((lf, snap)) = self.read().await? else {
             return Err(Error::NotFound {
                 uri: self.uri().to_string(),
@@ -376,9 +378,9 @@ impl Engine {
         if *lf.writer_id != *owner {
             return Err(stolen(format!("it is held by {}", lf.describe())));
         }
-        let mut held = self.held(owner, lf, snap.version, self.clock.now());
-        match self.renew(&mut held, writer_name).await {
-            Ok(()) => Ok(held),
+        let mut ours = self.our_write(owner, lf, snap.version, self.clock.now());
+        match self.renew(&mut ours, writer_name).await {
+            Ok(()) => Ok(ours),
             Err(Error::Lost { reason, .. }) => Err(stolen(reason)),
             Err(e) => Err(e),
         }

@@ -2,7 +2,7 @@
 //! blindly, wait out any writer that read before us, and read again: whoever is there then
 //! holds it. Best effort (the simulation counts how often two owners overlap).
 
-use super::acquisition::{Acquisition, Attempt, Held};
+use super::acquisition::{Acquisition, Attempt, OurWrite};
 use super::engine::Engine;
 use super::Steps;
 use crate::errors::Result;
@@ -32,10 +32,10 @@ impl Steps for Lww {
         let mut write_time = std::time::Duration::ZERO;
         let (token, start) = match current
             .as_ref()
-            .and_then(|(lf, _)| acquisition.settles(owner, lf).map(|s| (lf.token, s)))
+            .and_then(|(lf, _)| acquisition.resolves(owner, lf).map(|s| (lf.token, s)))
         {
             // A write of ours from an earlier attempt landed: settle, then read it back.
-            Some(settled) => settled,
+            Some(resolved) => resolved,
             None => {
                 let token = match &current {
                     None => 1,
@@ -69,7 +69,7 @@ impl Steps for Lww {
             Some((lf, snap))
                 if *lf.writer_id == **owner && lf.token == token && !lf.is_released() =>
             {
-                Ok(Attempt::Acquired(engine.held(
+                Ok(Attempt::Acquired(engine.our_write(
                     owner,
                     lf,
                     snap.version,
@@ -87,27 +87,27 @@ impl Steps for Lww {
     async fn renew(
         &self,
         engine: &Engine,
-        held: &mut Held,
+        ours: &mut OurWrite,
         writer_name: Option<&str>,
     ) -> Result<()> {
         // mops writes blindly; we read first and stop if the owner changed.
         match engine.read().await? {
-            Some((lf, snap)) if Engine::still_ours(held, &lf) => {
-                Engine::adopt_body(held, lf, snap.version);
+            Some((lf, snap)) if Engine::still_ours(ours, &lf) => {
+                Engine::adopt_body(ours, lf, snap.version);
                 engine.reserve().await?;
                 let start = engine.clock.now();
-                let body = held.next_body(writer_name, start, engine.clock.wall());
+                let body = ours.next_body(writer_name, start, engine.clock.wall());
                 let version = engine
                     .overwrite_lockfile(Bytes::from(body.encode()))
                     .await?;
-                held.version.clone_from(&version);
-                held.body.clone_from(&body);
-                held.lease_start = start;
+                ours.version.clone_from(&version);
+                ours.body.clone_from(&body);
+                ours.lease_start = start;
                 Ok(())
             }
             other => Err(super::engine::lost(
                 engine.uri(),
-                Engine::why_not_ours(held, other.as_ref().map(|(lf, _)| lf)),
+                Engine::why_not_ours(ours, other.as_ref().map(|(lf, _)| lf)),
             )),
         }
     }

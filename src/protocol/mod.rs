@@ -10,7 +10,7 @@
 //!   beyond the skew allowance, by wall clock). A holder's lease runs from the *start* of its last successful
 //!   write to `start + expire - margin`, which is earlier than any waiter's takeover.
 //! - A write whose outcome is unknown (a conflict that may be our own retried request) is
-//!   settled by reading the lockfile and comparing owner and token, never by guessing; under
+//!   resolved by reading the lockfile and comparing owner and token, never by guessing; under
 //!   cas a renewal conditional on what the read showed must land too (a stale read can show
 //!   an earlier acquisition's write by the same owner).
 //! - A release never deletes the lockfile, so the fencing token keeps growing.
@@ -29,7 +29,7 @@ pub mod release;
 pub mod released;
 pub mod watched;
 
-pub use acquisition::{Acquisition, Attempt, Held};
+pub use acquisition::{Acquisition, Attempt, OurWrite};
 pub use engine::{Engine, REMOTE};
 pub use release::{Broken, ReleaseStatus};
 
@@ -53,11 +53,11 @@ pub(crate) trait Steps: Send + Sync {
         owner: &Arc<str>,
         acquisition: &mut Acquisition,
     ) -> Result<Attempt>;
-    /// One renewal of `held` (see [`Engine::renew`]).
+    /// One renewal of `ours` (see [`Engine::renew`]).
     async fn renew(
         &self,
         engine: &Engine,
-        held: &mut Held,
+        ours: &mut OurWrite,
         writer_name: Option<&str>,
     ) -> Result<()>;
     /// Writes `body` (a release or a break) over the lockfile read at `version`.

@@ -2,7 +2,7 @@
 //! deletes the lockfile: it is marked released and keeps its token, so the next acquisition
 //! gets a larger one (fencing).
 
-use super::acquisition::Held;
+use super::acquisition::OurWrite;
 use super::engine::Engine;
 use crate::errors::{Error, Result};
 use crate::lockfile::LockFile;
@@ -43,7 +43,7 @@ const TRIES: usize = 8;
 /// moment; a lockfile deleted by hand shows it for good.
 const STALE_READS: usize = 2;
 
-/// What a release found, for the caller that settles a release retried.
+/// What a release found, for the caller that resolves a release retried.
 #[derive(Debug)]
 pub(crate) struct Seen {
     pub(crate) status: ReleaseStatus,
@@ -70,21 +70,25 @@ pub enum Broken {
 }
 
 impl Engine {
-    /// Releases the lock of `owner`. With `held`, only that acquisition is released; without,
+    /// Releases the lock of `owner`. With `ours`, only that acquisition is released; without,
     /// whatever acquisition the lockfile shows for `owner`.
-    pub async fn release(&self, owner: &str, held: Option<&Held>) -> Result<ReleaseStatus> {
-        Ok(self.release_seeing(owner, held).await?.status)
+    pub async fn release(&self, owner: &str, ours: Option<&OurWrite>) -> Result<ReleaseStatus> {
+        Ok(self.release_seeing(owner, ours).await?.status)
     }
 
     /// [`Engine::release`], with the lockfile found when it was not released now.
-    pub(crate) async fn release_seeing(&self, owner: &str, held: Option<&Held>) -> Result<Seen> {
+    pub(crate) async fn release_seeing(
+        &self,
+        owner: &str,
+        ours: Option<&OurWrite>,
+    ) -> Result<Seen> {
         // cas starts from the version we hold (its write is conditional on it); lww reads
         // first, as its renewals do, and writes only over a lockfile that is still ours.
         let steps = self.protocol.steps();
-        let mut known: Option<(LockFile, Version)> = held
+        let mut known: Option<(LockFile, Version)> = ours
             .filter(|_| steps.conditional())
             .map(|h| (h.body.clone(), h.version.clone()));
-        let token = held.map(|h| h.token());
+        let token = ours.map(|h| h.token());
         let mut maybe_landed = false;
         let mut stale_reads = 0;
         let (status, found) = 'seen: {

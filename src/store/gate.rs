@@ -201,7 +201,7 @@ impl Gate {
                     }
                     pass.note(Ending::Throttled);
                     // Tried again after a pause that doubles (jittered), while the request
-                    // has time left; a write that landed all the same is settled by the
+                    // has time left; a write that landed all the same is resolved by the
                     // protocol.
                     let pause = THROTTLED_PAUSE.mul_f64((1 << throttled) as f64 * jitter());
                     let time_left = give_up.saturating_duration_since(tokio::time::Instant::now());
@@ -216,7 +216,7 @@ impl Gate {
                 }
                 // A connection the pool kept, closed by the store under this request (or
                 // one not made at all): again at once, as object_store's own retries did (a
-                // write that landed all the same is settled by the protocol).
+                // write that landed all the same is resolved by the protocol).
                 Ok(Ok(Err(e)))
                     if again && resent < RESENDS && facts.answered() && resendable(&e) =>
                 {

@@ -35,7 +35,7 @@ def epoch(value: object) -> float | None:
 
 
 class Found(NamedTuple):
-    """What a cloud's default chain settled on: the storage options to give object_store,
+    """What a cloud's default chain found: the storage options to give object_store,
     the fetch function of credentials from outside object_store's chain with where they
     come from (None: object_store's own chain), and the source in words. For object_store's
     chain, what was looked at before it and the fix, for the error if it finds nothing."""

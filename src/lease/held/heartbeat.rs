@@ -60,7 +60,7 @@ async fn beat(state: &LeaseState) -> Option<Instant> {
         return None;
     }
     let mut kept = state.kept.lock().await;
-    let Kept { held, backoff } = &mut *kept;
+    let Kept { ours, backoff } = &mut *kept;
     if state.stopped.load(Ordering::SeqCst) || !state.claim.enter(State::Renewing, "heartbeat") {
         return None; // stopped, or lost meanwhile
     }
@@ -70,7 +70,7 @@ async fn beat(state: &LeaseState) -> Option<Instant> {
         // Boxed: inline, the renewal's state would be most of a beat's memory while it
         // waits for its turn on the held lockfile.
         let writer_name = state.remote.then_some(crate::protocol::REMOTE);
-        let renewal = state.engine.renew(held, writer_name);
+        let renewal = state.engine.renew(ours, writer_name);
         // Its requests go ahead of the store's others, by this deadline.
         let mut renewal = Box::pin(load::as_kind(Kind::Renewal { deadline }, renewal));
         tokio::select! {
@@ -81,7 +81,7 @@ async fn beat(state: &LeaseState) -> Option<Instant> {
                 // cannot save the lease: declare the loss now, not when the request ends.
                 state.mark_lost(metrics::Loss::Deadline, "the renewal in flight did not finish before the lease deadline".into());
                 // Not cancelled: a request on the wire may land anyway, and its outcome is
-                // settled like any other (a release waits for it).
+                // resolved like any other (a release waits for it).
                 let _ = renewal.await;
                 return None;
             }
@@ -90,12 +90,12 @@ async fn beat(state: &LeaseState) -> Option<Instant> {
     match renewal {
         Ok(()) => {
             let now = state.engine.clock.now();
-            if !state.renewed(held) {
+            if !state.renewed(ours) {
                 return None;
             }
             metrics::renewed(now - began, deadline.saturating_duration_since(now));
             backoff.reset();
-            Some(held.lease_start + state.engine.timing.heartbeat)
+            Some(ours.lease_start + state.engine.timing.heartbeat)
         }
         Err(Error::Lost { reason, .. }) => {
             state.mark_lost(Engine::loss_cause(&reason), reason);

@@ -9,7 +9,7 @@ use super::LossHook;
 use crate::errors::{Error, Result};
 use crate::lease::claim::{Claim, State};
 use crate::metrics;
-use crate::protocol::{Engine, Held, ReleaseStatus};
+use crate::protocol::{Engine, OurWrite, ReleaseStatus};
 use crate::store::load::Kind;
 use heartbeat::file_beat;
 use state::{Kept, LeaseState, NextBeat};
@@ -38,12 +38,12 @@ impl std::fmt::Debug for Lease {
 impl Lease {
     pub(super) fn start(
         engine: Arc<Engine>,
-        held: Held,
+        ours: OurWrite,
         remote: bool,
         on_lost: Option<LossHook>,
         claim: Arc<Claim>,
     ) -> Lease {
-        let first_beat = held.lease_start + engine.timing.heartbeat;
+        let first_beat = ours.lease_start + engine.timing.heartbeat;
         // Decided once: the beats of a lease run where its first one does.
         let next = if engine.clock.is_tokio() && crate::runtime::on_shared_runtime() {
             NextBeat::Unfiled
@@ -53,14 +53,14 @@ impl Lease {
         let state = Arc::new(LeaseState {
             on_lost,
             claim,
-            token: held.token(),
+            token: ours.token(),
             remote,
             // The deadline of the acquiring write, which started at `acquired_at`.
             deadline_ns: AtomicU64::new(state::nanos(engine.timing.claim())),
-            acquired_at: held.lease_start,
+            acquired_at: ours.lease_start,
             kept: tokio::sync::Mutex::new(Kept {
                 backoff: Backoff::new(&engine.timing),
-                held,
+                ours,
             }),
             engine,
             lost: Mutex::new(None),
@@ -109,7 +109,7 @@ impl Lease {
     /// The version of our last write, and the instant past which the lease no longer
     /// claims the lock (its deadline).
     pub(crate) async fn last_write(&self) -> (crate::store::Version, Instant) {
-        let version = self.state.kept.lock().await.held.version.clone();
+        let version = self.state.kept.lock().await.ours.version.clone();
         (version, self.state.deadline())
     }
 
@@ -142,7 +142,7 @@ impl Lease {
             return Err(lost(reason));
         }
         let mut kept = state.kept.lock().await;
-        let held = &mut kept.held;
+        let ours = &mut kept.ours;
         if state.stopped.load(Ordering::SeqCst) {
             return Err(Error::InvalidArgument(format!(
                 "{uri}: hand_off needs a held lock, and this one was released or stopped"
@@ -152,12 +152,12 @@ impl Lease {
             let reason = state.lost_reason();
             return Err(lost(reason.unwrap_or_else(|| "the lease ended".into())));
         }
-        let handed = state.engine.hand_off(held, grace);
+        let handed = state.engine.hand_off(ours, grace);
         let kind = Kind::Renewal {
             deadline: state.deadline(),
         };
         match crate::store::load::as_kind(kind, handed).await {
-            Ok(()) if state.renewed(held) => {
+            Ok(()) if state.renewed(ours) => {
                 state.handed_off.store(true, Ordering::SeqCst);
                 log::info!(
                     "{uri}: handed off with {:.1}s of launch grace (owner {}, token {})",
@@ -215,7 +215,7 @@ impl Lease {
         let released = release_retrying(
             engine,
             self.state.claim.owner(),
-            Some(&kept.held),
+            Some(&kept.ours),
             until,
             in_time,
         );

@@ -6,7 +6,7 @@ use super::super::LossHook;
 use crate::errors::Error;
 use crate::lease::claim::{Claim, State};
 use crate::metrics;
-use crate::protocol::{Engine, Held};
+use crate::protocol::{Engine, OurWrite};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -46,7 +46,7 @@ pub(super) struct LeaseState {
 /// What the heartbeat and a release hold while they write: the lockfile as held, and the
 /// pauses between renewals that failed, kept between beats.
 pub(super) struct Kept {
-    pub(super) held: Held,
+    pub(super) ours: OurWrite,
     pub(super) backoff: Backoff,
 }
 
@@ -62,8 +62,8 @@ pub(super) enum NextBeat {
 }
 
 impl LeaseState {
-    pub(super) fn deadline_of(&self, held: &Held) -> Instant {
-        held.lease_start + self.engine.timing.claim()
+    pub(super) fn deadline_of(&self, ours: &OurWrite) -> Instant {
+        ours.lease_start + self.engine.timing.claim()
     }
 
     pub(super) fn deadline(&self) -> Instant {
@@ -128,8 +128,8 @@ impl LeaseState {
 
     /// Takes up a successful renewal: the new deadline. False when the lease was lost
     /// meanwhile (lost is sticky: past the old deadline we may already have said so).
-    pub(super) fn renewed(&self, held: &Held) -> bool {
-        let deadline = self.deadline_of(held);
+    pub(super) fn renewed(&self, ours: &OurWrite) -> bool {
+        let deadline = self.deadline_of(ours);
         if self.lost_reason().is_some() {
             return false;
         }

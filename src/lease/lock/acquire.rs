@@ -49,7 +49,7 @@ impl Lock {
         };
         // A cutoff one request timeout after the deadline bounds every wait below.
         let cutoff = deadline.map(|d| d + timing.request_timeout());
-        let cleaned = self.cleanups.settled();
+        let cleaned = self.cleanups.drained();
         match cutoff {
             None => cleaned.await,
             Some(cutoff) => tokio::select! {
@@ -91,8 +91,8 @@ impl Lock {
             };
             let seen_holder = matches!(outcome, Ok((_, Attempt::Busy { .. })));
             let (who, expires_in) = match outcome {
-                Ok((engine, Attempt::Acquired(held))) => match self.fresh(&engine, held).await {
-                    Some(held) => return Ok(self.start(engine, held, claim)),
+                Ok((engine, Attempt::Acquired(ours))) => match self.fresh(&engine, ours).await {
+                    Some(ours) => return Ok(self.start(engine, ours, claim)),
                     None => {
                         claim.enter(State::Waiting, "acquired too late to claim it");
                         ("ourselves, too late to claim".to_string(), None)
@@ -200,8 +200,8 @@ impl Lock {
         }
         let mut acquisition = Acquisition::default();
         match self.attempt(&mut acquisition).await {
-            Ok((engine, Attempt::Acquired(held))) => match self.fresh(&engine, held).await {
-                Some(held) => Ok(Some(self.start(engine, held, claim))),
+            Ok((engine, Attempt::Acquired(ours))) => match self.fresh(&engine, ours).await {
+                Some(ours) => Ok(Some(self.start(engine, ours, claim))),
                 None => {
                     claim.enter(State::Failed, "acquired too late to claim it");
                     self.release_in_background();
@@ -226,21 +226,21 @@ impl Lock {
     /// An acquisition whose write took so long that its lease has already run out (a
     /// request delayed past `expire - margin`) must not be claimed: a waiter may have taken
     /// the lock over meanwhile. Renew it first; claim it only if that succeeds.
-    async fn fresh(&self, engine: &Engine, mut held: Held) -> Option<Held> {
+    async fn fresh(&self, engine: &Engine, mut ours: OurWrite) -> Option<OurWrite> {
         let t = &engine.timing;
-        if engine.clock.now() < held.lease_start + t.claim() {
-            return Some(held);
+        if engine.clock.now() < ours.lease_start + t.claim() {
+            return Some(ours);
         }
         log::debug!("{}: acquired too late to claim; renewing first", self.uri);
-        match engine.renew(&mut held, None).await {
-            Ok(()) if engine.clock.now() < held.lease_start + t.claim() => Some(held),
+        match engine.renew(&mut ours, None).await {
+            Ok(()) if engine.clock.now() < ours.lease_start + t.claim() => Some(ours),
             _ => None,
         }
     }
 
-    fn start(&self, engine: Arc<Engine>, held: Held, claim: Arc<Claim>) -> Lease {
-        claim.enter(State::Held, format_args!("token {}", held.token()));
-        Lease::start(engine, held, false, self.on_lost.clone(), claim)
+    fn start(&self, engine: Arc<Engine>, ours: OurWrite, claim: Arc<Claim>) -> Lease {
+        claim.enter(State::Held, format_args!("token {}", ours.token()));
+        Lease::start(engine, ours, false, self.on_lost.clone(), claim)
     }
 }
 

@@ -14,7 +14,7 @@ use crate::metrics;
 use crate::protocol::released::Record;
 use crate::protocol::watched::Watched;
 use crate::protocol::Protocol;
-use crate::protocol::{Acquisition, Attempt, Broken, Engine, Held, ReleaseStatus};
+use crate::protocol::{Acquisition, Attempt, Broken, Engine, OurWrite, ReleaseStatus};
 use crate::store::load::{as_kind, Kind};
 use crate::store::Access;
 use crate::store::{self, LockStore};
