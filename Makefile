@@ -12,7 +12,7 @@ AZURITE := .cache/azurite/node_modules/.bin/azurite-blob
 S3RVER_VERSION := 3.7.1
 S3RVER := .cache/s3rver/node_modules/.bin/s3rver
 
-.PHONY: test-fast lint-rust lint-python test-rust test-python model options test install-test-deps build-dev lint docs format rust-test typecheck py-test azurite s3rver
+.PHONY: cli-docs test-fast lint-rust lint-python test-rust test-python model options test install-test-deps build-dev lint docs format rust-test typecheck py-test azurite s3rver
 
 test: lint docs rust-test typecheck py-test
 
@@ -60,6 +60,11 @@ s3rver: $(S3RVER)
 # definition in src/lease/settings.rs; tests/test_options.py fails until it is current.
 options: build-dev
 	$(PY) -c "from blob_lock import _options; print('changed' if _options.write() else 'current')"
+
+# docs/cli.md's usage lines and option tables, from the parser (tests/test_cli.py fails
+# while they differ).
+cli-docs: build-dev
+	$(PY) -c "from pathlib import Path; from blob_lock.cli import _reference; print('changed' if _reference.write(Path('docs/cli.md')) else 'current')"
 
 # Rewrites what the linters would refuse and can mend: Rust and Python formatting, and
 # ruff's safe fixes. `make lint` (part of `make test`) then checks the rest.

@@ -428,3 +428,17 @@ def test_exit_codes_come_from_one_table_in_help_and_docs():
         assert f"Exit codes: {said}." in shown, (name, shown)
     top = " ".join(run("--help").stdout.split())
     assert _exits.sentence(_exits.COMMON) in top, top
+
+
+def test_the_cli_reference_is_generated_from_the_parser():
+    """docs/cli.md's usage lines and option tables are the parser's own (a flag added to
+    the parser, such as one a new lock option brings to `run`, shows there or fails here)."""
+    from blob_lock.cli import _reference
+
+    path = Path(__file__).resolve().parent.parent / "docs" / "cli.md"
+    doc = path.read_text()
+    blocks = _reference._BLOCK.findall(doc)
+    commands = set(_reference._commands())
+    assert {b[1] for b in blocks} == commands, "a command without its generated block"
+    assert "--clock-skew S" in _reference.section("run")
+    assert _reference.render(doc) == doc, "docs/cli.md is out of date: run `make cli-docs`"

@@ -181,3 +181,15 @@ def test_the_native_stub_declares_every_result():
     keys a type checker cannot hold to anything."""
     stub = (PACKAGE / "_blob_lock.pyi").read_text()
     assert "dict[str, Any]" not in stub
+
+
+def test_docs_development_lists_every_test_file():
+    """docs/development.md's table of tests names every file and folder of tests/."""
+    doc = (ROOT / "docs" / "development.md").read_text()
+    missing = [
+        f"tests/{p.name}" + ("/" if p.is_dir() else "")
+        for p in sorted((ROOT / "tests").iterdir())
+        if not p.name.startswith((".", "__")) and p.suffix != ".pyc"
+        if f"`tests/{p.name}" + ("/" if p.is_dir() else "") + "`" not in doc
+    ]
+    assert not missing, "not in docs/development.md's table of tests: " + ", ".join(missing)
