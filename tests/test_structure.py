@@ -193,3 +193,58 @@ def test_docs_development_lists_every_test_file():
         if f"`tests/{p.name}" + ("/" if p.is_dir() else "") + "`" not in doc
     ]
     assert not missing, "not in docs/development.md's table of tests: " + ", ".join(missing)
+
+
+# The rooms of src/ from the top floor down, as ARCHITECTURE.md's picture draws them.
+FLOORS = [
+    ["python"],
+    ["doctor", "race", "inventory", "write_once"],
+    ["lease"],
+    ["inspect"],
+    ["protocol"],
+    ["store"],
+    [
+        *("lockfile", "metrics", "timing", "clock", "errors", "runtime", "starter"),
+        *("cleanup", "per_process", "nearest", "mutation"),
+    ],
+]
+
+
+def test_rust_rooms_import_only_rooms_below_them():
+    """Each file of src/ imports (`crate::room`) only rooms on lower floors, or its own
+    room; on the ground floor, its neighbours too. A room not on a floor fails, too."""
+    floor = {room: i for i, rooms in enumerate(FLOORS) for room in rooms}
+    ground = len(FLOORS) - 1
+    up, homeless = [], set()
+    for path in rust_files(ROOT / "src"):
+        parts = path.relative_to(ROOT / "src").parts
+        room = parts[0].removesuffix(".rs")
+        if room == "lib":
+            continue
+        if room not in floor:
+            homeless.add(room)
+            continue
+        for n, line in enumerate(path.read_text().splitlines(), 1):
+            code = line.split("//", 1)[0]
+            for target in re.findall(r"\bcrate::([a-z_]+)", code):
+                if target not in floor:
+                    continue  # a name lib.rs re-exports (crate::Result)
+                same = target == room or floor[room] == floor[target] == ground
+                if not same and floor[target] <= floor[room]:
+                    up.append(f"{path.relative_to(ROOT)}:{n}: {room} -> {target}")
+    assert not homeless, f"rooms on no floor (add them to FLOORS and the picture): {homeless}"
+    assert not up, "imports that run up or across:\n" + "\n".join(up)
+
+
+def test_architecture_draws_the_floors_in_order():
+    text = (ROOT / "ARCHITECTURE.md").read_text()
+    picture = text[text.index("```text") : text.index("```", text.index("```text") + 7)]
+
+    def at(room: str) -> int:
+        folder = (ROOT / "src" / room).is_dir()
+        found = re.search(rf"src/{room}/" if folder else rf"(?<!\w){room}\.rs", picture)
+        assert found, f"ARCHITECTURE.md's picture does not show {room}"
+        return found.start()
+
+    for upper, lower in zip(FLOORS, FLOORS[1:]):
+        assert max(at(r) for r in upper) < min(at(r) for r in lower), (upper, lower)

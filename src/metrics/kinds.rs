@@ -73,35 +73,6 @@ pub trait Outcomes {
     fn outcome(&self) -> Outcome;
 }
 
-impl Outcomes for crate::Result<crate::store::Write> {
-    fn outcome(&self) -> Outcome {
-        match self {
-            Ok(crate::store::Write::Done(_)) => Outcome::Ok,
-            Ok(crate::store::Write::Conflict { .. }) => Outcome::Conflict,
-            Err(_) => Outcome::Error,
-        }
-    }
-}
-
-impl Outcomes for crate::Result<Option<crate::store::Snapshot>> {
-    fn outcome(&self) -> Outcome {
-        match self {
-            Ok(Some(_)) => Outcome::Ok,
-            Ok(None) => Outcome::NotFound,
-            Err(_) => Outcome::Error,
-        }
-    }
-}
-
-impl Outcomes for crate::Result<crate::store::Version> {
-    fn outcome(&self) -> Outcome {
-        match self {
-            Ok(_) => Outcome::Ok,
-            Err(_) => Outcome::Error,
-        }
-    }
-}
-
 /// How an acquisition ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Acquired {

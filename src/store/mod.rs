@@ -35,6 +35,7 @@ pub use open::{open, open_object, Private};
 pub use uri::{names_a_fixed_place, Cloud, Location, StoreKind};
 
 use crate::errors::{Error, Result};
+use crate::metrics::{Outcome, Outcomes};
 use async_trait::async_trait;
 use bytes::Bytes;
 use chrono::{DateTime, Utc};
@@ -176,5 +177,37 @@ pub trait LockStore: Send + Sync + fmt::Debug + 'static {
     /// key of the process-wide records: release hints, wakers). Shared: a lock keeps it.
     fn identity(&self) -> Arc<str> {
         self.uri().into()
+    }
+}
+
+// What each request's result counts as in the metrics: here, beside the results, so that
+// the metrics know nothing of stores.
+
+impl Outcomes for Result<Write> {
+    fn outcome(&self) -> Outcome {
+        match self {
+            Ok(Write::Done(_)) => Outcome::Ok,
+            Ok(Write::Conflict { .. }) => Outcome::Conflict,
+            Err(_) => Outcome::Error,
+        }
+    }
+}
+
+impl Outcomes for Result<Option<Snapshot>> {
+    fn outcome(&self) -> Outcome {
+        match self {
+            Ok(Some(_)) => Outcome::Ok,
+            Ok(None) => Outcome::NotFound,
+            Err(_) => Outcome::Error,
+        }
+    }
+}
+
+impl Outcomes for Result<Version> {
+    fn outcome(&self) -> Outcome {
+        match self {
+            Ok(_) => Outcome::Ok,
+            Err(_) => Outcome::Error,
+        }
     }
 }
