@@ -19,7 +19,7 @@ pub enum Mutation {
     /// A cas acquisition writes the token it found instead of one more.
     TokenNotIncremented,
     /// An acquisition from the record of our own release writes the released token, not
-    /// one more (src/protocol/cas.rs).
+    /// one more (src/protocol/cas/).
     RecordTokenReused,
     /// An acquisition from the record of our own release writes whatever the lockfile holds,
     /// not on the recorded version only.
@@ -73,7 +73,7 @@ pub fn active(mutation: Mutation) -> bool {
 }
 
 /// The branches of the paths that decide who holds a lock and the requests they save
-/// (src/protocol/cas.rs, src/released.rs): the model check counts the runs that reach each
+/// (src/protocol/cas/, src/protocol/released.rs): the model check counts the runs that reach each
 /// (tests/model.rs prints them and fails on one never reached). Without the `mutations`
 /// feature [`reached`] compiles away.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

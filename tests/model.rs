@@ -522,7 +522,7 @@ fn cas_keeps_every_property_in_every_schedule_within_the_bounds() {
 }
 
 /// Every branch of the paths that decide who holds a lock and save requests
-/// (src/protocol/cas.rs, the records of src/released.rs) was reached by the exploration
+/// (src/protocol/cas/, the records of src/protocol/released.rs) was reached by the exploration
 /// just run on this thread: how many runs reached each, and none never.
 #[cfg(feature = "mutations")]
 fn every_branch_reached() {

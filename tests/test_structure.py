@@ -63,7 +63,7 @@ def test_stores_import_neither_protocols_nor_leases():
 
 def test_every_file_architecture_names_exists():
     """ARCHITECTURE.md's map names files and folders in backticks (`store/gate.rs`,
-    `cas.rs`, `cli/`): each must still be there, so that a rename or a removal that forgets
+    `lww.rs`, `cli/`): each must still be there, so that a rename or a removal that forgets
     the map fails here instead of leaving it to drift."""
     text = (ROOT / "ARCHITECTURE.md").read_text()
     names = set(re.findall(r"`([\w./-]+(?:\.rs|\.py|\.md|/))`", text))

@@ -18,7 +18,7 @@
 //! A protocol is what differs between cas and lww, its `Steps`: an acquisition attempt, a
 //! renewal, and how a write that ends a hold goes over the lockfile. Everything else (reading,
 //! judging a holder, the bodies written, releasing, breaking) is the engine's, shared. A new
-//! protocol is a variant of [`Protocol`], a file beside `cas.rs` implementing `Steps`, and
+//! protocol is a variant of [`Protocol`], a file beside `lww.rs` implementing `Steps`, and
 //! its arm in `Protocol::steps`, the one dispatch.
 
 mod acquisition;

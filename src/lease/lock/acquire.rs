@@ -49,16 +49,11 @@ impl Lock {
         };
         // A cutoff one request timeout after the deadline bounds every wait below.
         let cutoff = deadline.map(|d| d + timing.request_timeout());
-        let cleaned = self.cleanups.drained();
-        match cutoff {
-            None => cleaned.await,
-            Some(cutoff) => tokio::select! {
-                biased;
-                () = cleaned => {}
-                _ = clock.sleep_until(cutoff) => {
-                    return Err(timed_out(&claim, "ourselves (what an interrupted acquisition wrote is still being released)"));
-                }
-            },
+        if !self.drained_by(cutoff).await {
+            return Err(timed_out(
+                &claim,
+                "ourselves (what an interrupted acquisition wrote is still being released)",
+            ));
         }
         let mut seniority = Seniority::default();
         let mut woken_up = false;
@@ -90,38 +85,10 @@ impl Lock {
                 },
             };
             let seen_holder = matches!(outcome, Ok((_, Attempt::Busy { .. })));
-            let (who, expires_in) = match outcome {
-                Ok((engine, Attempt::Acquired(ours))) => match self.fresh(&engine, ours).await {
-                    Some(ours) => return Ok(self.start(engine, ours, claim)),
-                    None => {
-                        claim.enter(State::Waiting, "acquired too late to claim it");
-                        ("ourselves, too late to claim".to_string(), None)
-                    }
-                },
-                Ok((_, Attempt::Busy { holder, expires_in })) => {
-                    if let Some(holder) = &holder {
-                        seniority.saw(holder);
-                    }
-                    let who = holder.as_ref().map(LockFile::describe).unwrap_or_default();
-                    claim.enter(State::Waiting, format_args!("held by {who}"));
-                    (who, expires_in)
-                }
-                Err(Error::Saturated { message, .. }) => {
-                    // Waits for the store to catch up, as for a holder to leave.
-                    claim.enter(State::Retrying, &message);
-                    (format!("nobody this process could see: {message}"), None)
-                }
-                Err(e) if e.is_transient() => {
-                    ATTEMPT_FAILED.warn(|| {
-                        format!("{}: acquisition attempt failed, retrying: {e}", self.uri)
-                    });
-                    claim.enter(State::Retrying, &e);
-                    (format!("unknown ({e})"), None)
-                }
-                Err(e) => {
-                    claim.enter(State::Failed, &e);
-                    return Err(e);
-                }
+            let (who, expires_in) = match self.after(outcome, &claim, &mut seniority).await {
+                Next::Held(lease) => return Ok(lease),
+                Next::Wait { who, expires_in } => (who, expires_in),
+                Next::Fail(e) => return Err(e),
             };
             if who != logged_holder {
                 log::debug!("{}: held by {who}, waiting", self.uri);
@@ -156,6 +123,75 @@ impl Lock {
                     false
                 }
             };
+        }
+    }
+
+    /// Waits until no cleanup an interrupted acquisition owes is left, or `cutoff` passes
+    /// first (false).
+    async fn drained_by(&self, cutoff: Option<tokio::time::Instant>) -> bool {
+        let drained = self.cleanups.drained();
+        match cutoff {
+            None => {
+                drained.await;
+                true
+            }
+            Some(cutoff) => tokio::select! {
+                biased;
+                () = drained => true,
+                _ = self.engine.clock.sleep_until(cutoff) => false,
+            },
+        }
+    }
+
+    /// What the wait does after an attempt: hold what it won (if its lease has not already
+    /// run out), wait on for the holder it saw or for a store that failed transiently or is
+    /// saturated, or fail.
+    async fn after(
+        &self,
+        outcome: Result<(Arc<Engine>, Attempt)>,
+        claim: &Arc<Claim>,
+        seniority: &mut Seniority,
+    ) -> Next {
+        match outcome {
+            Ok((engine, Attempt::Acquired(ours))) => match self.fresh(&engine, ours).await {
+                Some(ours) => Next::Held(self.start(engine, ours, claim.clone())),
+                None => {
+                    claim.enter(State::Waiting, "acquired too late to claim it");
+                    Next::Wait {
+                        who: "ourselves, too late to claim".to_string(),
+                        expires_in: None,
+                    }
+                }
+            },
+            Ok((_, Attempt::Busy { holder, expires_in })) => {
+                if let Some(holder) = &holder {
+                    seniority.saw(holder);
+                }
+                let who = holder.as_ref().map(LockFile::describe).unwrap_or_default();
+                claim.enter(State::Waiting, format_args!("held by {who}"));
+                Next::Wait { who, expires_in }
+            }
+            Err(Error::Saturated { message, .. }) => {
+                // Waits for the store to catch up, as for a holder to leave.
+                claim.enter(State::Retrying, &message);
+                Next::Wait {
+                    who: format!("nobody this process could see: {message}"),
+                    expires_in: None,
+                }
+            }
+            Err(e) if e.is_transient() => {
+                ATTEMPT_FAILED
+                    .warn(|| format!("{}: acquisition attempt failed, retrying: {e}", self.uri));
+                claim.enter(State::Retrying, &e);
+                Next::Wait {
+                    who: format!("unknown ({e})"),
+                    expires_in: None,
+                }
+            }
+            Err(e) => {
+                claim.enter(State::Failed, &e);
+                Next::Fail(e)
+            }
         }
     }
 
@@ -242,6 +278,20 @@ impl Lock {
         claim.enter(State::Held, format_args!("token {}", ours.token()));
         Lease::start(engine, ours, false, self.on_lost.clone(), claim)
     }
+}
+
+/// What the wait does after an attempt ([`Lock::after`]).
+enum Next {
+    /// The lock is ours.
+    Held(Lease),
+    /// Wait, for the holder described (`who`) or the store; `expires_in`, when known, is
+    /// when the holder's last write expires.
+    Wait {
+        who: String,
+        expires_in: Option<Duration>,
+    },
+    /// The wait ends with this error.
+    Fail(Error),
 }
 
 /// Acquisitions failing together (an outage) warn once in a while, not once each.
