@@ -48,7 +48,7 @@ impl From<Error> for PyErr {
 pub(crate) fn quiet_guarded_panics() {
     let previous = std::panic::take_hook();
     std::panic::set_hook(Box::new(move |info| {
-        if !crate::store::gate::in_guarded_request() {
+        if !crate::store::guarded::in_guarded_request() {
             previous(info);
         }
     }));

@@ -226,6 +226,16 @@ pub(crate) fn status_in(msg: &str) -> Option<u16> {
         .ok()
 }
 
+/// True for a transport failure worth one more try at once: the request was not sent, or
+/// its connection was closed under it.
+pub(crate) fn resendable(e: &object_store::Error) -> bool {
+    match transport_failure(e) {
+        Some(HttpErrorKind::Connect | HttpErrorKind::Request | HttpErrorKind::Interrupted) => true,
+        Some(HttpErrorKind::Unknown) => cancelled_unsent(e),
+        _ => false,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -9,22 +9,20 @@
 //! the one place a request is tried again.
 
 use super::answers::{
-    answered_by_store, cancelled_unsent, dropped_connection, missing_bucket,
-    names_a_missing_bucket, store_error, throttling, transport_failure,
+    answered_by_store, dropped_connection, missing_bucket, names_a_missing_bucket, resendable,
+    store_error, throttling,
 };
 use super::client::Client;
+use super::guarded::Guarded;
 use super::load::{self, Ending, TooLate};
 use super::{Version, Write};
 use crate::errors::{Error, Result, StoreErrorKind};
 use crate::timing::Timing;
 use bytes::Bytes;
-use object_store::client::HttpErrorKind;
 use object_store::path::Path;
 use object_store::{ObjectStoreExt, PutMode, PutOptions, PutPayload};
 use std::future::Future;
-use std::pin::Pin;
 use std::sync::Arc;
-use std::task::{Context, Poll};
 use std::time::Duration;
 
 /// How long one request may take: never less than `floor` (the lock's request timeout),
@@ -397,66 +395,4 @@ const RESENDS: u32 = 3;
 /// together.
 fn jitter() -> f64 {
     0.5 + rand::random::<f64>()
-}
-
-/// True for a transport failure worth one more try at once: the request was not sent, or
-/// its connection was closed under it.
-fn resendable(e: &object_store::Error) -> bool {
-    match transport_failure(e) {
-        Some(HttpErrorKind::Connect | HttpErrorKind::Request | HttpErrorKind::Interrupted) => true,
-        Some(HttpErrorKind::Unknown) => cancelled_unsent(e),
-        _ => false,
-    }
-}
-
-thread_local! {
-    /// Set while this thread polls a request inside [`Guarded`].
-    static GUARDED: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
-}
-
-/// True while this thread runs a store request whose panics become errors: a panic hook
-/// may then stay quiet (the Python bindings install one).
-pub fn in_guarded_request() -> bool {
-    GUARDED.with(|g| g.get())
-}
-
-/// A request whose panic (object_store panics on a URL it cannot build) becomes an error.
-struct Guarded<F>(Pin<Box<F>>);
-
-impl<F: Future> Future for Guarded<F> {
-    type Output = std::result::Result<F::Output, String>;
-
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        let inner = &mut self.get_mut().0;
-        let was = GUARDED.with(|g| g.replace(true));
-        let polled =
-            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| inner.as_mut().poll(cx)));
-        GUARDED.with(|g| g.set(was));
-        match polled {
-            Ok(Poll::Ready(v)) => Poll::Ready(Ok(v)),
-            Ok(Poll::Pending) => Poll::Pending,
-            Err(payload) => Poll::Ready(Err(panic_message(payload.as_ref()))),
-        }
-    }
-}
-
-fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
-    payload
-        .downcast_ref::<&str>()
-        .map(|s| s.to_string())
-        .or_else(|| payload.downcast_ref::<String>().cloned())
-        .unwrap_or_else(|| "a panic".into())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[tokio::test]
-    async fn a_panic_in_a_request_becomes_an_error() {
-        let panicking = async { panic!("request valid: InvalidUri") };
-        let got: std::result::Result<(), String> = Guarded(Box::pin(panicking)).await;
-        assert!(got.unwrap_err().contains("InvalidUri"));
-        assert!(!in_guarded_request());
-    }
 }

@@ -17,6 +17,7 @@ pub mod credentials;
 pub mod environment;
 pub mod file;
 pub mod gate;
+pub mod guarded;
 pub mod listing;
 pub mod load;
 pub mod object;
