@@ -184,3 +184,27 @@ def test_the_fallback_warning_is_logged_once_per_store(s3rver, caplog):
             assert held.protocol == "lww"
     warnings = [r for r in caplog.records if "uses lww on this store" in r.getMessage()]
     assert len(warnings) == 1, [r.getMessage() for r in caplog.records]
+
+
+def test_prune_on_an_lww_store_deletes_within_its_lease_and_keeps_what_is_held(s3rver):
+    """s3rver ignores every condition, so blob-lock runs lww there, and prune deletes with
+    a plain delete while it holds the lock (docs/guarantees.md, "What prune deletes"): a
+    released lock goes, a held one stays held."""
+    from blob_lock import PruneOutcome, inspect, prune_locks
+
+    prefix = s3rver.uri("pruned-lww")
+    store_options = s3rver.options
+    with BlobLock(f"{prefix}/done", protocol="lww", storage_options=store_options):
+        pass
+    held = BlobLock(f"{prefix}/held", protocol="lww", storage_options=store_options)
+    assert held.acquire(timeout=30)
+    try:
+        done = {
+            p.uri: p.outcome
+            for p in prune_locks(prefix, older_than=0, storage_options=store_options)
+        }
+        assert done == {f"{prefix}/done": PruneOutcome.DELETED, f"{prefix}/held": PruneOutcome.HELD}
+        assert inspect(f"{prefix}/done", storage_options=store_options).state == "unlocked"
+        assert held.held and not held.lost
+    finally:
+        held.release()
