@@ -11,20 +11,16 @@
 
 use super::cloud::build;
 use super::credentials::Credentials;
-use super::environment::Environment;
 use super::signing::Signing;
+use super::storage_options::Options;
 use super::uri::Cloud;
-use crate::errors::{Error, Result};
+use crate::errors::Result;
 use crate::per_process::PerProcess;
 use object_store::ObjectStore;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
 use std::sync::{Arc, Mutex, TryLockError};
 use std::time::{Duration, Instant};
-
-/// The storage option that says whether to probe the store's conditional writes
-/// (`verify`, the default) or to trust them without a probe (`trust`).
-pub const CONDITIONAL_WRITES: &str = "blob_lock_conditional_writes";
 
 /// One store's client, shared by everything on that store in this process.
 pub struct Client {
@@ -177,52 +173,6 @@ impl Client {
     }
 }
 
-/// The storage options split into ours (`blob_lock_*`) and object_store's. Ours may be
-/// given for every store.
-pub(crate) struct Options {
-    /// `blob_lock_conditional_writes=trust`.
-    pub(crate) trust: bool,
-    /// object_store's configuration keys, lower-cased, sorted.
-    pub(crate) store: Vec<(String, String)>,
-    /// Credentials from outside object_store's chain.
-    pub(crate) credentials: Option<Credentials>,
-    /// The environment the client is configured from (read once, [`Environment`]).
-    pub(crate) environment: Arc<Environment>,
-}
-
-impl Options {
-    pub(crate) fn split(access: &super::Access) -> Result<Options> {
-        let mut out = Options {
-            trust: false,
-            store: Vec::new(),
-            credentials: access.credentials.clone(),
-            environment: access.environment(),
-        };
-        for (k, v) in &access.options {
-            let key = k.to_ascii_lowercase();
-            if key == CONDITIONAL_WRITES {
-                out.trust = match v.trim().to_ascii_lowercase().as_str() {
-                    "trust" => true,
-                    "verify" => false,
-                    _ => {
-                        return Err(Error::InvalidArgument(format!(
-                            "storage option {CONDITIONAL_WRITES} must be \"verify\" (the default: probe the store once per process) or \"trust\" (skip the probe), got {v:?}"
-                        )))
-                    }
-                };
-            } else if key.starts_with("blob_lock_") {
-                return Err(Error::InvalidArgument(format!(
-                    "unknown storage option {k:?}; blob-lock's own option is {CONDITIONAL_WRITES}"
-                )));
-            } else {
-                out.store.push((key, v.clone()));
-            }
-        }
-        out.store.sort();
-        Ok(out)
-    }
-}
-
 /// The client of the cloud store `scheme://authority` with `options`: this process's
 /// shared one, built on first use.
 pub(crate) fn client(
@@ -313,15 +263,7 @@ fn get_or_build(
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-
-    /// Storage options from pairs (for tests here and in `cloud`).
-    pub(crate) fn options(pairs: &[(&str, &str)]) -> Options {
-        let map = pairs
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect();
-        Options::split(&super::super::Access::options(map)).unwrap()
-    }
+    use crate::store::storage_options::tests::options;
 
     #[test]
     fn one_client_per_store_and_configuration() {
@@ -341,13 +283,5 @@ pub(crate) mod tests {
         let c = client(Cloud::S3, "s3", "registry-one", &p).unwrap();
         assert!(!Arc::ptr_eq(&a, &c), "other options make another client");
         assert_eq!(a.name, "s3://registry-one at http://127.0.0.1:9");
-    }
-
-    #[test]
-    fn our_own_option_is_checked() {
-        let map: HashMap<String, String> =
-            [(CONDITIONAL_WRITES.to_string(), "yes".to_string())].into();
-        let e = Options::split(&map.into()).err().unwrap().to_string();
-        assert!(e.contains("\"trust\""), "{e}");
     }
 }

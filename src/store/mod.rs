@@ -25,6 +25,7 @@ mod open;
 mod option_names;
 pub mod probe;
 mod signing;
+pub mod storage_options;
 pub mod uri;
 
 pub use access::Access;

@@ -1,10 +1,11 @@
 //! [`open`]: from a lock URI and its options to the store of its lockfile; [`open_object`]:
 //! to the store of one object (a result that `write_once` publishes).
 
-use super::client::{self, Client, Options};
+use super::client::{self, Client};
 use super::file::FileStore;
 use super::gate::Timeouts;
 use super::object::ObjectLockStore;
+use super::storage_options::Options;
 use super::uri::Location;
 use super::{Access, LockStore};
 use crate::errors::{Error, Result};

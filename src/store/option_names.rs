@@ -95,7 +95,7 @@ pub(crate) fn nearest(cloud: Cloud, given: &str) -> Option<String> {
     let prefixed: Vec<String> = CLIENT.iter().map(|k| format!("{prefix}{k}")).collect();
     let mut names: Vec<&str> = own.iter().chain(CLIENT).copied().collect();
     names.extend(prefixed.iter().map(String::as_str));
-    names.push(super::client::CONDITIONAL_WRITES);
+    names.push(super::storage_options::CONDITIONAL_WRITES);
     if cloud == Cloud::S3 {
         names.push("aws_profile"); // the Python package's: the AWS profile to read
     }

@@ -38,7 +38,7 @@ pub(crate) fn build(
     cloud: Cloud,
     scheme: &str,
     authority: &str,
-    given: &super::client::Options,
+    given: &super::storage_options::Options,
 ) -> Result<Built> {
     let (options, credentials, env) = (
         &given.store,
@@ -286,7 +286,7 @@ fn check_url(value: &str) -> std::result::Result<(), String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::client::tests::options;
+    use crate::store::storage_options::tests::options;
 
     #[test]
     fn values_that_become_urls_are_checked_first() {
