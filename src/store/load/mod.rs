@@ -20,17 +20,19 @@ mod limit;
 mod pass;
 mod queue;
 mod saturation;
+mod scope;
 
 use crate::metrics;
 use capacity::Capacity;
 use kind::rank_of;
-pub use kind::{as_kind, current_kind, reserving, Kind};
+pub use kind::Kind;
 use latency::Latency;
 use limit::Limit;
 use pass::Waiting;
 pub use pass::{Ending, Pass, TooLate};
 use queue::{Queue, Rank, Turn};
 pub use saturation::HEADROOM;
+pub use scope::{as_kind, current_kind, reserving};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 use tokio::time::Instant;
@@ -182,17 +184,17 @@ impl Load {
         floor: Duration,
         ceiling: Duration,
     ) -> Result<(), TooLate> {
-        if kind::keeps(self) {
+        if scope::keeps(self) {
             return Ok(());
         }
         let pass = self.enter(current_kind(), floor, ceiling).await?;
-        drop(kind::keep(pass)); // no place to keep it: given back at once
+        drop(scope::keep(pass)); // no place to keep it: given back at once
         Ok(())
     }
 
     /// The slot the current task reserved on this load, if any.
     pub fn reserved(self: &Arc<Self>) -> Option<Pass> {
-        kind::take(self)
+        scope::take(self)
     }
 
     /// The reason a request other than a renewal was not sent.
