@@ -154,6 +154,7 @@ pub(super) fn install() {
     static LOGGER: Logger = Logger;
     if log::set_logger(&LOGGER).is_ok() {
         log::set_max_level(log::LevelFilter::Trace);
+        to_python::deliver_with(to_python::Delivery { deliver, refresh });
         to_python::start();
     }
 }

@@ -6,7 +6,8 @@
 //! - log records wait in a bounded queue that one thread of ours (the deliverer) hands to
 //!   `logging`; when the queue is full a record is dropped and counted, and the deliverer
 //!   says how many were dropped. The deliverer also reads Python's logging levels again
-//!   every [`REFRESH`], so that a level set later is honoured ([`super::logs`]).
+//!   every [`REFRESH`], so that a level set later is honoured. What it calls to do either
+//!   is registered by the logging bridge ([`deliver_with`]), which this file does not know.
 //! - loss callbacks (`on_lost`) wait in a queue that at most [`MAX_CALLERS`] threads of ours
 //!   run, in order: every callback runs, an outage that loses thousands of locks at once
 //!   starts no thread per loss, and a slow callback holds up only its own thread.
@@ -32,6 +33,22 @@ pub(super) const REFRESH: Duration = Duration::from_secs(1);
 
 /// A caller thread with nothing to do ends after this long.
 const IDLE: Duration = Duration::from_secs(10);
+
+/// How the deliverer hands records to Python and reads its levels again.
+pub(super) struct Delivery {
+    /// Hands the records to `logging`, in order, saying how many were dropped before them.
+    pub(super) deliver: fn(Python<'_>, Vec<Record>, u64),
+    /// Reads Python's logging levels again.
+    pub(super) refresh: fn(Python<'_>),
+}
+
+static DELIVERY: std::sync::OnceLock<Delivery> = std::sync::OnceLock::new();
+
+/// Registers how records reach Python, before the deliverer starts (the first registration
+/// stays).
+pub(super) fn deliver_with(delivery: Delivery) {
+    let _ = DELIVERY.set(delivery);
+}
 
 /// A log record, owned, as it waits for the deliverer.
 pub(super) struct Record {
@@ -173,9 +190,11 @@ fn deliver_records() {
         }
         let refresh = refreshed.elapsed() >= REFRESH;
         Python::attach(|py| {
-            super::logs::deliver(py, records, dropped);
-            if refresh {
-                super::logs::refresh(py);
+            if let Some(d) = DELIVERY.get() {
+                (d.deliver)(py, records, dropped);
+                if refresh {
+                    (d.refresh)(py);
+                }
             }
         });
         if refresh {
@@ -236,7 +255,9 @@ pub(super) fn close(py: Python<'_>, grace: Duration) {
         (records, std::mem::take(&mut inbox.dropped), calls)
     };
     mailbox_closed(py, grace);
-    super::logs::deliver(py, records, dropped);
+    if let Some(d) = DELIVERY.get() {
+        (d.deliver)(py, records, dropped);
+    }
     for call in calls {
         call(py);
     }
