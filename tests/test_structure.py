@@ -113,6 +113,9 @@ def _python_imports() -> dict[str, set[str]]:
 
 
 def test_no_python_import_cycle():
+    """No module of the package imports, directly or through others, one that imports it.
+    A package's ``__init__`` that imports its own submodules is not counted as a cycle
+    with them (``from pkg import sub`` is an edge to ``sub`` only), as Python resolves it."""
     graph = _python_imports()
     # The graph sees deferred imports and the native module (so it can see a cycle at all).
     assert "blob_lock._credentials._aws" in graph["blob_lock._credentials._bridge"]
@@ -180,7 +183,9 @@ def test_the_native_stub_declares_every_result():
     """What the native module returns is typed in its stub: no result is a bare dict, whose
     keys a type checker cannot hold to anything."""
     stub = (PACKAGE / "_blob_lock.pyi").read_text()
-    assert "dict[str, Any]" not in stub
+    returns = re.findall(r"\)\s*->\s*([^:]+):", stub)
+    untyped = [r for r in returns if re.search(r"\b(dict|Dict|Mapping)\[str,\s*(Any|object)\]", r)]
+    assert returns and not untyped, untyped
 
 
 def test_docs_development_lists_every_test_file():
@@ -226,7 +231,10 @@ def test_rust_rooms_import_only_rooms_below_them():
             continue
         for n, line in enumerate(path.read_text().splitlines(), 1):
             code = line.split("//", 1)[0]
-            for target in re.findall(r"\bcrate::([a-z_]+)", code):
+            grouped = re.findall(r"\bcrate::\{([^}]*)\}", code)
+            targets = re.findall(r"\bcrate::([a-z_]+)", code)
+            targets += [m for g in grouped for m in re.findall(r"(?:^|,)\s*([a-z_]+)", g)]
+            for target in targets:
                 if target not in floor:
                     continue  # a name lib.rs re-exports (crate::Result)
                 same = target == room or floor[room] == floor[target] == ground

@@ -355,6 +355,8 @@ def test_break_lock_breaks_the_named_acquisition_only_and_its_holder_learns(tmp_
     assert holder.held
     broken = break_lock(uri, owner=holder.owner, token=holder.token)
     assert broken.outcome == "broken" and broken.found.token == holder.token
+    # As found: held, by this process.
+    assert broken.found.state is LockState.OURS and stale.found.state is LockState.OURS
     seen = inspect(uri)
     assert seen.state is LockState.RELEASED and seen.broken_by is not None
     deadline = time.monotonic() + 30
@@ -506,10 +508,14 @@ def test_store_kind_reads_every_scheme_as_the_lock_does(tmp_path, monkeypatch):
     with pytest.raises(TypeError, match="credential_provider for Azure must be a callable"):
         BlobLock("ABFS://container/k", credential_provider=42)
     # Locks on local stores are made from a template (one URI, one engine), but not on a
-    # relative path: it names another folder once the working folder changes.
+    # relative path: it names another folder once the working folder changes; nor on `~`,
+    # once HOME does.
     for where in ("a", "b"):
         (tmp_path / where).mkdir()
         monkeypatch.chdir(tmp_path / where)
-        with BlobLock("rel/k") as held:
-            assert held.token == 1
+        monkeypatch.setenv("HOME", str(tmp_path / where))
+        for uri in ("rel/k", "file://~/home/k"):
+            with BlobLock(uri) as held:
+                assert held.token == 1, uri
         assert (tmp_path / where / "rel" / "k" / "lock.json").exists()
+        assert (tmp_path / where / "home" / "k" / "lock.json").exists()

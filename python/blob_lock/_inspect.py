@@ -332,7 +332,10 @@ def break_lock(
     seen = None
     if found is not None:
         # As found, before any break: released, or held (expiry is not judged here).
-        state = LockState.RELEASED if found.released_at is not None else LockState.HELD
+        if found.released_at is not None:
+            state = LockState.RELEASED
+        else:
+            state = LockState.OURS if _ours(found.owner) else LockState.HELD
         seen = _seen(lockfile.uri, state, found)
     return Broken(BreakOutcome(outcome), seen)
 

@@ -1,5 +1,6 @@
 """Native locks made before, kept as templates: users make a fresh ``BlobLock`` for every
-``with``, and for a local lock (an absolute path, ``file:///``, ``memory://``) made before
+``with``, and for a local lock whose URI names one place whatever the working folder and
+HOME (an absolute path, ``file:///``, ``memory://``; not a relative path nor ``~``) made before
 with the same plain options, the new one's native lock is the template's ``another()`` (an
 owner id of its own, the same engine and store) instead of a lock whose options are parsed
 and whose store is opened again. Cloud locks are made anew each time: their credentials

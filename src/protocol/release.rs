@@ -92,13 +92,15 @@ impl Engine {
         let mut maybe_landed = false;
         let mut stale_reads = 0;
         let (status, found) = 'seen: {
-            for _ in 0..TRIES {
+            for attempt in 0..TRIES {
+                // Read again only while tries are left: the last read is believed.
+                let may_reread = attempt + 1 < TRIES && stale_reads < STALE_READS;
                 let (lf, version) = match known.take() {
                     Some(k) => k,
                     None => match self.read().await? {
                         // What we hold is there, unless the store has not caught up: read
-                        // again after a pause (believed at the last read).
-                        None if token.is_some() && stale_reads < STALE_READS => {
+                        // again after a pause.
+                        None if token.is_some() && may_reread => {
                             stale_reads += 1;
                             self.clock.sleep(self.timing.poll_min).await;
                             continue;
@@ -110,7 +112,7 @@ impl Engine {
                 // A token below ours is a read the store has not caught up on too (tokens
                 // only grow, unless the lockfile is deleted).
                 let below = token.is_some_and(|t| lf.token != 0 && lf.token < t);
-                if below && stale_reads < STALE_READS {
+                if below && may_reread {
                     stale_reads += 1;
                     self.clock.sleep(self.timing.poll_min).await;
                     continue;
@@ -144,7 +146,7 @@ impl Engine {
                         break 'seen (ReleaseStatus::Released, None);
                     }
                     Write::Conflict { resent } => {
-                        // Settle by reading: a co-owner's renewal (write again over it), our
+                        // Resolve by reading: a co-owner's renewal (write again over it), our
                         // own resent release that landed, or a takeover.
                         maybe_landed |= resent;
                         if let Some((now, _)) = self.read().await? {

@@ -82,12 +82,12 @@ fn wanted(metadata: &log::Metadata<'_>) -> bool {
     }
 }
 
-/// One record, owned: a log::Record borrows its parts.
-pub(super) struct Held(Record);
+/// One record held back, owned: a log::Record borrows its parts.
+pub(super) struct HeldBack(Record);
 
 thread_local! {
     /// Some while this thread is inside [`holding_back`].
-    static HELD: RefCell<Option<Vec<Held>>> = const { RefCell::new(None) };
+    static HELD_BACK: RefCell<Option<Vec<HeldBack>>> = const { RefCell::new(None) };
 }
 
 struct Logger;
@@ -115,7 +115,7 @@ impl log::Log for Logger {
             return to_python::leave_record(owned);
         }
         // Not while the thread is exiting (its thread-locals gone): log directly then.
-        let holding = HELD
+        let holding = HELD_BACK
             .try_with(|held| held.borrow().is_some())
             .unwrap_or(false);
         if !holding {
@@ -129,9 +129,9 @@ impl log::Log for Logger {
             });
             return;
         }
-        let _ = HELD.try_with(|held| {
+        let _ = HELD_BACK.try_with(|held| {
             if let Some(held) = held.borrow_mut().as_mut() {
-                held.push(Held(owned));
+                held.push(HeldBack(owned));
             }
         });
     }
@@ -281,18 +281,18 @@ pub(super) fn close() {
 }
 
 /// Runs `f`, collecting the records this thread logs meanwhile instead of logging them.
-pub(super) fn holding_back<R>(f: impl FnOnce() -> R) -> (R, Vec<Held>) {
+pub(super) fn holding_back<R>(f: impl FnOnce() -> R) -> (R, Vec<HeldBack>) {
     /// Puts the outer section back, even if `f` panics.
-    struct Section(Option<Vec<Held>>);
+    struct Section(Option<Vec<HeldBack>>);
     impl Drop for Section {
         fn drop(&mut self) {
             let outer = self.0.take();
-            HELD.with(|held| held.replace(outer));
+            HELD_BACK.with(|held| held.replace(outer));
         }
     }
-    let section = Section(HELD.with(|held| held.replace(Some(Vec::new()))));
+    let section = Section(HELD_BACK.with(|held| held.replace(Some(Vec::new()))));
     let result = f();
-    let held = HELD
+    let held = HELD_BACK
         .with(|held| held.borrow_mut().take())
         .unwrap_or_default();
     drop(section);
@@ -301,7 +301,7 @@ pub(super) fn holding_back<R>(f: impl FnOnce() -> R) -> (R, Vec<Held>) {
 
 /// Logs `held` through Python, in order; returns the first exception raised meanwhile (a
 /// signal handler's, typically), which the caller raises.
-pub(super) fn replay(py: Python<'_>, held: Vec<Held>) -> Option<PyErr> {
+pub(super) fn replay(py: Python<'_>, held: Vec<HeldBack>) -> Option<PyErr> {
     if held.is_empty() {
         return None;
     }

@@ -126,10 +126,11 @@ impl StoreKind {
 }
 
 /// True if `uri` names the same place whatever the working folder and HOME are: not a
-/// relative path, nor one under `~`.
+/// relative path, nor one under `~` (a plain path or `file://~/...`).
 pub fn names_a_fixed_place(uri: &str) -> bool {
     match uri.split_once("://") {
-        Some(_) => true, // file:// takes absolute paths only
+        Some((scheme, rest)) if scheme.eq_ignore_ascii_case("file") => rest.starts_with('/'),
+        Some(_) => true,
         None => std::path::Path::new(uri).is_absolute(),
     }
 }
@@ -373,6 +374,7 @@ mod tests {
         assert_eq!(kind("http://host/x"), None);
         assert!(names_a_fixed_place("/tmp/x") && names_a_fixed_place("memory://m"));
         assert!(!names_a_fixed_place("x/y") && !names_a_fixed_place("~/x"));
+        assert!(names_a_fixed_place("file:///tmp/x") && !names_a_fixed_place("file://~/x"));
     }
 
     fn cloud_key(uri: &str) -> (String, String) {
