@@ -338,3 +338,9 @@ def test_many_threads_making_locks_on_many_local_uris_never_fail(tmp_path):
     finally:
         sys.setswitchinterval(old)
     assert failures == []
+    # Threads inserting at once may overshoot the bound for a moment; the next lock made
+    # brings it back (an overshoot kept for good failed a later test, 2026-11-27).
+    from blob_lock import _templates
+
+    BlobLock("memory://templates-after/last")
+    assert len(_templates._TEMPLATES) <= _templates._MAX

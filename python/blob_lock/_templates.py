@@ -45,13 +45,15 @@ def native_lock(
     # Local stores only (a cloud lock's credentials are resolved anew for each), named
     # whatever the working folder and HOME are (they may change).
     if _blob_lock.store_kind(uri) in ("file", "memory") and _blob_lock.names_a_fixed_place(uri):
-        if len(_TEMPLATES) >= _MAX:
-            # The oldest out. Without a lock (a `with` must not take one): another thread
-            # may evict it first, or change the dict between iter() and next().
+        while len(_TEMPLATES) >= _MAX:
+            # The oldest out, until there is room: threads that insert at once can each
+            # find room and overshoot, and the next insertion takes the excess out. Without
+            # a lock (a `with` must not take one): another thread may evict it first, or
+            # change the dict between iter() and next().
             try:
                 _TEMPLATES.pop(next(iter(_TEMPLATES)), None)
             except (StopIteration, RuntimeError):
-                pass
+                break
         _TEMPLATES[key] = (native.another(), kept)
     return native, kept
 
