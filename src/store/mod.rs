@@ -26,6 +26,7 @@ mod option_names;
 pub mod probe;
 mod signing;
 pub mod storage_options;
+pub mod store_kind;
 pub mod uri;
 
 pub use access::Access;
@@ -34,7 +35,8 @@ pub use credentials::{ChainNote, Credentials, Fetch, Fetched};
 pub use environment::Environment;
 pub use listing::{as_prefix_error, Listing};
 pub use open::{open, open_object, Private};
-pub use uri::{names_a_fixed_place, Cloud, Location, StoreKind};
+pub use store_kind::{names_a_fixed_place, StoreKind};
+pub use uri::{Cloud, Location};
 
 use crate::errors::{Error, Result};
 use crate::metrics::{Outcome, Outcomes};
