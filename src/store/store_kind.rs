@@ -16,7 +16,7 @@ pub enum StoreKind {
 }
 
 impl StoreKind {
-    /// The kind `uri` names; `None` for a scheme no store has ([`Location::parse`] says
+    /// The kind `uri` names; `None` for a scheme no store has ([`super::Location::parse`] says
     /// what is wrong with it).
     pub fn of_uri(uri: &str) -> Option<StoreKind> {
         let Some((scheme, _)) = uri.split_once("://") else {
