@@ -12,9 +12,24 @@ AZURITE := .cache/azurite/node_modules/.bin/azurite-blob
 S3RVER_VERSION := 3.7.1
 S3RVER := .cache/s3rver/node_modules/.bin/s3rver
 
-.PHONY: cli-docs test-fast lint-rust lint-python test-rust test-python model options test install-test-deps build-dev lint docs format rust-test typecheck py-test azurite s3rver
+.PHONY: cli-docs test-fast lint-rust lint-python test-rust test-python model options test test-setup test-checks install-test-deps rust-deps build-dev lint docs format rust-test typecheck py-test azurite s3rver
 
-test: lint docs rust-test typecheck py-test
+# `make test` in two stages, each with its steps side by side (make -j; cargo's lock on
+# target/ keeps its own builds one at a time). First the tools and the extension: pip, npm
+# and the extension's Rust dependencies at once. Then the checks: the Python tests, mostly
+# waiting on leases, servers and processes, run beside the linters, cargo's builds and the
+# Rust tests. Where the time goes: docs/development.md, "Where make test spends its time".
+TEST_JOBS ?= 4
+test:
+	$(MAKE) --no-print-directory -j$(TEST_JOBS) --output-sync=target test-setup
+	$(MAKE) --no-print-directory -j$(TEST_JOBS) --output-sync=target test-checks SET_UP=1
+
+test-setup: build-dev azurite s3rver
+test-checks: lint docs rust-test typecheck py-test
+
+# A step's set-up prerequisites, left out in `make test`'s second stage (SET_UP=1), whose
+# first stage made them: pip and maturin are not run again while the checks run.
+set_up = $(if $(SET_UP),,$(1))
 
 # The halves, as pydantic-core names them: each language's linters and tests.
 test-rust: rust-test
@@ -40,8 +55,13 @@ install-test-deps: $(PY)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -r tests/requirements.txt
 
+# The extension's Rust dependencies, which maturin then finds built: started beside pip.
+# Without the python feature, whose build of pyo3 maturin would redo with its own settings.
+rust-deps:
+	cargo build --lib --quiet
+
 # A debug build installed in place: what the Python tests exercise.
-build-dev: install-test-deps
+build-dev: install-test-deps rust-deps
 	$(VENV)/bin/maturin develop --quiet
 
 $(AZURITE):
@@ -84,7 +104,7 @@ lint-rust:
 	# The internal docs too: their links are how one file names the next.
 	RUSTDOCFLAGS="-D warnings" cargo doc --no-deps --quiet --document-private-items
 
-lint-python: install-test-deps
+lint-python: $(call set_up,install-test-deps)
 	$(VENV)/bin/ruff check python tests bench
 	$(VENV)/bin/ruff format --check python tests bench
 
@@ -93,7 +113,7 @@ lint-python: install-test-deps
 # that does not resolve. The API reference is read from python/ without importing it, so no
 # build is needed. Not --quiet: it drops warnings before --strict counts them, and the
 # build passes. NO_MKDOCS_2_WARNING quiets mkdocs-material's banner about its successor.
-docs: install-test-deps
+docs: $(call set_up,install-test-deps)
 	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --site-dir .cache/site
 
 # Seeds per protocol of the deterministic simulation (tests/simulation.rs): SIM_SEEDS for
@@ -109,10 +129,10 @@ rust-test: export AWS_METADATA_ENDPOINT = http://127.0.0.1:9
 rust-test: export AZURE_MSI_ENDPOINT = http://127.0.0.1:9/metadata/identity/oauth2/token
 rust-test: export GCE_METADATA_HOST = 127.0.0.1:9
 rust-test: export GCE_METADATA_IP = 127.0.0.1:9
-rust-test: install-test-deps azurite
+rust-test: $(call set_up,install-test-deps azurite)
 	$(PY) tests/servers.py cargo test
 	SIM_SEEDS=$(SIM_SEEDS) SIM_MATRIX_SEEDS=$(SIM_MATRIX_SEEDS) MODEL_FAULTS=1 \
-		cargo test --release --test simulation --test model -- --nocapture
+		cargo test --profile sim --test simulation --test model -- --nocapture
 
 # The exhaustive check (tests/model.rs) at the bounds docs/guarantees.md states: every
 # schedule of two orchestrators (each a process sharing its records), a remote and an
@@ -128,7 +148,7 @@ model:
 
 # The stubs of the native module against the built module, and pyright over the package and
 # an example of its use as users write it (tests/typing_example.py).
-typecheck: build-dev
+typecheck: $(call set_up,build-dev)
 	$(PY) -m mypy.stubtest blob_lock --allowlist tests/stubtest_allowlist.txt
 	# As a user without the extras sees the package: none of botocore, azure-identity,
 	# google-auth, prometheus-client, opentelemetry or mops installed.
@@ -140,10 +160,13 @@ typecheck: build-dev
 # main thread blocked in native code with the GIL held (a deadlock): past this bound SIGABRT makes
 # faulthandler print every thread's stack, so such a run fails with a diagnosis, not a stall.
 PY_TEST_BOUND ?= 30m
+# pytest-xdist workers. --dist loadgroup: the tests marked heavy share one worker, one after
+# the other (tests/conftest.py).
+PY_TEST_WORKERS ?= 4
 
-py-test: build-dev azurite s3rver
+py-test: $(call set_up,build-dev azurite s3rver)
 	AZURITE_BLOB=$(abspath $(AZURITE)) S3RVER=$(abspath $(S3RVER)) timeout --signal=ABRT --kill-after=30 $(PY_TEST_BOUND) \
-		$(PY) -m pytest -q --durations=30
+		$(PY) -m pytest -q --durations=30 -n $(PY_TEST_WORKERS) --dist loadgroup
 
 # The benchmark (bench/run.py), not part of `make test`: a release build of the extension,
 # the peers from PyPI, then one table on standard output, in under 10 minutes here.

@@ -23,13 +23,12 @@ from recorded_moto import Recorder
 from servers import (
     azurite_service,
     boto3_s3,
-    free_port,
+    listening,
     npm_command,
     running_azurite,
     running_moto,
     s3_options,
     stop,
-    wait_for_port,
 )
 
 # Before any client is made: every cloud's metadata service is this loopback trap, for this
@@ -61,7 +60,14 @@ HTTP_FIXTURES = {"moto_endpoint", "azurite_url", "own_azurite", "fake_gcs", "s3r
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    # `make test` runs pytest-xdist with --dist loadgroup: the tests that take the whole
+    # machine (thousands of locks, many processes) run one after the other on one worker,
+    # so that two never starve each other's renewals, and first, so that their chain is
+    # not what the run waits for at the end.
+    items.sort(key=lambda item: item.get_closest_marker("heavy") is None)
     for item in items:
+        if item.get_closest_marker("heavy"):
+            item.add_marker(pytest.mark.xdist_group("heavy"))
         params = getattr(getattr(item, "callspec", None), "params", {})
         over_http = params.get("backend") in {"s3", "az", "gs"} or params.get("shared_backend") in {
             "s3",
@@ -134,11 +140,10 @@ def aws_home(tmp_path, monkeypatch, recorder) -> Path:
 def s3rver(tmp_path_factory) -> S3Server:
     """s3rver (npm): accepts If-None-Match and If-Match and ignores them, and its writes are
     not atomic for readers. The store on which cas would let two owners in."""
-    port = free_port()
     work = tmp_path_factory.mktemp("s3rver")
     log = open(work / "s3rver.log", "w")
-    proc = subprocess.Popen(
-        [
+    proc, port = listening(
+        lambda port: [
             *npm_command("S3RVER", "s3rver", "s3rver"),
             "-d",
             str(work / "data"),
@@ -150,11 +155,11 @@ def s3rver(tmp_path_factory) -> S3Server:
             "--configure-bucket",
             S3RVER_BUCKET,
         ],
+        "s3rver",
         stdout=log,
         stderr=subprocess.STDOUT,
     )
     try:
-        wait_for_port(port, proc, "s3rver")
         endpoint = f"http://127.0.0.1:{port}"
         yield S3Server(endpoint, S3RVER_BUCKET, s3_options(endpoint, "S3RVER"))
     finally:

@@ -12,7 +12,7 @@ import textwrap
 import uuid
 from pathlib import Path
 
-from servers import ROOT, boto3_s3, free_port, wait_for_port
+from servers import ROOT, boto3_s3, listening
 
 PROFILE_KEY = "AKIAPROFILEKEY000001"
 PROFILE_SECRET = "profile-secret-do-not-print-0001"
@@ -26,15 +26,13 @@ class Recorder:
 
     def __init__(self, tmp: Path) -> None:
         self.file = tmp / "requests.jsonl"
-        port = free_port()
         env = dict(os.environ, MOTO_ENABLE_RECORDING="True", MOTO_RECORDER_FILEPATH=str(self.file))
         self.log = open(tmp / "moto.log", "w")
-        self.proc = subprocess.Popen(
-            [sys.executable, str(ROOT / "tests" / "moto_server.py"), "-H", "127.0.0.1", "-p",
-             str(port)],
-            stdout=self.log, stderr=subprocess.STDOUT, env=env,
+        self.proc, port = listening(
+            lambda port: [sys.executable, str(ROOT / "tests" / "moto_server.py"), "-H",
+                          "127.0.0.1", "-p", str(port)],
+            "moto_server", stdout=self.log, stderr=subprocess.STDOUT, env=env,
         )  # fmt: skip
-        wait_for_port(port, self.proc, "moto_server")
         self.endpoint = f"http://127.0.0.1:{port}"
         self.bucket = "creds-bucket"
         boto3_s3(self.endpoint).create_bucket(Bucket=self.bucket)

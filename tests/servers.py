@@ -25,7 +25,7 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -53,6 +53,27 @@ def wait_for_port(port: int, proc: subprocess.Popen, what: str, timeout: float =
         except OSError:
             time.sleep(0.1)
     raise RuntimeError(f"{what} did not listen on port {port} within {timeout}s")
+
+
+def listening(
+    argv: Callable[[int], list[str]], what: str, **popen: object
+) -> tuple[subprocess.Popen, int]:
+    """Starts ``argv(port)`` on a free port and waits until it listens. A port found free
+    can be taken before the server binds it (by another pytest-xdist worker's server, or a
+    client's outgoing connection): a server that exits before listening is started again on
+    another port."""
+    for attempt in range(5):
+        port = free_port()
+        proc = subprocess.Popen(argv(port), **popen)  # type: ignore[call-overload]
+        try:
+            wait_for_port(port, proc, what)
+            return proc, port
+        except RuntimeError:
+            exited = proc.poll() is not None  # as on a port in use; not a server too slow
+            stop(proc)
+            if not exited or attempt == 4:
+                raise
+    raise AssertionError("unreachable")
 
 
 def stop(proc: subprocess.Popen) -> None:
@@ -127,13 +148,14 @@ def running_moto(work: Path, command: list[str] | None = None) -> Iterator[str]:
     """A moto server from ``command`` (default: tests/moto_server.py, whose conditional
     writes are atomic) on a free loopback port; yields its endpoint."""
     command = command or [sys.executable, str(ROOT / "tests" / "moto_server.py")]
-    port = free_port()
     log = open(work / "moto.log", "w")
-    proc = subprocess.Popen(
-        [*command, "-H", "127.0.0.1", "-p", str(port)], stdout=log, stderr=subprocess.STDOUT
+    proc, port = listening(
+        lambda port: [*command, "-H", "127.0.0.1", "-p", str(port)],
+        Path(command[-1]).name,
+        stdout=log,
+        stderr=subprocess.STDOUT,
     )
     try:
-        wait_for_port(port, proc, Path(command[-1]).name)
         yield f"http://127.0.0.1:{port}"
     finally:
         stop(proc)
@@ -143,10 +165,9 @@ def running_moto(work: Path, command: list[str] | None = None) -> Iterator[str]:
 @contextlib.contextmanager
 def running_azurite(work: Path) -> Iterator[str]:
     """Azurite on a free loopback port, in memory; yields its URL."""
-    port = free_port()
     log = open(work / "azurite.log", "w")
-    proc = subprocess.Popen(
-        [
+    proc, port = listening(
+        lambda port: [
             *azurite_command(),
             "--blobHost",
             "127.0.0.1",
@@ -157,12 +178,12 @@ def running_azurite(work: Path) -> Iterator[str]:
             "--disableTelemetry",
             "--silent",  # no access log: a line written per request slows it under load
         ],
+        "azurite-blob",
         cwd=work,  # Azurite writes its debug log and temp files into its working folder
         stdout=log,
         stderr=subprocess.STDOUT,
     )
     try:
-        wait_for_port(port, proc, "azurite-blob")
         yield f"http://127.0.0.1:{port}"
     finally:
         stop(proc)

@@ -402,7 +402,7 @@ fn simulation_lww() {
 /// Which protocol survives which fault: for each fault alone (and all together),
 /// `SIM_MATRIX_SEEDS` seeds per protocol, printed as the table in docs/guarantees.md.
 /// cas must survive every row; lww's counts are what it really does. The default is small,
-/// for a plain debug `cargo test`; the test command runs it in release with more.
+/// for a quick run; the test command runs it with more, optimised (the `sim` profile).
 #[test]
 fn fault_matrix() {
     let n: u64 = std::env::var("SIM_MATRIX_SEEDS")

@@ -18,7 +18,7 @@ import blob_lock
 import pytest
 from blob_lock import BlobLock, CredentialsError
 from conftest import METADATA
-from servers import AZURITE_ACCOUNT, AZURITE_KEY, azurite_command, free_port, stop, wait_for_port
+from servers import AZURITE_ACCOUNT, AZURITE_KEY, azurite_command, listening, stop
 
 HERE = Path(__file__).resolve().parent
 
@@ -69,16 +69,14 @@ class HttpsAzurite:
                  "-CAcreateserial", "-out", "cert.pem", "-days", "2", "-extfile", "ext.cnf",
                  cwd=work)  # fmt: skip
         self.ca = work / "ca.pem"
-        port = free_port()
         self.log = open(work / "azurite.log", "w")
-        self.proc = subprocess.Popen(
-            [*azurite_command(), "--blobHost", "127.0.0.1", "--blobPort", str(port),
-             "--inMemoryPersistence", "--skipApiVersionCheck", "--disableTelemetry", "--silent",
-             "--oauth", "basic", "--cert", str(work / "cert.pem"), "--key",
-             str(work / "key.pem")],
-            cwd=work, stdout=self.log, stderr=subprocess.STDOUT,
+        self.proc, port = listening(
+            lambda port: [*azurite_command(), "--blobHost", "127.0.0.1", "--blobPort", str(port),
+                          "--inMemoryPersistence", "--skipApiVersionCheck", "--disableTelemetry",
+                          "--silent", "--oauth", "basic", "--cert", str(work / "cert.pem"),
+                          "--key", str(work / "key.pem")],
+            "azurite-blob (https)", cwd=work, stdout=self.log, stderr=subprocess.STDOUT,
         )  # fmt: skip
-        wait_for_port(port, self.proc, "azurite-blob (https)")
         self.url = f"https://127.0.0.1:{port}/{AZURITE_ACCOUNT}"
 
     def container(self) -> str:

@@ -6,6 +6,7 @@ enough and unchanged, asking first, refusing bad input with nothing deleted."""
 from __future__ import annotations
 
 import json
+import socket
 import subprocess
 import time
 import uuid
@@ -20,7 +21,6 @@ from blob_lock import (
     prune_locks,
 )
 from conftest import BLOB_LOCK, cli
-from servers import free_port
 
 
 def plant(backend, prefix: str) -> dict[str, BlobLock]:
@@ -223,14 +223,19 @@ def test_prune_at_a_terminal_deletes_what_it_showed_and_nothing_that_came_after(
 
 
 def test_ls_on_a_typo_in_the_endpoint_fails_at_once_naming_it():
-    port = free_port()  # nothing listens there
-    done = cli(
-        "ls", "s3://bucket/memo", f"-oaws_endpoint=http://127.0.0.1:{port}",
-        "-oaws_allow_http=true", "-oaws_access_key_id=x", "-oaws_secret_access_key=x",
-        "-oaws_region=us-east-1",
-    )  # fmt: skip
-    assert done.returncode == 1, done.stderr
-    assert f"127.0.0.1:{port}" in done.stderr and "check the endpoint" in done.stderr
+    # A port bound and never listened on refuses connections, and no other test's server
+    # can take it meanwhile (a port merely found free could be).
+    closed = socket.socket()
+    closed.bind(("127.0.0.1", 0))
+    port = closed.getsockname()[1]
+    with closed:
+        done = cli(
+            "ls", "s3://bucket/memo", f"-oaws_endpoint=http://127.0.0.1:{port}",
+            "-oaws_allow_http=true", "-oaws_access_key_id=x", "-oaws_secret_access_key=x",
+            "-oaws_region=us-east-1",
+        )  # fmt: skip
+        assert done.returncode == 1, done.stderr
+        assert f"127.0.0.1:{port}" in done.stderr and "check the endpoint" in done.stderr
 
 
 def test_prune_only_deletes_the_locks_named_and_judges_the_rest(tmp_path):

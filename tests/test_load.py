@@ -44,6 +44,7 @@ def take_past_capacity(workers, backend, env, n: int, expire: float, hold: float
     return took
 
 
+@pytest.mark.heavy
 @pytest.mark.timeout(900)
 def test_2000_locks_at_expire_6_on_azurite_lose_none_of_those_taken(own_azurite, workers):
     backend = _az_backend(own_azurite)
@@ -51,6 +52,7 @@ def test_2000_locks_at_expire_6_on_azurite_lose_none_of_those_taken(own_azurite,
     take_past_capacity(workers, backend, env, 2000, 6.0, 20.0)
 
 
+@pytest.mark.heavy
 @pytest.mark.timeout(900)
 def test_5000_locks_at_the_default_expire_on_azurite_lose_none_of_those_taken(own_azurite, workers):
     backend = _az_backend(own_azurite)
@@ -80,6 +82,7 @@ def test_a_store_slower_than_the_request_timeout_keeps_the_lock(proxied, workers
     assert body["writer_id"] == first["owner"] and not body["released_at"]
 
 
+@pytest.mark.heavy
 def test_a_store_that_falls_behind_the_held_locks_keeps_every_one(moto_endpoint):
     """250 locks at expire 6 are taken at full speed; then the store answers only 60
     requests a second, fewer than their heartbeats ask (125): each renewal now waits its
@@ -262,6 +265,7 @@ def threads_now() -> int:
     return len(os.listdir("/proc/self/task"))
 
 
+@pytest.mark.heavy
 @pytest.mark.skipif(not Path("/proc/self/task").exists(), reason="counts threads in /proc")
 def test_thousands_of_losses_at_once_run_every_callback_on_a_few_threads():
     n = 2000

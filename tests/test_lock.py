@@ -433,12 +433,12 @@ def test_many_held_locks_share_one_runtime():
         assert lock.release() == ReleaseStatus.RELEASED
 
 
-def test_polling_lost_while_losses_are_logged_does_not_deadlock(tmp_path):
+def test_polling_lost_while_losses_are_logged_does_not_deadlock(tmp_path, caplog):
     # Regression: the heartbeat thread logged a loss (logging takes the GIL) while holding
     # the mutex that `lock.lost` takes with the GIL held; a poller could hang for ever.
     import logging
 
-    logging.getLogger("blob_lock").setLevel(logging.WARNING)
+    caplog.set_level(logging.WARNING, logger="blob_lock")  # restored after the test
     locks = [BlobLock(str(tmp_path / f"l{i}"), expire=1.0) for i in range(40)]
     for lock in locks:
         assert lock.try_acquire()

@@ -12,7 +12,6 @@ import urllib.request
 
 from blob_lock import BlobLock, stats
 from conftest import BLOB_LOCK
-from servers import free_port
 
 
 def delta(before: dict, after: dict, *path: str):
@@ -117,8 +116,8 @@ def test_prometheus_serves_the_metrics_over_http(tmp_path):
 
     registry = CollectorRegistry()
     prometheus.register(registry)
-    port = free_port()
-    server, thread = start_http_server(port, addr="127.0.0.1", registry=registry)
+    server, thread = start_http_server(0, addr="127.0.0.1", registry=registry)
+    port = server.server_port
     try:
         with BlobLock(tmp_path / "lock"):
             pass

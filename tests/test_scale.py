@@ -28,6 +28,7 @@ def hold_many(workers, uri: str, options_json: str, n: int, hold: float, expire:
     return acquired, released
 
 
+@pytest.mark.heavy
 @pytest.mark.timeout(900)
 def test_3000_azure_locks_held_under_a_1024_descriptor_limit_lose_none(own_azurite, workers):
     # A renewal each 30 s per lock: 100 a second, which Azurite (one node thread) answers on
@@ -37,11 +38,13 @@ def test_3000_azure_locks_held_under_a_1024_descriptor_limit_lose_none(own_azuri
     hold_many(workers, backend.uri(), backend.options_json(), 3000, 40.0, 90.0, env=env)
 
 
+@pytest.mark.heavy
 @pytest.mark.timeout(600)
 def test_10000_memory_locks_held_lose_none(workers):
     hold_many(workers, "memory://scale", "null", 10_000, 25.0, 30.0)
 
 
+@pytest.mark.heavy
 @pytest.mark.timeout(600)
 def test_10000_file_locks_held_under_a_1024_descriptor_limit_lose_none(workers, tmp_path):
     backend = _file_backend(tmp_path)

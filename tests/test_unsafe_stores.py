@@ -25,6 +25,7 @@ def keys_under(server: S3Server, prefix: str) -> list[str]:
     return [o["Key"] for o in listed.get("Contents", [])]
 
 
+@pytest.mark.heavy
 def test_auto_runs_lww_on_s3rver_and_processes_count_exactly(s3rver, workers, tmp_path):
     uri = s3rver.uri()
     n_proc, n_each = 8, 25
