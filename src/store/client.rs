@@ -25,23 +25,23 @@ use std::time::{Duration, Instant};
 /// One store's client, shared by everything on that store in this process.
 pub struct Client {
     /// The object_store client.
-    pub(crate) store: Arc<dyn ObjectStore>,
+    store: Arc<dyn ObjectStore>,
     /// The store for messages: `s3://bucket at http://127.0.0.1:9000`.
-    pub(crate) name: String,
+    name: String,
     /// Which cloud; `None` for memory stores, whose writes are conditional by construction.
-    pub(crate) cloud: Option<Cloud>,
+    cloud: Option<Cloud>,
     /// The storage options asked to trust conditional writes without probing them.
-    pub(crate) trust: bool,
+    trust: bool,
     /// What signs its requests, made ready before each request.
-    pub(crate) signing: Signing,
+    signing: Signing,
     /// What sends its conditional deletes (none for memory stores).
-    pub(crate) deleter: Option<super::conditional_delete::Deleter>,
+    deleter: Option<super::conditional_delete::Deleter>,
     /// What the process learnt about the store; a fork child keeps it.
-    pub(crate) facts: Arc<Facts>,
+    facts: Arc<Facts>,
     /// What the store can take from this process, and who goes first ([`super::load`]).
-    pub(crate) load: Arc<super::load::Load>,
+    load: Arc<super::load::Load>,
     /// One probe of the store at a time.
-    pub(crate) probing: tokio::sync::Mutex<()>,
+    probing: tokio::sync::Mutex<()>,
 }
 
 impl std::fmt::Debug for Client {
@@ -128,6 +128,73 @@ impl Facts {
     /// True the first time only: one warning per store.
     pub(crate) fn first_warning(&self) -> bool {
         !self.warned.swap(true, Ordering::Relaxed)
+    }
+}
+
+/// What the rest of store/ reads of a client. The fields stay private: what a caller may do
+/// with the store's facts and its probe lock is [`Client::known_or_probed`].
+impl Client {
+    /// The store for messages: `s3://bucket at http://127.0.0.1:9000`.
+    pub(crate) fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The object_store client.
+    pub(crate) fn store(&self) -> &Arc<dyn ObjectStore> {
+        &self.store
+    }
+
+    /// A store in this process's memory: no network to guard, no request held up on the
+    /// way, no load shared with other processes; its writes and deletes are conditional
+    /// by construction.
+    pub(crate) fn in_memory(&self) -> bool {
+        self.cloud.is_none()
+    }
+
+    /// What the store can take from this process, and who goes first; none in memory.
+    pub(crate) fn load(&self) -> Option<&Arc<super::load::Load>> {
+        self.cloud.map(|_| &self.load)
+    }
+
+    /// What signs its requests.
+    pub(crate) fn signing(&self) -> &Signing {
+        &self.signing
+    }
+
+    /// What sends its conditional deletes (none in memory).
+    pub(crate) fn deleter(&self) -> Option<&super::conditional_delete::Deleter> {
+        self.deleter.as_ref()
+    }
+
+    /// What the process learnt about the store.
+    pub(crate) fn facts(&self) -> &Facts {
+        &self.facts
+    }
+
+    /// Whether the storage options trust the store's conditional writes without a probe.
+    pub(crate) fn trusted(&self) -> bool {
+        self.trust
+    }
+
+    /// A fact about the store as the process knows it (`known`), or else learnt now by
+    /// `probe` and kept (`keep`) for every later caller. One probe of a store at a time: a
+    /// caller that waited for another's probe takes its answer instead of probing again.
+    pub(crate) async fn known_or_probed<T, E>(
+        &self,
+        known: impl Fn(&Facts) -> Option<T>,
+        probe: impl std::future::Future<Output = std::result::Result<T, E>>,
+        keep: impl FnOnce(&Facts, &T),
+    ) -> std::result::Result<T, E> {
+        if let Some(k) = known(&self.facts) {
+            return Ok(k);
+        }
+        let _one = self.probing.lock().await;
+        if let Some(k) = known(&self.facts) {
+            return Ok(k); // probed by another caller meanwhile
+        }
+        let learnt = probe.await?;
+        keep(&self.facts, &learnt);
+        Ok(learnt)
     }
 }
 
@@ -283,5 +350,43 @@ pub(crate) mod tests {
         let c = client(Cloud::S3, "s3", "registry-one", &p).unwrap();
         assert!(!Arc::ptr_eq(&a, &c), "other options make another client");
         assert_eq!(a.name, "s3://registry-one at http://127.0.0.1:9");
+    }
+
+    /// Locks that meet an unprobed store at once probe it once; a probe that failed is not
+    /// kept, so the next caller probes again.
+    #[tokio::test]
+    async fn callers_at_once_share_one_probe_and_a_failed_one_is_not_kept() {
+        use std::sync::atomic::AtomicUsize;
+        let client = Client::memory(
+            "probed-once",
+            Arc::new(object_store::memory::InMemory::new()),
+        );
+        let probes = AtomicUsize::new(0);
+        let known = |facts: &Facts| facts.conditional_deletes();
+        let keep = |facts: &Facts, honoured: &bool| facts.set_conditional_deletes(*honoured);
+        let failing = async {
+            probes.fetch_add(1, Ordering::SeqCst);
+            Err::<bool, &str>("reset")
+        };
+        assert_eq!(
+            client.known_or_probed(known, failing, keep).await,
+            Err("reset")
+        );
+        let probe = || async {
+            probes.fetch_add(1, Ordering::SeqCst);
+            tokio::task::yield_now().await; // the other caller reaches the probe lock meanwhile
+            Ok::<_, &str>(true)
+        };
+        let (a, b) = tokio::join!(
+            client.known_or_probed(known, probe(), keep),
+            client.known_or_probed(known, probe(), keep)
+        );
+        assert_eq!((a, b), (Ok(true), Ok(true)));
+        assert_eq!(
+            probes.load(Ordering::SeqCst),
+            2,
+            "the failed probe and one more"
+        );
+        assert_eq!(client.facts().conditional_deletes(), Some(true));
     }
 }

@@ -141,13 +141,13 @@ impl Gate {
     where
         F: Future<Output = object_store::Result<T>> + Send,
     {
-        if self.client.cloud.is_none() {
+        let Some(load) = self.client.load() else {
             return make().await.map_err(Failure::Store); // memory: no network to guard
-        }
-        let facts = &self.client.facts;
+        };
+        let facts = self.client.facts();
         // Credentials first, under their own bound: a slow token endpoint is not a store
         // that does not answer, and what failed is named as such.
-        if let Err(message) = self.client.signing.ready().await {
+        if let Err(message) = self.client.signing().ready().await {
             return Err(Failure::Ours(Error::Credentials {
                 uri: self.uri.to_string(),
                 message,
@@ -158,10 +158,10 @@ impl Gate {
         // the request itself by its timeout.
         let Timeouts { floor, ceiling } = self.timeouts;
         let kind = load::current_kind();
-        let reserved = self.client.load.reserved();
+        let reserved = load.reserved();
         let pass = match reserved {
             Some(pass) => pass,
-            None => match self.client.load.enter(kind, floor, ceiling).await {
+            None => match load.enter(kind, floor, ceiling).await {
                 Ok(pass) => pass,
                 Err(TooLate(message)) => {
                     return Err(Failure::Ours(Error::Saturated {
@@ -229,7 +229,7 @@ impl Gate {
                         uri: self.uri.to_string(),
                         message: format!(
                             "{during} failed: object_store could not make the request ({panic}); check the endpoint and the storage options of {}",
-                            self.client.name
+                            self.client.name()
                         ),
                         kind: StoreErrorKind::Permanent,
                     }));
@@ -259,7 +259,7 @@ impl Gate {
         // A connection accepted and then dropped: something listens, perhaps behind a
         // flaky path. Retried a few times (as transient) before failing fast.
         let dropped = dropped_connection(&e);
-        let known = store_error(&self.uri, e, during, &self.client.signing.source());
+        let known = store_error(&self.uri, e, during, &self.client.signing().source());
         if dropped && facts.forgive_drop() {
             return Err(Failure::Ours(known));
         }
@@ -277,7 +277,7 @@ impl Gate {
             uri: self.uri.to_string(),
             message: format!(
                 "{message}; {} has not answered this process yet, so blob-lock does not wait for it: check the endpoint, the network and the credentials",
-                self.client.name
+                self.client.name()
             ),
             kind: StoreErrorKind::Permanent,
         }
@@ -286,13 +286,11 @@ impl Gate {
     /// Takes a slot of the store's load for the task's next request now (see
     /// [`load::Load::reserve`]): what a write stamped with the time it leaves waits for first.
     pub(crate) async fn reserve(&self) -> Result<()> {
-        if self.client.cloud.is_none() {
+        let Some(load) = self.client.load() else {
             return Ok(()); // memory: no load to wait for
-        }
+        };
         let Timeouts { floor, ceiling } = self.timeouts;
-        self.client
-            .load
-            .reserve(floor, ceiling)
+        load.reserve(floor, ceiling)
             .await
             .map_err(|TooLate(message)| Error::Saturated {
                 uri: self.uri.to_string(),
@@ -304,12 +302,12 @@ impl Gate {
     pub(crate) fn error(&self, failure: Failure, during: &str) -> Error {
         match failure {
             Failure::Ours(e) => e,
-            Failure::Store(e) => store_error(&self.uri, e, during, &self.client.signing.source()),
+            Failure::Store(e) => store_error(&self.uri, e, during, &self.client.signing().source()),
         }
     }
 
     pub(crate) async fn put_at(&self, path: &Path, body: Bytes, mode: PutMode) -> Result<Write> {
-        let store = &self.client.store;
+        let store = self.client.store();
         let put = || {
             let opts = PutOptions {
                 mode: mode.clone(),
@@ -341,10 +339,10 @@ impl Gate {
     /// true if it did.
     pub(crate) async fn delete_at_if(&self, path: &Path, expected: &Version) -> Result<bool> {
         use super::conditional_delete::Deleted;
-        let Some(deleter) = &self.client.deleter else {
+        let Some(deleter) = self.client.deleter() else {
             return Err(Error::InvalidArgument(format!(
                 "{} has no conditional delete",
-                self.client.name
+                self.client.name()
             )));
         };
         // The signed URL outlives no request timeout by much: held up longer, the store
@@ -363,7 +361,7 @@ impl Gate {
 
     /// The version of the object at `path`, if there is one.
     pub(crate) async fn head_at(&self, path: &Path) -> Result<Option<Version>> {
-        let store = &self.client.store;
+        let store = self.client.store();
         match self.call("reading", || store.head(path)).await {
             Ok(meta) => Ok(Some(Version {
                 e_tag: meta.e_tag,
@@ -375,7 +373,7 @@ impl Gate {
     }
 
     pub(crate) async fn delete_at(&self, path: &Path) -> Result<()> {
-        let store = &self.client.store;
+        let store = self.client.store();
         match self.call("deleting", || store.delete(path)).await {
             Ok(()) | Err(Failure::Store(object_store::Error::NotFound { .. })) => Ok(()),
             Err(failure) => Err(self.error(failure, "deleting")),

@@ -190,7 +190,7 @@ fn objects(
     let path = Path::parse(&key)
         .map_err(|e| Error::InvalidArgument(format!("invalid prefix {shown}: {e}")))?;
     let stream = client
-        .store
+        .store()
         .list((!key.is_empty()).then_some(&path))
         .boxed();
     let gate = Gate::new(

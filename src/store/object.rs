@@ -61,7 +61,7 @@ impl LockStore for ObjectLockStore {
             let got = self
                 .gate
                 .client
-                .store
+                .store()
                 .get_opts(&self.path, GetOptions::default())
                 .await?;
             let meta = got.meta.clone();
@@ -135,7 +135,7 @@ impl LockStore for ObjectLockStore {
     }
 
     async fn delete_if(&self, expected: &Version) -> Result<bool> {
-        if self.gate.client.cloud.is_none() {
+        if self.gate.client.in_memory() {
             // In this process (memory): compared, then deleted, within the caller's lease;
             // no request can be held up on the way.
             return match self.read().await? {
@@ -150,7 +150,7 @@ impl LockStore for ObjectLockStore {
     }
 
     async fn conditional_deletes(&self) -> std::result::Result<(), String> {
-        if self.gate.client.cloud.is_none() {
+        if self.gate.client.in_memory() {
             return Ok(());
         }
         probe::conditional_deletes(&self.gate, &self.path).await
@@ -165,22 +165,20 @@ impl LockStore for ObjectLockStore {
     }
 
     fn admit(&self) -> std::result::Result<(), String> {
-        let client = &self.gate.client;
-        match client.cloud {
-            Some(_) => client.load.admit(),
+        match self.gate.client.load() {
+            Some(load) => load.admit(),
             None => Ok(()),
         }
     }
 
     fn renewing(&self, heartbeat: std::time::Duration, renews: bool) {
-        let client = &self.gate.client;
-        if client.cloud.is_some() {
-            client.load.renewing(heartbeat, renews);
+        if let Some(load) = self.gate.client.load() {
+            load.renewing(heartbeat, renews);
         }
     }
 
     fn identity(&self) -> Arc<str> {
-        let identity = format!("{}/{}", self.gate.client.name, self.path);
+        let identity = format!("{}/{}", self.gate.client.name(), self.path);
         // Most URIs are spelled as the store names them: one copy for both.
         if *identity == *self.gate.uri {
             return self.gate.uri.clone();

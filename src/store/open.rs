@@ -113,10 +113,10 @@ pub fn open_object(uri: &str, options: &Access, timeout: Duration) -> Result<Arc
         }
         Place::Objects { client, key } => {
             if key.is_empty() {
-                let what = if client.cloud.is_some() {
-                    "a bucket or container"
-                } else {
+                let what = if client.in_memory() {
                     "a store"
+                } else {
+                    "a bucket or container"
                 };
                 return Err(not_an_object(what));
             }
@@ -202,7 +202,7 @@ pub(super) fn memory(name: &str) -> Arc<Client> {
         return c.clone();
     }
     let copied = parents
-        .and_then(|p| p.try_lock().ok()?.get(name).map(|c| c.store.clone()))
+        .and_then(|p| p.try_lock().ok()?.get(name).map(|c| c.store().clone()))
         .unwrap_or_else(|| Arc::new(InMemory::new()));
     let client = Arc::new(Client::memory(name, copied));
     stores.insert(name.to_string(), client.clone());

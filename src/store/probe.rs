@@ -10,6 +10,7 @@
 //! both pass (moto's server); `blob-lock doctor --race` races clients to find those.
 
 use super::answers::status_in;
+use super::client::Facts;
 use super::gate::Gate;
 use super::{Version, Write};
 use crate::errors::{Error, Result};
@@ -75,26 +76,24 @@ impl Verdict {
 /// the object `beside` (a lockfile, or the object `write_once` publishes).
 pub(crate) async fn verdict(gate: &Gate, beside: &Path) -> Result<Verdict> {
     let client = &gate.client;
-    if client.trust {
+    if client.trusted() {
         return Ok(Verdict::Trusted);
     }
-    if let Some(v) = Verdict::of(client.facts.verdict_code()) {
-        return Ok(v);
-    }
-    let _one = client.probing.lock().await;
-    if let Some(v) = Verdict::of(client.facts.verdict_code()) {
-        return Ok(v); // another lock probed it meanwhile
-    }
-    let began = Instant::now();
-    let v = probe(gate, beside).await?;
-    client.facts.set_verdict_code(v.code());
-    log::debug!(
-        "{}: conditional writes probed in {:.1} ms: {}",
-        client.name,
-        began.elapsed().as_secs_f64() * 1000.0,
-        v.why()
-    );
-    Ok(v)
+    let known = |facts: &Facts| Verdict::of(facts.verdict_code());
+    let probed = async {
+        let began = Instant::now();
+        let v = probe(gate, beside).await?;
+        log::debug!(
+            "{}: conditional writes probed in {:.1} ms: {}",
+            client.name(),
+            began.elapsed().as_secs_f64() * 1000.0,
+            v.why()
+        );
+        Ok(v)
+    };
+    client
+        .known_or_probed(known, probed, |facts, v| facts.set_verdict_code(v.code()))
+        .await
 }
 
 /// See [`super::LockStore::conditional_writes`].
@@ -109,10 +108,10 @@ pub(crate) async fn conditional_writes(gate: &Gate, beside: &Path, required: boo
             check: v.why().to_string(),
         });
     }
-    if gate.client.facts.first_warning() {
+    if gate.client.facts().first_warning() {
         log::warn!(
             "{}: {}, so cas could let two owners in; protocol \"auto\" uses lww on this store, which is best effort (see docs/guarantees.md). To silence this warning pass protocol=\"lww\"; if `blob-lock doctor --race` finds the store safe, set the storage option blob_lock_conditional_writes=trust",
-            gate.client.name,
+            gate.client.name(),
             v.why()
         );
     }
@@ -121,10 +120,10 @@ pub(crate) async fn conditional_writes(gate: &Gate, beside: &Path, required: boo
 
 /// See [`super::LockStore::known_conditional_writes`].
 pub(crate) fn known_conditional_writes(gate: &Gate) -> Option<bool> {
-    if gate.client.trust {
+    if gate.client.trusted() {
         return Some(true);
     }
-    Some(Verdict::of(gate.client.facts.verdict_code())?.honoured())
+    Some(Verdict::of(gate.client.facts().verdict_code())?.honoured())
 }
 
 /// A scratch object's path in the folder of `beside`.
@@ -144,34 +143,32 @@ pub(crate) async fn conditional_deletes(
     beside: &Path,
 ) -> std::result::Result<(), String> {
     let client = &gate.client;
-    if client.deleter.is_none() {
-        return Err(format!("{} has no conditional delete", client.name));
+    if client.deleter().is_none() {
+        return Err(format!("{} has no conditional delete", client.name()));
     }
-    let honoured = match client.facts.conditional_deletes() {
-        Some(known) => known,
-        None => {
-            let _one = client.probing.lock().await;
-            match client.facts.conditional_deletes() {
-                Some(known) => known,
-                None => {
-                    let honoured = probe_deletes(gate, beside).await.map_err(|e| {
-                        format!(
-                            "{}: a conditional delete could not be sent: {e}",
-                            client.name
-                        )
-                    })?;
-                    client.facts.set_conditional_deletes(honoured);
-                    log::debug!("{}: conditional deletes honoured: {honoured}", client.name);
-                    honoured
-                }
-            }
-        }
+    let probed = async {
+        let honoured = probe_deletes(gate, beside).await.map_err(|e| {
+            format!(
+                "{}: a conditional delete could not be sent: {e}",
+                client.name()
+            )
+        })?;
+        log::debug!(
+            "{}: conditional deletes honoured: {honoured}",
+            client.name()
+        );
+        Ok::<_, String>(honoured)
     };
+    let honoured = client
+        .known_or_probed(Facts::conditional_deletes, probed, |facts, honoured| {
+            facts.set_conditional_deletes(*honoured)
+        })
+        .await?;
     match honoured {
         true => Ok(()),
         false => Err(format!(
             "{} ignores the condition of a conditional delete (a probe's delete at a version its object did not have deleted it)",
-            client.name
+            client.name()
         )),
     }
 }
@@ -194,7 +191,7 @@ async fn probe_deletes(gate: &Gate, beside: &Path) -> Result<bool> {
         if let Err(e) = gate.delete_at(&scratch).await {
             log::warn!(
                 "{}: cannot delete the scratch object {scratch} of the conditional-delete probe: {e}",
-                gate.client.name
+                gate.client.name()
             );
         }
     }
@@ -246,7 +243,7 @@ async fn probe(gate: &Gate, beside: &Path) -> Result<Verdict> {
     if let Err(e) = gate.delete_at(&scratch).await {
         log::warn!(
             "{}: cannot delete the scratch object {scratch} of the conditional-write probe: {e} (grant delete permission, or set the storage option blob_lock_conditional_writes=trust to skip the probe)",
-            gate.client.name
+            gate.client.name()
         );
     }
     verdict
