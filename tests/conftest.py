@@ -60,14 +60,7 @@ HTTP_FIXTURES = {"moto_endpoint", "azurite_url", "own_azurite", "fake_gcs", "s3r
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    # `make test` runs pytest-xdist with --dist loadgroup: the tests that take the whole
-    # machine (thousands of locks, many processes) run one after the other on one worker,
-    # so that two never starve each other's renewals, and first, so that their chain is
-    # not what the run waits for at the end.
-    items.sort(key=lambda item: item.get_closest_marker("heavy") is None)
     for item in items:
-        if item.get_closest_marker("heavy"):
-            item.add_marker(pytest.mark.xdist_group("heavy"))
         params = getattr(getattr(item, "callspec", None), "params", {})
         over_http = params.get("backend") in {"s3", "az", "gs"} or params.get("shared_backend") in {
             "s3",
