@@ -32,7 +32,8 @@ test-checks: lint docs rust-test typecheck py-test
 set_up = $(if $(SET_UP),,$(1))
 # Cargo in that stage yields the CPU to the Python tests: their load tests hold thousands of
 # locks on time, and lost some to a clippy at full priority beside them (2026-11-27).
-NICE_CARGO := $(if $(SET_UP),nice -n 19 cargo,cargo)
+# (MAKEFLAGS unset: a recipe that is not make gets no jobserver, and cargo would warn.)
+NICE_CARGO := $(if $(SET_UP),env -u MAKEFLAGS nice -n 19 cargo,cargo)
 
 # The halves, as pydantic-core names them: each language's linters and tests.
 test-rust: rust-test

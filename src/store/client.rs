@@ -131,8 +131,8 @@ impl Facts {
     }
 }
 
-/// What the rest of store/ reads of a client. The fields stay private: what a caller may do
-/// with the store's facts and its probe lock is [`Client::known_or_probed`].
+// What the rest of store/ reads of a client. The fields stay private: what a caller may do
+// with the store's facts and its probe lock is `known_or_probed`.
 impl Client {
     /// The store for messages: `s3://bucket at http://127.0.0.1:9000`.
     pub(crate) fn name(&self) -> &str {
