@@ -32,8 +32,8 @@ test-checks: lint docs rust-test typecheck py-test
 set_up = $(if $(SET_UP),,$(1))
 # Cargo in that stage yields the CPU to the Python tests: their load tests hold thousands of
 # locks on time, and lost some to a clippy at full priority beside them (2026-11-27).
-# (MAKEFLAGS unset: a recipe that is not make gets no jobserver, and cargo would warn.)
-NICE_CARGO := $(if $(SET_UP),env -u MAKEFLAGS nice -n 19 cargo,cargo)
+# (MAKEFLAGS and MFLAGS unset: a recipe that is not make gets no jobserver; cargo would warn.)
+NICE_CARGO := $(if $(SET_UP),env -u MAKEFLAGS -u MFLAGS nice -n 19 cargo,cargo)
 
 # The halves, as pydantic-core names them: each language's linters and tests.
 test-rust: rust-test
@@ -170,12 +170,12 @@ PY_TEST_BOUND ?= 30m
 # starved Azurite and moto (2026-11-27).
 PY_TEST_WORKERS ?= 4
 
-py-test: export AZURITE_BLOB = $(abspath $(AZURITE))
-py-test: export S3RVER = $(abspath $(S3RVER))
+PY_TEST_ENV = AZURITE_BLOB=$(abspath $(AZURITE)) S3RVER=$(abspath $(S3RVER))
+
 py-test: $(call set_up,build-dev azurite s3rver)
-	timeout --signal=ABRT --kill-after=30 $(PY_TEST_BOUND) \
+	$(PY_TEST_ENV) timeout --signal=ABRT --kill-after=30 $(PY_TEST_BOUND) \
 		$(PY) -m pytest -q --durations=20 -m "not heavy" -n $(PY_TEST_WORKERS)
-	timeout --signal=ABRT --kill-after=30 $(PY_TEST_BOUND) \
+	$(PY_TEST_ENV) timeout --signal=ABRT --kill-after=30 $(PY_TEST_BOUND) \
 		$(PY) -m pytest -q --durations=10 -m heavy
 
 # The benchmark (bench/run.py), not part of `make test`: a release build of the extension,
