@@ -370,7 +370,9 @@ mod tests {
 
     #[tokio::test]
     async fn a_credential_is_fetched_again_before_it_expires() {
-        let (fetch, calls) = counting(Some(Duration::from_millis(400)), usize::MAX);
+        // Seconds, not milliseconds: a test binary that the machine pauses for a few hundred
+        // milliseconds must not see the credential expire between two steps.
+        let (fetch, calls) = counting(Some(Duration::from_secs(4)), usize::MAX);
         let c = Credentials::gcs("test", Duration::from_secs(300), fetch);
         let p = c.gcp().unwrap();
         let first = p.get_credential().await.unwrap();
@@ -378,7 +380,7 @@ mod tests {
         assert_eq!(calls.load(Ordering::SeqCst), 1, "cached while fresh");
         // Half its lifetime left is the refresh point of a short-lived credential: the one
         // in hand is served while a fetch in the background renews it.
-        tokio::time::sleep(Duration::from_millis(250)).await;
+        tokio::time::sleep(Duration::from_millis(2100)).await; // past half its lifetime
         assert_eq!(p.get_credential().await.unwrap().bearer, first.bearer);
         c.ready().await.unwrap();
         let deadline = std::time::Instant::now() + Duration::from_secs(10);
@@ -403,15 +405,15 @@ mod tests {
 
     #[tokio::test]
     async fn a_failed_refresh_keeps_a_valid_credential_and_then_fails_named() {
-        let (fetch, _) = counting(Some(Duration::from_millis(300)), 1);
+        let (fetch, _) = counting(Some(Duration::from_secs(4)), 1);
         let p = Credentials::gcs("test", Duration::from_secs(300), fetch)
             .gcp()
             .unwrap();
         let first = p.get_credential().await.unwrap();
-        tokio::time::sleep(Duration::from_millis(200)).await;
+        tokio::time::sleep(Duration::from_millis(2100)).await; // past half: refreshed, refused
         let kept = p.get_credential().await.unwrap();
         assert_eq!(kept.bearer, first.bearer, "still valid: kept");
-        tokio::time::sleep(Duration::from_millis(150)).await;
+        tokio::time::sleep(Duration::from_millis(2000)).await; // past its expiry
         let e = p.get_credential().await.unwrap_err();
         assert_eq!(
             failure_in(&e).as_deref(),
