@@ -21,7 +21,7 @@ S3RVER := .cache/s3rver/node_modules/.bin/s3rver
 # Rust tests. Where the time goes: docs/development.md, "Where make test spends its time".
 TEST_JOBS ?= 4
 test:
-	$(MAKE) --no-print-directory -j$(TEST_JOBS) --output-sync=target test-setup
+	$(MAKE) --no-print-directory -j$(TEST_JOBS) --output-sync=target test-setup PREBUILD=1
 	$(MAKE) --no-print-directory -j$(TEST_JOBS) --output-sync=target test-checks SET_UP=1
 
 test-setup: build-dev azurite s3rver
@@ -59,13 +59,15 @@ install-test-deps: $(PY)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -r tests/requirements.txt
 
-# The extension's Rust dependencies, which maturin then finds built: started beside pip.
-# Without the python feature, whose build of pyo3 maturin would redo with its own settings.
+# The extension's Rust dependencies, which maturin then finds built: in `make test`'s first
+# stage (PREBUILD=1) they build beside pip. Without the python feature, whose build of pyo3
+# maturin would redo with its own settings. Not before every build-dev: once the
+# dependencies are built it would only compile the crate a second time.
 rust-deps:
 	cargo build --lib --quiet
 
 # A debug build installed in place: what the Python tests exercise.
-build-dev: install-test-deps rust-deps
+build-dev: install-test-deps $(if $(PREBUILD),rust-deps)
 	$(VENV)/bin/maturin develop --quiet
 
 $(AZURITE):
