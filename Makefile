@@ -167,10 +167,10 @@ typecheck: $(call set_up,build-dev)
 # faulthandler print every thread's stack, so such a run fails with a diagnosis, not a stall.
 PY_TEST_BOUND ?= 30m
 # pytest-xdist workers for all but the tests marked heavy (thousands of locks, many
-# processes), which then run alone, one after the other: they measure the lock under load,
-# not the machine. Beside three other workers' tests and their servers they lost locks to a
-# starved Azurite and moto (2026-11-27).
-PY_TEST_WORKERS ?= 4
+# processes). Those run after the rest, in two lanes (tests/conftest.py): they measure the
+# lock under load, not the machine. Beside other workers' tests and their servers they lost
+# locks to a starved Azurite and moto (2026-11-27).
+PY_TEST_WORKERS ?= 6
 
 PY_TEST_ENV = AZURITE_BLOB=$(abspath $(AZURITE)) S3RVER=$(abspath $(S3RVER))
 
@@ -178,7 +178,7 @@ py-test: $(call set_up,build-dev azurite s3rver)
 	$(PY_TEST_ENV) timeout --signal=ABRT --kill-after=30 $(PY_TEST_BOUND) \
 		$(PY) -m pytest -q --durations=20 -m "not heavy" -n $(PY_TEST_WORKERS)
 	$(PY_TEST_ENV) timeout --signal=ABRT --kill-after=30 $(PY_TEST_BOUND) \
-		$(PY) -m pytest -q --durations=10 -m heavy
+		$(PY) -m pytest -q --durations=10 -m heavy -n 2 --dist loadgroup
 
 # The benchmark (bench/run.py), not part of `make test`: a release build of the extension,
 # the peers from PyPI, then one table on standard output, in under 10 minutes here.

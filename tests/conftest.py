@@ -61,6 +61,13 @@ HTTP_FIXTURES = {"moto_endpoint", "azurite_url", "own_azurite", "fake_gcs", "s3r
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
+        if item.get_closest_marker("heavy"):
+            # Two lanes for the heavy tests (`make py-test`: -n 2 --dist loadgroup): those on
+            # an Azurite of their own, whose node thread is their bottleneck, one after the
+            # other; beside them, one after the other, those whose load is this machine's
+            # other core (memory, files, moto, s3rver). Mostly holds: two lanes halve the wait.
+            lane = "own_azurite" if "own_azurite" in item.fixturenames else "the_rest"
+            item.add_marker(pytest.mark.xdist_group(f"heavy_{lane}"))
         params = getattr(getattr(item, "callspec", None), "params", {})
         over_http = params.get("backend") in {"s3", "az", "gs"} or params.get("shared_backend") in {
             "s3",

@@ -340,19 +340,19 @@ COMMANDS = [
 ]
 
 
-def test_the_command_line_reports_bad_input_without_a_traceback():
+@pytest.mark.parametrize("command", COMMANDS, ids=[c[0] for c in COMMANDS])
+def test_the_command_line_reports_bad_input_without_a_traceback(command: list[str]):
     cases: list[tuple[list[str], dict[str, str] | None]] = []
-    for command in COMMANDS:
-        for uri in [u for u in BAD_URIS if isinstance(u, str) and u.strip() and "\x00" not in u]:
-            cases.append(([a.replace("{uri}", uri) for a in command], None))
-        for uri, options in BAD_STORES:
-            if "\n" in json.dumps(options) or "\r" in "".join(options.values()):
-                continue  # not something a shell passes as one argument
-            args = [a.replace("{uri}", uri) for a in command]
-            cases.append(([*args[:1], *option_args(options), *args[1:]], None))
-        # The environment, as users set it: an endpoint without its scheme.
-        env = {"AWS_ENDPOINT_URL": "localhost:9000", "AWS_REGION": "us-east-1"}
-        cases.append(([a.replace("{uri}", "s3://bucket/lock") for a in command], env))
+    for uri in [u for u in BAD_URIS if isinstance(u, str) and u.strip() and "\x00" not in u]:
+        cases.append(([a.replace("{uri}", uri) for a in command], None))
+    for uri, options in BAD_STORES:
+        if "\n" in json.dumps(options) or "\r" in "".join(options.values()):
+            continue  # not something a shell passes as one argument
+        args = [a.replace("{uri}", uri) for a in command]
+        cases.append(([*args[:1], *option_args(options), *args[1:]], None))
+    # The environment, as users set it: an endpoint without its scheme.
+    env = {"AWS_ENDPOINT_URL": "localhost:9000", "AWS_REGION": "us-east-1"}
+    cases.append(([a.replace("{uri}", "s3://bucket/lock") for a in command], env))
     with ThreadPoolExecutor(4) as pool:
         list(pool.map(lambda case: cli_fails_cleanly(*case), cases))
 
