@@ -8,7 +8,7 @@ PY := $(VENV)/bin/python
 AZURITE_VERSION := 3.35.0
 AZURITE := .cache/azurite/node_modules/.bin/azurite-blob
 # s3rver: an S3-compatible server that accepts conditional headers and ignores them, the
-# store on which blob-lock must not run cas (tests/test_unsafe_stores.py).
+# store on which blob-lock must not run cas (tests/python/test_unsafe_stores.py).
 S3RVER_VERSION := 3.7.1
 S3RVER := .cache/s3rver/node_modules/.bin/s3rver
 
@@ -41,7 +41,7 @@ test-python: typecheck py-test
 
 # The inner loop, in under 3 minutes once built: the Rust unit tests, the conformance suite
 # on memory and files and the request counts, then the Python tests on memory:// and local
-# files (tests/conftest.py marks what it leaves out as slow: the stores over HTTP, many
+# files (tests/python/conftest.py marks what it leaves out as slow: the stores over HTTP, many
 # processes, scale). `make test` runs everything.
 test-fast: export AWS_METADATA_ENDPOINT = http://127.0.0.1:9
 test-fast: export AZURE_MSI_ENDPOINT = http://127.0.0.1:9/metadata/identity/oauth2/token
@@ -83,11 +83,11 @@ $(S3RVER):
 s3rver: $(S3RVER)
 
 # Rewrites the typing of the lock's options (python/blob_lock/_options.py) from their one
-# definition in src/lease/settings.rs; tests/test_options.py fails until it is current.
+# definition in src/lease/settings.rs; tests/python/test_options.py fails until it is current.
 options: build-dev
 	$(PY) -c "from blob_lock import _options; print('changed' if _options.write() else 'current')"
 
-# docs/cli.md's usage lines and option tables, from the parser (tests/test_cli.py fails
+# docs/cli.md's usage lines and option tables, from the parser (tests/python/test_cli.py fails
 # while they differ).
 cli-docs: build-dev
 	$(PY) -c "from pathlib import Path; from blob_lock.cli import _reference; print('changed' if _reference.write(Path('docs/cli.md')) else 'current')"
@@ -122,25 +122,25 @@ lint-python: $(call set_up,install-test-deps)
 docs: $(call set_up,install-test-deps)
 	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --site-dir .cache/site
 
-# Seeds per protocol of the deterministic simulation (tests/simulation.rs): SIM_SEEDS for
+# Seeds per protocol of the deterministic simulation (tests/rust/simulation.rs): SIM_SEEDS for
 # the campaigns, SIM_MATRIX_SEEDS for each row of the fault matrix. Together about 30 s.
 SIM_SEEDS ?= 2000
 SIM_MATRIX_SEEDS ?= 100
 
 # No test reaches a cloud's metadata service (its address is off this machine): for the
-# Rust tests a closed loopback port; the Python tests point it at a trap (tests/conftest.py).
-# tests/servers.py runs `cargo test` with moto, Azurite and the GCS fake up, on which the
-# store conformance suite (tests/stores.rs) runs as on memory and files.
+# Rust tests a closed loopback port; the Python tests point it at a trap (tests/python/conftest.py).
+# tests/servers/servers.py runs `cargo test` with moto, Azurite and the GCS fake up, on which the
+# store conformance suite (tests/rust/stores.rs) runs as on memory and files.
 rust-test: export AWS_METADATA_ENDPOINT = http://127.0.0.1:9
 rust-test: export AZURE_MSI_ENDPOINT = http://127.0.0.1:9/metadata/identity/oauth2/token
 rust-test: export GCE_METADATA_HOST = 127.0.0.1:9
 rust-test: export GCE_METADATA_IP = 127.0.0.1:9
 rust-test: $(call set_up,install-test-deps azurite)
-	$(PY) tests/servers.py $(NICE_CARGO) test
+	$(PY) tests/servers/servers.py $(NICE_CARGO) test
 	SIM_SEEDS=$(SIM_SEEDS) SIM_MATRIX_SEEDS=$(SIM_MATRIX_SEEDS) MODEL_FAULTS=1 \
 		$(NICE_CARGO) test --profile sim --test simulation --test model -- --nocapture
 
-# The exhaustive check (tests/model.rs) at the bounds docs/guarantees.md states: every
+# The exhaustive check (tests/rust/model.rs) at the bounds docs/guarantees.md states: every
 # schedule of two orchestrators (each a process sharing its records), a remote and an
 # operator's prune with up to MODEL_FAULTS faults or far edges, every branch of the paths
 # that decide ownership reached (counted with --features mutations), each seeded bug of
@@ -153,13 +153,13 @@ model:
 	SIM_SEEDS=$(SIM_SEEDS) cargo test --release --features mutations --test simulation seeded -- --ignored --nocapture
 
 # The stubs of the native module against the built module, and pyright over the package and
-# an example of its use as users write it (tests/typing_example.py).
+# an example of its use as users write it (tests/python/typing_example.py).
 typecheck: $(call set_up,build-dev)
-	$(PY) -m mypy.stubtest blob_lock --allowlist tests/stubtest_allowlist.txt
+	$(PY) -m mypy.stubtest blob_lock --allowlist tests/python/stubtest_allowlist.txt
 	# As a user without the extras sees the package: none of botocore, azure-identity,
 	# google-auth, prometheus-client, opentelemetry or mops installed.
 	$(PY) -m mypy --no-site-packages python/blob_lock
-	$(VENV)/bin/pyright python/blob_lock tests/typing_example.py
+	$(VENV)/bin/pyright python/blob_lock tests/python/typing_example.py
 
 # --durations: where the time goes, at the end of every run.
 # pytest-timeout (pyproject.toml) fails a slow test, but nothing in Python can interrupt a
@@ -167,7 +167,7 @@ typecheck: $(call set_up,build-dev)
 # faulthandler print every thread's stack, so such a run fails with a diagnosis, not a stall.
 PY_TEST_BOUND ?= 30m
 # pytest-xdist workers for all but the tests marked heavy (thousands of locks, many
-# processes). Those run after the rest, in two lanes (tests/conftest.py): they measure the
+# processes). Those run after the rest, in two lanes (tests/python/conftest.py): they measure the
 # lock under load, not the machine. Beside other workers' tests and their servers they lost
 # locks to a starved Azurite and moto (2026-11-27).
 PY_TEST_WORKERS ?= 6
@@ -181,11 +181,14 @@ py-test: $(call set_up,build-dev azurite s3rver)
 		$(PY) -m pytest -q --durations=10 -m heavy -n 2 --dist loadgroup
 
 # The benchmark (bench/run.py), not part of `make test`: a release build of the extension,
-# the peers from PyPI, then one table on standard output, in under 10 minutes here.
+# the peers from PyPI, then one table on standard output, in under 10 minutes here; the
+# table again and the pictures (SVG, bench/figures.py) into BENCH_FIGURES.
 # `make bench BENCH_ARGS=--quick` for small sizes, `BENCH_ARGS=--full` for the long run
 # (about 20 minutes); `BENCH_ARGS="--out BENCHMARKS.md"` also writes the report there. The
 # next `make test` puts the debug build back (build-dev).
 BENCH_ARGS ?=
+# Where the run's pictures (SVG) and its table go: docs/benchmarks.md embeds them.
+BENCH_FIGURES ?= docs/figures
 
 # The lock on real clouds with your own credentials: set BLOB_LOCK_TEST_S3,
 # BLOB_LOCK_TEST_AZURE and/or BLOB_LOCK_TEST_GCS to a prefix there (s3://bucket/tests); a
@@ -193,10 +196,10 @@ BENCH_ARGS ?=
 # against moto, Azurite and the fake GCS (docs/credentials.md).
 .PHONY: test-cloud
 test-cloud: build-dev
-	BLOB_LOCK_CLOUD_ONLY=1 $(PY) -m pytest -q -rs tests/test_cloud.py
+	BLOB_LOCK_CLOUD_ONLY=1 $(PY) -m pytest -q -rs tests/python/test_cloud.py
 
 .PHONY: bench
 bench: install-test-deps azurite
 	$(VENV)/bin/maturin develop --release --quiet
-	$(PY) -m pip install --quiet thds-mops flufl.lock filelock
-	AZURITE_BLOB=$(abspath $(AZURITE)) $(PY) bench/run.py $(BENCH_ARGS)
+	$(PY) -m pip install --quiet thds-mops flufl.lock filelock "matplotlib==3.10.*"
+	AZURITE_BLOB=$(abspath $(AZURITE)) $(PY) bench/run.py --figures $(BENCH_FIGURES) $(BENCH_ARGS)

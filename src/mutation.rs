@@ -1,4 +1,4 @@
-//! Seeded bugs, for the model check (tests/model.rs): with the `mutations` feature a test
+//! Seeded bugs, for the model check (tests/rust/model.rs): with the `mutations` feature a test
 //! switches one on, and the exhaustive explorer must find a schedule that breaks a
 //! property. Per thread: a simulated world runs on its test's thread (a current-thread
 //! runtime), so tests side by side seed nothing into each other. Without the feature
@@ -74,7 +74,7 @@ pub fn active(mutation: Mutation) -> bool {
 
 /// The branches of the paths that decide who holds a lock and the requests they save
 /// (src/protocol/cas/, src/protocol/released.rs): the model check counts the runs that reach each
-/// (tests/model.rs prints them and fails on one never reached). Without the `mutations`
+/// (tests/rust/model.rs prints them and fails on one never reached). Without the `mutations`
 /// feature [`reached`] compiles away.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Branch {

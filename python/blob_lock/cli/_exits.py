@@ -1,5 +1,5 @@
 """The exit codes of every command: one table, from which each command's ``--help`` and the
-table of docs/cli.md are made (tests/test_cli.py checks both against it)."""
+table of docs/cli.md are made (tests/python/test_cli.py checks both against it)."""
 
 from __future__ import annotations
 

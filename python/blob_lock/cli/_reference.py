@@ -1,5 +1,5 @@
 """docs/cli.md's usage lines and option tables, generated from the parser so that they never
-fall behind it (``make cli-docs`` writes them; tests/test_cli.py fails while they differ)."""
+fall behind it (``make cli-docs`` writes them; tests/python/test_cli.py fails while they differ)."""
 
 from __future__ import annotations
 

@@ -1,0 +1,133 @@
+"""The Python examples of README.md and of the documentation (docs/**/*.md) run as written,
+against moto's S3 server as ``s3://bucket`` (through the ``AWS_*`` environment, as users
+configure it). Each block marked ``<!-- readme-test -->`` runs in a namespace that supplies
+the user's own functions (``launch_remote``, ``wait_for_result``, ...); a block marked
+``<!-- readme-test: remote -->`` runs while an orchestrator holds its lock, with that
+orchestrator's ``owner``; the block marked ``<!-- readme-test: mops -->`` is a module a real
+mops pipeline imports. An example shown in several places (the README's and the docs' home
+page's) runs once, under a test id that names every place it appears."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from blob_lock import BlobLock, LockState, inspect
+
+ROOT = Path(__file__).resolve().parents[2]
+SOURCES = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
+BLOCK = re.compile(r"<!-- readme-test(?:: (\w+))? -->\n```python\n(.*?)```", re.S)
+
+
+def marked_blocks() -> dict[tuple[str, str], list[str]]:
+    """Each marked block, as (kind, code), with where it appears ("docs/usage.md:42"): an
+    identical copy elsewhere adds a place, not a test."""
+    found: dict[tuple[str, str], list[str]] = {}
+    for path in SOURCES:
+        text = path.read_text()
+        for m in BLOCK.finditer(text):
+            line = text.count("\n", 0, m.start()) + 1
+            place = f"{path.relative_to(ROOT)}:{line}"
+            found.setdefault((m.group(1) or "plain", m.group(2)), []).append(place)
+    return found
+
+
+FOUND = marked_blocks()
+BLOCKS = [(kind, code, "+".join(where)) for (kind, code), where in FOUND.items() if kind != "mops"]
+MOPS_BLOCKS = [code for kind, code in FOUND if kind == "mops"]
+MEMO = "s3://bucket/memo/abc"
+
+
+def test_the_readme_has_examples_to_run():
+    assert len(BLOCKS) >= 5, "the examples lost their readme-test markers"
+    assert any("README.md:" in where for _, _, where in BLOCKS), (
+        "README.md's own examples lost their readme-test markers"
+    )
+
+
+@pytest.fixture
+def s3_env(moto_endpoint, monkeypatch):
+    import boto3
+
+    for key, value in {
+        "AWS_ENDPOINT": moto_endpoint,
+        "AWS_ALLOW_HTTP": "true",
+        "AWS_REGION": "us-east-1",
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+    }.items():
+        monkeypatch.setenv(key, value)
+    client = boto3.client(
+        "s3",
+        endpoint_url=moto_endpoint,
+        region_name="us-east-1",
+        aws_access_key_id="testing",
+        aws_secret_access_key="testing",
+    )
+    try:
+        client.create_bucket(Bucket="bucket")
+    except client.exceptions.BucketAlreadyOwnedByYou:
+        pass
+
+
+@pytest.mark.parametrize("kind,code,where", BLOCKS, ids=[where for _, _, where in BLOCKS])
+def test_readme_example_runs(kind, code, where, s3_env):
+    launched: list[tuple[str, str]] = []
+    results: dict[str, object] = {}
+
+    def launch_remote(memo_uri: str, owner: str) -> None:
+        # The lock is held while the orchestrator launches; the remote "runs" at once.
+        assert inspect(f"{memo_uri}/lock").state is LockState.OURS
+        launched.append((memo_uri, owner))
+        results[memo_uri] = "result"
+
+    namespace = {
+        "__name__": "readme_example",
+        "memo_uri": MEMO,
+        "launch_remote": launch_remote,
+        "wait_for_result": lambda memo_uri: results[memo_uri],
+        "run_the_invocation": lambda: b"result",
+        "result_exists": lambda memo_uri: memo_uri in results,
+        "read_result": lambda memo_uri: results[memo_uri],
+    }
+    if kind == "remote":
+        with BlobLock(f"{MEMO}/lock") as orchestrator:
+            namespace["owner"] = orchestrator.owner
+            exec(compile(code, f"{where} ({kind})", "exec"), namespace)
+            assert not orchestrator.lost
+    else:
+        exec(compile(code, f"{where} ({kind})", "exec"), namespace)
+    if "launch_remote(" in code:
+        assert len(launched) == 1, "the example launched its remote not exactly once"
+    # Every example leaves its locks released (or never took one).
+    for uri in (f"{MEMO}/lock", "s3://bucket/reports/lock"):
+        assert inspect(uri).state in (LockState.RELEASED, LockState.UNLOCKED), uri
+
+
+def test_the_readme_mops_example_runs_a_pipeline_on_blob_lock(tmp_path):
+    """The "Using it with mops" module, run as docs/mops.md says, from a fresh environment
+    without BLOB_LOCK_MOPS: the function runs in mops's remote, whose lease keep-alive went
+    through blob-lock too (switched on by the environment install() set), and once only."""
+    pytest.importorskip("thds.mops.pure")
+    assert len(MOPS_BLOCKS) == 1, "the mops example lost its readme-test marker"
+    (tmp_path / "pipeline.py").write_text(MOPS_BLOCKS[0])
+    env = {k: v for k, v in os.environ.items() if k != "BLOB_LOCK_MOPS"}
+    env["HOME"] = str(tmp_path / "home")  # the example's blob root is under ~
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env['PATH']}"  # mops's `python`
+    call = "import pipeline; print(pipeline.square(7))"
+    for _ in range(2):  # the second call finds the result and launches nothing
+        done = subprocess.run(
+            [sys.executable, "-c", call], cwd=tmp_path, env=env, capture_output=True,
+            text=True, timeout=180,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr[-5000:]
+        assert done.stdout.split() == ["49"], done.stdout
+    (lockfile,) = (tmp_path / "home" / ".mops-demo").rglob("lock/lock.json")
+    body = json.loads(lockfile.read_text())
+    assert (body["protocol"], body["token"], body["writer_name"]) == ("cas", 1, "remote"), body
+    assert body["released_at"], body

@@ -1,0 +1,290 @@
+"""The structural rules of ARCHITECTURE.md that can be checked, checked: the CLI is built on
+the public API only; pyo3 only in the bindings (src/python), so that the lock core builds,
+tests and simulates without Python; the stores know nothing of protocols or leases; the
+Python package has no import cycle."""
+
+from __future__ import annotations
+
+import ast
+import pathlib
+import re
+import subprocess
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+PACKAGE = ROOT / "python" / "blob_lock"
+
+
+def test_the_cli_uses_public_names_only():
+    private = []
+    for path in sorted((PACKAGE / "cli").glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("blob_lock"):
+                module = node.module or ""
+                if module.startswith("blob_lock.cli"):
+                    continue
+                parts = module.split(".")[1:]
+                names = [a.name for a in node.names]
+                if any(p.startswith("_") for p in parts) or any(
+                    n.startswith("_") and n != "__version__" for n in names
+                ):
+                    private.append(f"{path.name}:{node.lineno}: from {module} import {names}")
+            elif isinstance(node, ast.Import):
+                for a in node.names:
+                    if a.name.startswith("blob_lock.") and not a.name.startswith("blob_lock.cli"):
+                        if any(p.startswith("_") for p in a.name.split(".")[1:]):
+                            private.append(f"{path.name}:{node.lineno}: import {a.name}")
+    assert not private, "the CLI imports private names:\n" + "\n".join(private)
+
+
+def rust_files(under: pathlib.Path) -> list[pathlib.Path]:
+    return sorted(under.rglob("*.rs"))
+
+
+def test_pyo3_only_in_the_bindings():
+    found = [
+        f"{p.relative_to(ROOT)}:{n}"
+        for p in rust_files(ROOT / "src")
+        if "python" not in p.relative_to(ROOT / "src").parts[:1]
+        for n, line in enumerate(p.read_text().splitlines(), 1)
+        if re.search(r"\bpyo3\b", line) and not line.lstrip().startswith("//")
+    ]
+    assert not found, "pyo3 outside src/python: " + ", ".join(found)
+
+
+def test_stores_import_neither_protocols_nor_leases():
+    found = [
+        f"{p.relative_to(ROOT)}:{n}"
+        for p in rust_files(ROOT / "src" / "store")
+        for n, line in enumerate(p.read_text().splitlines(), 1)
+        if re.search(r"crate::(protocol|lease)\b", line) and not line.lstrip().startswith("//")
+    ]
+    assert not found, "src/store depends on protocol/ or lease/: " + ", ".join(found)
+
+
+def test_every_file_architecture_names_exists():
+    """ARCHITECTURE.md's map names files and folders in backticks (`store/gate.rs`,
+    `lww.rs`, `cli/`): each must still be there, so that a rename or a removal that forgets
+    the map fails here instead of leaving it to drift."""
+    text = (ROOT / "ARCHITECTURE.md").read_text()
+    names = set(re.findall(r"`([\w./-]+(?:\.rs|\.py|\.md|/))`", text))
+    listed = subprocess.run(
+        ["git", "ls-files", "--cached", "--others", "--exclude-standard"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
+    files = set(listed) | {str(pathlib.PurePosixPath(f).parent) for f in listed}
+    missing = [
+        n
+        for n in sorted(names)
+        if not any(f == n.rstrip("/") or f.endswith("/" + n.rstrip("/")) for f in files)
+    ]
+    assert len(names) > 40, sorted(names)
+    assert not missing, f"ARCHITECTURE.md names what is not there: {missing}"
+
+
+def _python_imports() -> dict[str, set[str]]:
+    """Each module of the package (the native one by its stub), with the modules of the
+    package it imports anywhere in it (a function's deferred import is a dependency all the
+    same)."""
+    modules = {}
+    for path in sorted([*PACKAGE.rglob("*.py"), *PACKAGE.rglob("*.pyi")]):
+        parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+        name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+        modules[name] = path
+    graph: dict[str, set[str]] = {}
+    for name, path in modules.items():
+        package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        found = set()
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Import):
+                found |= {a.name for a in node.names}
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    up = package.split(".")[: len(package.split(".")) - node.level + 1]
+                    base = ".".join([*up, base] if base else up)
+                for a in node.names:
+                    sub = f"{base}.{a.name}"
+                    found.add(sub if sub in modules else base)
+        graph[name] = {m for m in found if m in modules and m != name}
+    return graph
+
+
+def test_no_python_import_cycle():
+    """No module of the package imports, directly or through others, one that imports it.
+    A package's ``__init__`` that imports its own submodules is not counted as a cycle
+    with them (``from pkg import sub`` is an edge to ``sub`` only), as Python resolves it."""
+    graph = _python_imports()
+    # The graph sees deferred imports and the native module (so it can see a cycle at all).
+    assert "blob_lock._credentials._aws" in graph["blob_lock._credentials._bridge"]
+    assert "blob_lock._blob_lock" in graph["blob_lock._credentials"]
+    cycles, done, path = [], set(), []
+
+    def visit(m: str) -> None:
+        if m in path:
+            cycles.append(" -> ".join([*path[path.index(m) :], m]))
+            return
+        if m in done:
+            return
+        path.append(m)
+        for n in sorted(graph[m]):
+            visit(n)
+        path.pop()
+        done.add(m)
+
+    for m in sorted(graph):
+        visit(m)
+    assert not cycles, "import cycles in python/blob_lock:\n" + "\n".join(cycles)
+
+
+def test_python_keeps_no_copy_of_the_scheme_table():
+    """The schemes of lock URIs are written in src/store/uri.rs only; Python asks the native
+    side (``store_kind``, ``cloud_of``). A scheme alias as a string of its own, or a
+    scheme's ``://`` prefix to compare URIs with, is a copy that can drift (a cloud URI
+    then taken for a local one, its credential chain skipped)."""
+    uri_rs = (ROOT / "src" / "store" / "uri.rs").read_text()
+    table = re.search(r"fn cloud_of\(scheme: &str\).*?\n}", uri_rs, re.S)
+    assert table, "src/store/uri.rs has no cloud_of table"
+    schemes = set(re.findall(r'"([a-z0-9]+)"', table.group(0))) | {"file", "memory"}
+    assert {"s3a", "abfss", "gs"} <= schemes, schemes
+    kinds = {"s3", "azure", "gcs", "file", "memory"}  # the names store_kind returns
+    copies = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        tree = ast.parse(path.read_text(), str(path))
+        # Strings that a table or a test of a URI holds: compared, kept in a collection, or
+        # given to startswith/get/partition (not text built with an f-string, nor the name
+        # of a program such as the Azure CLI's `az`).
+        held = {
+            id(child)
+            for node in ast.walk(tree)
+            if isinstance(node, (ast.Compare, ast.Dict, ast.Set, ast.Tuple, ast.List))
+            or (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Attribute)
+                and node.func.attr in {"startswith", "endswith", "get", "partition"}
+            )
+            for child in ast.iter_child_nodes(node)
+        }
+        for node in ast.walk(tree):
+            if not (isinstance(node, ast.Constant) and isinstance(node.value, str)):
+                continue
+            if id(node) not in held:
+                continue
+            text = node.value.lower()
+            prefix = re.fullmatch(r"([a-z0-9]+)://+", text)
+            if (prefix and prefix.group(1) in schemes) or text in schemes - kinds:
+                copies.append(f"{path.relative_to(ROOT)}:{node.lineno}: {node.value!r}")
+    assert not copies, "a copy of the scheme table in Python:\n" + "\n".join(copies)
+
+
+def test_the_native_stub_declares_every_result():
+    """What the native module returns is typed in its stub: no result is a bare dict, whose
+    keys a type checker cannot hold to anything."""
+    stub = (PACKAGE / "_blob_lock.pyi").read_text()
+    returns = re.findall(r"\)\s*->\s*([^:]+):", stub)
+    untyped = [r for r in returns if re.search(r"\b(dict|Dict|Mapping)\[str,\s*(Any|object)\]", r)]
+    assert returns and not untyped, untyped
+
+
+# tests/ by kind: the Rust tests, the Python tests, the servers and stand-ins both run
+# against, the proxies between a lock and its store, the programs the tests start.
+KINDS = {"rust", "python", "servers", "proxies", "processes"}
+
+
+def test_tests_are_grouped_by_kind():
+    """tests/ holds its kinds and what installs them, each file of a kind in its folder."""
+    tests = ROOT / "tests"
+    top = {p.name for p in tests.iterdir() if not p.name.startswith((".", "__"))}
+    assert top == KINDS | {"requirements.txt"}, sorted(top)
+    stray = [
+        str(p.relative_to(tests))
+        for p in tests.rglob("*")
+        if (p.suffix == ".rs" and p.parts[len(tests.parts)] != "rust")
+        or (p.name.startswith("test_") and p.parts[len(tests.parts)] != "python")
+    ]
+    assert not stray, f"tests outside their kind's folder: {stray}"
+
+
+def test_every_rust_test_is_a_cargo_target():
+    """A Rust test file that Cargo.toml does not name would never run: tests/rust/ is not
+    where cargo looks by itself."""
+    cargo = (ROOT / "Cargo.toml").read_text()
+    named = set(re.findall(r'^path = "tests/rust/(\w+)\.rs"$', cargo, re.M))
+    files = {p.stem for p in (ROOT / "tests" / "rust").glob("*.rs")}
+    assert files and files == named, f"files: {sorted(files)}, Cargo.toml: {sorted(named)}"
+
+
+def test_docs_development_lists_every_test_file():
+    """docs/development.md's table of tests names every file and folder of each kind."""
+    doc = (ROOT / "docs" / "development.md").read_text()
+    entries = [
+        p
+        for kind in sorted(KINDS)
+        for p in sorted((ROOT / "tests" / kind).iterdir())
+        if not p.name.startswith((".", "__")) and p.suffix != ".pyc"
+    ]
+    names = [str(p.relative_to(ROOT)) + ("/" if p.is_dir() else "") for p in entries]
+    missing = [name for name in names if f"`{name}`" not in doc]
+    assert len(names) > 50 and not missing, (
+        "not in docs/development.md's table of tests: " + ", ".join(missing)
+    )
+
+
+# The rooms of src/ from the top floor down, as ARCHITECTURE.md's picture draws them.
+FLOORS = [
+    ["python"],
+    ["doctor", "race", "inventory", "write_once"],
+    ["lease"],
+    ["inspect"],
+    ["protocol"],
+    ["store"],
+    [
+        *("lockfile", "metrics", "timing", "clock", "errors", "runtime", "starter"),
+        *("cleanup", "per_process", "nearest", "mutation"),
+    ],
+]
+
+
+def test_rust_rooms_import_only_rooms_below_them():
+    """Each file of src/ imports (`crate::room`) only rooms on lower floors, or its own
+    room; on the ground floor, its neighbours too. A room not on a floor fails, too."""
+    floor = {room: i for i, rooms in enumerate(FLOORS) for room in rooms}
+    ground = len(FLOORS) - 1
+    up, homeless = [], set()
+    for path in rust_files(ROOT / "src"):
+        parts = path.relative_to(ROOT / "src").parts
+        room = parts[0].removesuffix(".rs")
+        if room == "lib":
+            continue
+        if room not in floor:
+            homeless.add(room)
+            continue
+        for n, line in enumerate(path.read_text().splitlines(), 1):
+            code = line.split("//", 1)[0]
+            grouped = re.findall(r"\bcrate::\{([^}]*)\}", code)
+            targets = re.findall(r"\bcrate::([a-z_]+)", code)
+            targets += [m for g in grouped for m in re.findall(r"(?:^|,)\s*([a-z_]+)", g)]
+            for target in targets:
+                if target not in floor:
+                    continue  # a name lib.rs re-exports (crate::Result)
+                same = target == room or floor[room] == floor[target] == ground
+                if not same and floor[target] <= floor[room]:
+                    up.append(f"{path.relative_to(ROOT)}:{n}: {room} -> {target}")
+    assert not homeless, f"rooms on no floor (add them to FLOORS and the picture): {homeless}"
+    assert not up, "imports that run up or across:\n" + "\n".join(up)
+
+
+def test_architecture_draws_the_floors_in_order():
+    text = (ROOT / "ARCHITECTURE.md").read_text()
+    picture = text[text.index("```text") : text.index("```", text.index("```text") + 7)]
+
+    def at(room: str) -> int:
+        folder = (ROOT / "src" / room).is_dir()
+        found = re.search(rf"src/{room}/" if folder else rf"(?<!\w){room}\.rs", picture)
+        assert found, f"ARCHITECTURE.md's picture does not show {room}"
+        return found.start()
+
+    for upper, lower in zip(FLOORS, FLOORS[1:]):
+        assert max(at(r) for r in upper) < min(at(r) for r in lower), (upper, lower)
