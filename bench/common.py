@@ -129,10 +129,27 @@ class Row:
 
 
 @dataclass
+class Figure:
+    """A section's raw figures for a picture (bench/figures.py draws it). ``ecdf``: samples
+    in seconds per series, drawn as their distribution; ``bars``: one value per group in
+    each series."""
+
+    title: str
+    kind: str
+    series: dict[str, list[float]]
+    xlabel: str = ""
+    ylabel: str = ""
+    groups: list[str] = field(default_factory=list)
+    log: bool = False
+    note: str = ""
+
+
+@dataclass
 class Report:
     rows: list[Row] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     took: dict[str, float] = field(default_factory=dict)  # seconds per section
+    figures: dict[str, Figure] = field(default_factory=dict)  # by file name, without .svg
 
     def add(self, *a: str, **kw: str) -> None:
         self.rows.append(Row(*a, **kw))
@@ -290,9 +307,12 @@ def machine(tmp: str) -> list[str]:
     ]
 
 
-def render(header: list[str], rep: Report, elapsed: float, quick: bool, full: bool) -> str:
+def render(
+    header: list[str], rep: Report, elapsed: float, quick: bool, full: bool, level: int = 1
+) -> str:
+    """The report in markdown; ``level``: its title's heading level (2 inside a page)."""
     size = " (--quick: small sizes)" if quick else " (--full)" if full else ""
-    out = ["# blob-lock benchmark" + size, ""]
+    out = ["#" * level + " blob-lock benchmark" + size, ""]
     out += header
     took = ", ".join(f"{name} {s:.0f} s" for name, s in rep.took.items())
     out += [f"- run time {elapsed:.0f} s ({took})", ""]

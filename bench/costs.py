@@ -17,6 +17,7 @@ from pathlib import Path
 from common import (
     PEERS,
     WORKER,
+    Figure,
     Report,
     Sizes,
     fmt_time,
@@ -77,6 +78,18 @@ def headline(rep: Report, sz: Sizes, tmp: str, moto) -> None:
             "≤ flufl.lock fresh; mops ≥ 50× ours",
             met(ok),
         )
+    rep.figures["latency"] = Figure(
+        "A fresh lock acquired and released on local files, each library",
+        "ecdf",
+        {
+            "blob-lock": samples["uncontended", "blob-lock", "fresh"],
+            "blob-lock, reused": samples["uncontended", "blob-lock", "reused"],
+            **{k: samples["uncontended", k, "fresh"] for k in PEERS},
+        },
+        xlabel="acquire + release",
+        log=True,
+        note="Left is faster. blob-lock: `with BlobLock(uri): pass`; reused: one object.",
+    )
     mem = f"memory://bench/{uuid.uuid4().hex}"
     m = {mode: run_worker("uncontended", "blob-lock", mem, sz.uncontended, mode) for mode in
          ["fresh", "reused"]}  # fmt: skip
@@ -200,9 +213,11 @@ def requests(rep: Report, sz: Sizes, tmp: str, moto) -> None:
             "released (a stale record), in a run of such locks",
         ),
     ]
+    per_case: dict[str, list[float]] = {"cas": [], "lww": []}
     for protocol in ["cas", "lww"]:
         for case, label in cases:
             per, parts = count(protocol, case)
+            per_case[protocol].append(per)
             target, verdict = "—", "—"
             if protocol == "cas" and case in ("new", "same", "other"):
                 target, verdict = "≤ 2 (conditional write, release)", met(per <= 2)
@@ -222,6 +237,20 @@ def requests(rep: Report, sz: Sizes, tmp: str, moto) -> None:
                 target,
                 verdict,
             )
+    rep.figures["requests"] = Figure(
+        "Store requests per acquire + release on S3 (moto), by what the lock was before",
+        "bars",
+        per_case,
+        ylabel="requests",
+        groups=[
+            "new",
+            "again,\nsame object",
+            "released here,\nfresh object",
+            "released by\nanother process",
+            "stale record\nof our release",
+        ],
+        note="Counted on the wire by a proxy in front of moto.",
+    )
     for kind, label in [("blob-lock", "cas"), ("blob-lock-lww", "lww")]:
         t = traced.get(kind)
         if t is None:
@@ -238,7 +267,7 @@ def requests(rep: Report, sz: Sizes, tmp: str, moto) -> None:
     if "error" in traced:
         rep.notes.append(f"Local file store calls not counted: {traced['error']}.")
     rep.notes.append(
-        "Store requests: counted on the wire by tests/count_proxy.py between blob-lock and "
+        "Store requests: counted on the wire by tests/proxies/count_proxy.py between blob-lock and "
         "moto's S3 server, over "
         f"{n} acquire+release each; read = GET, create = PUT If-None-Match, update = PUT "
         "If-Match, overwrite = unconditional PUT. Local files and memory:// cannot be "
@@ -386,7 +415,8 @@ def latency(rep: Report, sz: Sizes, moto) -> None:
             )
     rep.notes.append(
         f"Latency on moto: a fixed latency of {sz.delay * 1e3:g} ms each way, injected by "
-        "tests/fault_proxy.py's FaultProxy with its delay made a link's (bench/moto_store.py "
+        "tests/proxies/fault_proxy.py's FaultProxy with its delay made a link's "
+        "(bench/moto_store.py "
         "DelayLine: each chunk passes on that long after it arrived; FaultProxy's own delay "
         "makes chunks wait in turn, so a round trip costs two or three delays depending on "
         "how the bytes are split; `--serial-delay` uses it as it is). RTT is the median of "

@@ -24,7 +24,7 @@ import uuid
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parent / "tests"))
+sys.path.insert(0, str(HERE.parent / "tests" / "servers"))
 sys.path.insert(0, str(HERE))
 
 
@@ -106,6 +106,7 @@ def load(rep, sz, tmp: str) -> None:
     (work / "azurite").mkdir()
     (work / "moto").mkdir()
     cases = [(6.0, sz.load_locks_6), (30.0, sz.load_locks_30)]
+    outcomes: list[tuple[str, dict]] = []
     with servers.running_azurite(work / "azurite") as url:
         service = servers.azurite_service(url)
         for expire, n in cases:
@@ -120,6 +121,7 @@ def load(rep, sz, tmp: str) -> None:
                 {"AZURITE_BLOB_STORAGE_URL": url},
             )
             add(rep, "Azurite", expire, n, r)
+            outcomes.append((f"Azurite\nexpire {expire:g} s\n{n:,} tried", r))
     with servers.running_moto(work / "moto") as url:
         for expire, n in cases:
             bucket = f"b{uuid.uuid4().hex[:10]}"
@@ -133,6 +135,21 @@ def load(rep, sz, tmp: str) -> None:
                 {},
             )
             add(rep, "moto", expire, n, r)
+            outcomes.append((f"moto\nexpire {expire:g} s\n{n:,} tried", r))
+    from common import Figure
+
+    rep.figures["load"] = Figure(
+        "Locks taken one after another past the store's capacity: held, refused, lost",
+        "bars",
+        {
+            "held through the hold": [r["held"] - r["lost"] for _, r in outcomes],
+            "refused at once (StoreSaturated)": [r["refused"] for _, r in outcomes],
+            "lost while held": [r["lost"] for _, r in outcomes],
+        },
+        ylabel="locks",
+        groups=[label for label, _ in outcomes],
+        note=f"Held for {sz.load_heartbeats:g} heartbeats; one process, a fresh BlobLock each.",
+    )
     rep.notes.append(
         "Past the store's capacity: one process takes N locks one after another with "
         "try_acquire (a fresh BlobLock each), holds what it took for "

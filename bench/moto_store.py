@@ -1,9 +1,9 @@
 """moto's S3 server for the benchmark, on a free loopback port, with the tests' atomic
-conditional PutObject (tests/moto_server.py), and the proxies in front of it:
+conditional PutObject (tests/servers/moto_server.py), and the proxies in front of it:
 
     blob-lock -> CountProxy (counts requests) -> DelayLine (injected delay) -> moto
 
-``DelayLine`` is tests/fault_proxy.py's FaultProxy with its ``delay(s)`` made a fixed
+``DelayLine`` is tests/proxies/fault_proxy.py's FaultProxy with its ``delay(s)`` made a fixed
 one-way latency, as a network link has: every chunk is passed on ``s`` after it arrived.
 FaultProxy itself sleeps ``s`` before passing each chunk, one after another, so a response
 whose head and body arrive as two chunks takes ``2s`` and a request or response costs
@@ -24,7 +24,8 @@ import uuid
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(ROOT / "tests" / "servers"))
+sys.path.insert(0, str(ROOT / "tests" / "proxies"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from count_proxy import CountProxy  # noqa: E402
@@ -80,7 +81,7 @@ class Moto:
         self.proc = subprocess.Popen(
             [
                 sys.executable,
-                str(ROOT / "tests" / "moto_server.py"),
+                str(ROOT / "tests" / "servers" / "moto_server.py"),
                 "-H",
                 "127.0.0.1",
                 "-p",

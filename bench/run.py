@@ -51,11 +51,17 @@ def main() -> None:
     )
     ap.add_argument("--only", help="comma-separated sections: " + ", ".join(SECTIONS))
     ap.add_argument("--out", help="also write the report (markdown) to this file")
+    ap.add_argument(
+        "--figures",
+        help="draw the pictures (SVG, bench/figures.py) and write the table (table.md) into "
+        "this folder: `make bench` gives docs/figures, which docs/benchmarks.md embeds",
+    )
     ap.add_argument("--tmp", help="where the local-file locks go (default: the temp dir)")
     ap.add_argument(
         "--serial-delay",
         action="store_true",
-        help="inject the delay with tests/fault_proxy.py as it is (each chunk waits in turn) "
+        help="inject the delay with tests/proxies/fault_proxy.py as it is "
+        "(each chunk waits in turn) "
         "instead of as a fixed latency per direction (bench/moto_store.py's DelayLine)",
     )
     for name, kind in [
@@ -127,10 +133,21 @@ def main() -> None:
         if moto is not None:
             moto.close()
         shutil.rmtree(tmp, ignore_errors=True)
-    text = render(header, rep, time.monotonic() - started, args.quick, args.full)
+    elapsed = time.monotonic() - started
+    text = render(header, rep, elapsed, args.quick, args.full)
     print(text, end="")
     if args.out:
         Path(args.out).write_text(text)
+    if args.figures:
+        from figures import draw
+
+        folder = Path(args.figures)
+        size = " (--quick)" if args.quick else " (--full)" if args.full else ""
+        caption = f"make bench{size}, {header[0].removeprefix('- date: ')}."
+        for path in draw(rep.figures, folder, caption):
+            print(f"[bench] drew {path}", file=sys.stderr)
+        table = render(header, rep, elapsed, args.quick, args.full, level=2)
+        (folder / "table.md").write_text(table)
 
 
 if __name__ == "__main__":

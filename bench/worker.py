@@ -423,6 +423,7 @@ def contend(
             "unfinished_wait": unfinished,
             "mean_wait": sum(waits) / len(waits) if waits else None,
             "overlaps": overlaps,
+            "waits": waits + ([unfinished] if unfinished else []),
         }
     )
 
