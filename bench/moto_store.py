@@ -41,8 +41,12 @@ def free_port() -> int:
 class DelayLine(FaultProxy):
     """FaultProxy whose delay is a fixed latency per direction (see the module's doc)."""
 
-    async def _pump(  # type: ignore[override]
-        self, src: asyncio.StreamReader, dst: asyncio.StreamWriter, upstream: bool = False
+    async def _pump(
+        self,
+        src: asyncio.StreamReader,
+        dst: asyncio.StreamWriter,
+        upstream: bool = False,
+        lose: asyncio.Event | None = None,  # FaultProxy's lost answers: the bench loses none
     ) -> None:
         loop = asyncio.get_running_loop()
         queue: asyncio.Queue = asyncio.Queue()
