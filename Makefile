@@ -12,19 +12,19 @@ AZURITE := .cache/azurite/node_modules/.bin/azurite-blob
 S3RVER_VERSION := 3.7.1
 S3RVER := .cache/s3rver/node_modules/.bin/s3rver
 
-.PHONY: cli-docs test-fast lint-rust lint-python test-rust test-python model options test test-setup test-checks install-test-deps build-dev lint docs format rust-test typecheck py-test azurite s3rver
+.PHONY: cli-docs test-fast lint-rust lint-python test-rust test-python model options test test-setup test-checks install-test-deps rust-deps build-dev lint docs format rust-test typecheck py-test azurite s3rver
 
 # `make test` in two stages, each with its steps side by side (make -j; cargo's lock on
 # target/ keeps its own builds one at a time). First the tools and the extension: pip, npm
-# and the extension's build at once. Then the checks: the Python tests, mostly
+# and the extension's Rust dependencies at once. Then the checks: the Python tests, mostly
 # waiting on leases, servers and processes, run beside the linters, cargo's builds and the
 # Rust tests. Where the time goes: docs/development.md, "Where make test spends its time".
 TEST_JOBS ?= 4
 test:
-	$(MAKE) --no-print-directory -j$(TEST_JOBS) --output-sync=target test-setup
+	$(MAKE) --no-print-directory -j$(TEST_JOBS) --output-sync=target test-setup PREBUILD=1
 	$(MAKE) --no-print-directory -j$(TEST_JOBS) --output-sync=target test-checks SET_UP=1
 
-test-setup: build-dev install-test-deps azurite s3rver
+test-setup: build-dev azurite s3rver
 test-checks: lint docs rust-test typecheck py-test
 
 # A step's set-up prerequisites, left out in `make test`'s second stage (SET_UP=1), whose
@@ -47,7 +47,7 @@ test-fast: export AWS_METADATA_ENDPOINT = http://127.0.0.1:9
 test-fast: export AZURE_MSI_ENDPOINT = http://127.0.0.1:9/metadata/identity/oauth2/token
 test-fast: export GCE_METADATA_HOST = 127.0.0.1:9
 test-fast: export GCE_METADATA_IP = 127.0.0.1:9
-test-fast: build-dev install-test-deps
+test-fast: build-dev
 	cargo test --lib --test stores --test requests --test new_locks -- --exact \
 		--skip s3_on_moto_conforms --skip azure_on_azurite_conforms --skip gcs_on_the_fake_conforms
 	$(PY) -m pytest -q -m "not slow"
@@ -55,22 +55,23 @@ test-fast: build-dev install-test-deps
 $(PY):
 	python3 -m venv $(VENV)
 
-# maturin on its own, first (the version tests/requirements.txt asks for), so that the
-# extension's build starts beside the rest of pip rather than after it.
-MATURIN := $(VENV)/bin/maturin
-$(MATURIN): | $(PY)
+install-test-deps: $(PY)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet "$$(grep -E '^maturin' tests/requirements.txt)"
-
-install-test-deps: $(MATURIN)
 	$(PY) -m pip install --quiet -r tests/requirements.txt
+
+# The extension's Rust dependencies, which maturin then finds built: in `make test`'s first
+# stage (PREBUILD=1) they build beside pip. Without the python feature, whose build of pyo3
+# maturin would redo with its own settings. Not before every build-dev: once the
+# dependencies are built it would only compile the crate a second time.
+rust-deps:
+	cargo build --lib --quiet
 
 # A debug build installed in place: what the Python tests exercise. Then the package's and
 # the tests' own Python compiled once: where PYTHONDONTWRITEBYTECODE is set (as on the
 # project's VMs) nothing else writes it, and each process the tests start would
 # compile the package again (half of the 0.2 s a `blob-lock` command takes there).
-build-dev: $(MATURIN)
-	$(MATURIN) develop --quiet
+build-dev: install-test-deps $(if $(PREBUILD),rust-deps)
+	$(VENV)/bin/maturin develop --quiet
 	$(PY) -m compileall -q python tests
 
 $(AZURITE):
@@ -157,7 +158,7 @@ model:
 
 # The stubs of the native module against the built module, and pyright over the package and
 # an example of its use as users write it (tests/python/typing_example.py).
-typecheck: $(call set_up,build-dev install-test-deps)
+typecheck: $(call set_up,build-dev)
 	$(PY) -m mypy.stubtest blob_lock --allowlist tests/python/stubtest_allowlist.txt
 	# As a user without the extras sees the package: none of botocore, azure-identity,
 	# google-auth, prometheus-client, opentelemetry or mops installed.
@@ -177,7 +178,7 @@ PY_TEST_WORKERS ?= 6
 
 PY_TEST_ENV = AZURITE_BLOB=$(abspath $(AZURITE)) S3RVER=$(abspath $(S3RVER))
 
-py-test: $(call set_up,build-dev install-test-deps azurite s3rver)
+py-test: $(call set_up,build-dev azurite s3rver)
 	$(PY_TEST_ENV) timeout --signal=ABRT --kill-after=30 $(PY_TEST_BOUND) \
 		$(PY) -m pytest -q --durations=20 -m "not heavy" -n $(PY_TEST_WORKERS)
 	$(PY_TEST_ENV) timeout --signal=ABRT --kill-after=30 $(PY_TEST_BOUND) \
@@ -198,7 +199,7 @@ BENCH_FIGURES ?= docs/figures
 # cloud whose variable is missing is skipped, named. `make test` runs the same tests
 # against moto, Azurite and the fake GCS (docs/credentials.md).
 .PHONY: test-cloud
-test-cloud: build-dev install-test-deps
+test-cloud: build-dev
 	BLOB_LOCK_CLOUD_ONLY=1 $(PY) -m pytest -q -rs tests/python/test_cloud.py
 
 .PHONY: bench
