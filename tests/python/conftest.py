@@ -66,7 +66,8 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             # Two lanes for the heavy tests (`make py-test`: -n 2 --dist loadgroup): those on
             # an Azurite of their own, whose node thread is their bottleneck, one after the
             # other; beside them, one after the other, those whose load is this machine's
-            # other core (memory, files, moto, s3rver). Mostly holds: two lanes halve the wait.
+            # other core (memory, files, moto, s3rver). Mostly holds, so two lanes shorten the
+            # wait (docs/development.md has the figures).
             lane = "own_azurite" if "own_azurite" in item.fixturenames else "the_rest"
             item.add_marker(pytest.mark.xdist_group(f"heavy_{lane}"))
         params = getattr(getattr(item, "callspec", None), "params", {})
