@@ -12,31 +12,31 @@ AZURITE := .cache/azurite/node_modules/.bin/azurite-blob
 S3RVER_VERSION := 3.7.1
 S3RVER := .cache/s3rver/node_modules/.bin/s3rver
 
-.PHONY: cli-docs test-fast lint-rust lint-python test-rust test-python model options test test-setup test-checks install-test-deps rust-deps build-dev lint docs format rust-test typecheck py-test azurite s3rver
+.PHONY: cli-docs test-fast lint-rust lint-python test-rust test-python model options test test-steps sim-test install-test-deps rust-deps build-dev lint docs format rust-test typecheck py-test azurite s3rver
 
-# `make test` in two stages, each with its steps side by side (make -j; cargo's lock on
-# target/ keeps its own builds one at a time). First the tools and the extension: pip, npm
-# and the extension's Rust dependencies at once. Then the checks: the Python tests, mostly
-# waiting on leases, servers and processes, run beside the linters, cargo's builds and the
-# Rust tests. Where the time goes: docs/development.md, "Where make test spends its time".
-TEST_JOBS ?= 4
+# `make test`: one graph of steps run side by side (make -j). The tools and the extension
+# first: pip, npm and the extension's Rust dependencies at once, then maturin. The checks
+# follow as their inputs are ready: the Python tests, mostly waiting on leases, servers and
+# processes, beside the linters, cargo's builds and the Rust tests. The simulation's
+# optimised build starts at once (it needs neither the virtualenv nor the extension, and
+# cargo locks each profile's directory apart), in the CPU that pip, npm and maturin leave.
+# Where the time goes: docs/development.md, "Where make test spends its time".
+TEST_JOBS ?= 6
 test:
-	$(MAKE) --no-print-directory -j$(TEST_JOBS) --output-sync=target test-setup PREBUILD=1
-	$(MAKE) --no-print-directory -j$(TEST_JOBS) --output-sync=target test-checks SET_UP=1
+	$(MAKE) --no-print-directory -j$(TEST_JOBS) --output-sync=target test-steps IN_TEST=1
 
-test-setup: build-dev azurite s3rver
-test-checks: lint docs rust-test typecheck py-test
+test-steps: sim-test lint docs rust-test typecheck py-test
 
-# A step's set-up prerequisites, left out in `make test`'s second stage (SET_UP=1), whose
-# first stage made them: pip and maturin are not run again while the checks run.
-set_up = $(if $(SET_UP),,$(1))
-# Cargo in that stage yields the CPU to the Python tests: their load tests hold thousands of
-# locks on time, and lost some to a clippy at full priority beside them (2026-11-27).
+# In `make test` (IN_TEST=1), cargo's checks come after the extension's build (both use
+# target/debug, which cargo locks: a clippy first would hold the extension, and so every
+# Python test, back), and yield the CPU to the Python tests: their load tests hold thousands
+# of locks on time, and lost some to a clippy at full priority beside them (2026-11-27).
 # (MAKEFLAGS and MFLAGS unset: a recipe that is not make gets no jobserver; cargo would warn.)
-NICE_CARGO := $(if $(SET_UP),env -u MAKEFLAGS -u MFLAGS nice -n 19 cargo,cargo)
+after_build = $(if $(IN_TEST),| build-dev)
+NICE_CARGO := $(if $(IN_TEST),env -u MAKEFLAGS -u MFLAGS nice -n 19 cargo,cargo)
 
 # The halves, as pydantic-core names them: each language's linters and tests.
-test-rust: rust-test
+test-rust: rust-test sim-test
 test-python: typecheck py-test
 
 # The inner loop, in under 3 minutes once built: the Rust unit tests, the conformance suite
@@ -59,8 +59,8 @@ install-test-deps: $(PY)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -r tests/requirements.txt
 
-# The extension's Rust dependencies, which maturin then finds built: in `make test`'s first
-# stage (PREBUILD=1) they build beside pip. Without the python feature, whose build of pyo3
+# The extension's Rust dependencies, which maturin then finds built: in `make test`
+# (IN_TEST=1) they build beside pip. Without the python feature, whose build of pyo3
 # maturin would redo with its own settings. Not before every build-dev: once the
 # dependencies are built it would only compile the crate a second time.
 rust-deps:
@@ -70,7 +70,7 @@ rust-deps:
 # the tests' own Python compiled once: where PYTHONDONTWRITEBYTECODE is set (as on the
 # project's VMs) nothing else writes it, and each process the tests start would
 # compile the package again (half of the 0.2 s a `blob-lock` command takes there).
-build-dev: install-test-deps $(if $(PREBUILD),rust-deps)
+build-dev: install-test-deps $(if $(IN_TEST),rust-deps)
 	$(VENV)/bin/maturin develop --quiet
 	$(PY) -m compileall -q python tests
 
@@ -105,7 +105,7 @@ format: install-test-deps
 
 lint: lint-rust lint-python
 
-lint-rust:
+lint-rust: $(after_build)
 	$(NICE_CARGO) fmt --check
 	$(NICE_CARGO) clippy --all-targets -- -D warnings
 	# The bindings and the seeded bugs in one pass: neither is compiled out by the other.
@@ -114,7 +114,7 @@ lint-rust:
 	# The internal docs too: their links are how one file names the next.
 	RUSTDOCFLAGS="-D warnings" $(NICE_CARGO) doc --no-deps --quiet --document-private-items
 
-lint-python: $(call set_up,install-test-deps)
+lint-python: install-test-deps
 	$(VENV)/bin/ruff check python tests bench
 	$(VENV)/bin/ruff format --check python tests bench
 
@@ -123,7 +123,7 @@ lint-python: $(call set_up,install-test-deps)
 # that does not resolve. The API reference is read from python/ without importing it, so no
 # build is needed. Not --quiet: it drops warnings before --strict counts them, and the
 # build passes. NO_MKDOCS_2_WARNING quiets mkdocs-material's banner about its successor.
-docs: $(call set_up,install-test-deps)
+docs: install-test-deps
 	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --site-dir .cache/site
 
 # Seeds per protocol of the deterministic simulation (tests/rust/simulation.rs): SIM_SEEDS for
@@ -139,8 +139,16 @@ rust-test: export AWS_METADATA_ENDPOINT = http://127.0.0.1:9
 rust-test: export AZURE_MSI_ENDPOINT = http://127.0.0.1:9/metadata/identity/oauth2/token
 rust-test: export GCE_METADATA_HOST = 127.0.0.1:9
 rust-test: export GCE_METADATA_IP = 127.0.0.1:9
-rust-test: $(call set_up,install-test-deps azurite)
+rust-test: install-test-deps azurite $(after_build)
 	$(PY) tests/servers/servers.py $(NICE_CARGO) test
+
+# The simulation's campaigns and fault matrix and the model check at one fault, optimised
+# with debug assertions (the `sim` profile).
+sim-test: export AWS_METADATA_ENDPOINT = http://127.0.0.1:9
+sim-test: export AZURE_MSI_ENDPOINT = http://127.0.0.1:9/metadata/identity/oauth2/token
+sim-test: export GCE_METADATA_HOST = 127.0.0.1:9
+sim-test: export GCE_METADATA_IP = 127.0.0.1:9
+sim-test:
 	SIM_SEEDS=$(SIM_SEEDS) SIM_MATRIX_SEEDS=$(SIM_MATRIX_SEEDS) MODEL_FAULTS=1 \
 		$(NICE_CARGO) test --profile sim --test simulation --test model -- --nocapture
 
@@ -158,7 +166,7 @@ model:
 
 # The stubs of the native module against the built module, and pyright over the package and
 # an example of its use as users write it (tests/python/typing_example.py).
-typecheck: $(call set_up,build-dev)
+typecheck: build-dev
 	$(PY) -m mypy.stubtest blob_lock --allowlist tests/python/stubtest_allowlist.txt
 	# As a user without the extras sees the package: none of botocore, azure-identity,
 	# google-auth, prometheus-client, opentelemetry or mops installed.
@@ -178,7 +186,7 @@ PY_TEST_WORKERS ?= 6
 
 PY_TEST_ENV = AZURITE_BLOB=$(abspath $(AZURITE)) S3RVER=$(abspath $(S3RVER))
 
-py-test: $(call set_up,build-dev azurite s3rver)
+py-test: build-dev azurite s3rver
 	$(PY_TEST_ENV) timeout --signal=ABRT --kill-after=30 $(PY_TEST_BOUND) \
 		$(PY) -m pytest -q --durations=20 -m "not heavy" -n $(PY_TEST_WORKERS)
 	$(PY_TEST_ENV) timeout --signal=ABRT --kill-after=30 $(PY_TEST_BOUND) \
