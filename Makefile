@@ -181,14 +181,16 @@ PY_TEST_BOUND ?= 30m
 # pytest-xdist workers for all but the tests marked heavy (thousands of locks, many
 # processes). Those run after the rest, in two lanes (tests/python/conftest.py): they measure the
 # lock under load, not the machine. Beside other workers' tests and their servers they lost
-# locks to a starved Azurite and moto (2026-11-27).
+# locks to a starved Azurite and moto (2026-11-27). `--dist worksteal`, with the slow tests
+# collected first (conftest.py): an idle worker takes tests queued on a busy one, so the run
+# does not end on one worker's queue.
 PY_TEST_WORKERS ?= 6
 
 PY_TEST_ENV = AZURITE_BLOB=$(abspath $(AZURITE)) S3RVER=$(abspath $(S3RVER))
 
 py-test: build-dev azurite s3rver
 	$(PY_TEST_ENV) timeout --signal=ABRT --kill-after=30 $(PY_TEST_BOUND) \
-		$(PY) -m pytest -q --durations=20 -m "not heavy" -n $(PY_TEST_WORKERS)
+		$(PY) -m pytest -q --durations=20 -m "not heavy" -n $(PY_TEST_WORKERS) --dist worksteal
 	$(PY_TEST_ENV) timeout --signal=ABRT --kill-after=30 $(PY_TEST_BOUND) \
 		$(PY) -m pytest -q --durations=10 -m heavy -n 2 --dist loadgroup
 
