@@ -32,6 +32,7 @@ mod per_process;
 pub mod protocol;
 pub mod race;
 pub mod runtime;
+pub mod semaphore;
 mod starter;
 pub mod store;
 
@@ -46,5 +47,6 @@ pub use inspect::{Inspection, LockState};
 pub use lease::{keep_alive, keep_alive_on, new_owner_id, Lease, Lock, LockOptions};
 pub use lockfile::LockFile;
 pub use protocol::{Broken, Protocol, ReleaseStatus};
+pub use semaphore::{Permit, Semaphore};
 pub use timing::{Timing, TimingSpec};
 pub use write_once::write_once;

@@ -22,6 +22,7 @@ pub use cleanup::Cleanup;
 pub use held::Lease;
 pub use keep_alive::{keep_alive, keep_alive_on};
 pub use lock::Lock;
+pub(crate) use lock::Tried;
 pub use options::{LockOptions, LossHook};
 pub use settings::{External, Field, Given, Kind, Settings};
 

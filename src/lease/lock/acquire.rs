@@ -225,6 +225,15 @@ impl Lock {
     }
 
     async fn try_acquire_once(&self) -> Result<Option<Lease>> {
+        Ok(match self.try_once().await? {
+            Tried::Held(lease) => Some(lease),
+            Tried::Busy { .. } => None,
+        })
+    }
+
+    /// One attempt, counted in no metric: the lease won, or how long the holder's last
+    /// write has left (a semaphore's wait chooses the slot to read next by it).
+    pub(crate) async fn try_once(&self) -> Result<Tried> {
         let claim = Arc::new(Claim::new(self.uri.clone(), self.owner.clone()));
         claim.enter(State::Acquiring, "one attempt");
         if self.cleanups.pending() {
@@ -232,22 +241,22 @@ impl Lock {
                 State::Failed,
                 "an interrupted acquisition is being released",
             );
-            return Ok(None);
+            return Ok(Tried::Busy { expires_in: None });
         }
         let mut acquisition = Acquisition::default();
         match self.attempt(&mut acquisition).await {
             Ok((engine, Attempt::Acquired(ours))) => match self.fresh(&engine, ours).await {
-                Some(ours) => Ok(Some(self.start(engine, ours, claim))),
+                Some(ours) => Ok(Tried::Held(self.start(engine, ours, claim))),
                 None => {
                     claim.enter(State::Failed, "acquired too late to claim it");
                     self.release_in_background();
-                    Ok(None)
+                    Ok(Tried::Busy { expires_in: None })
                 }
             },
-            Ok((_, Attempt::Busy { holder, .. })) => {
+            Ok((_, Attempt::Busy { holder, expires_in })) => {
                 let who = holder.as_ref().map(LockFile::describe).unwrap_or_default();
                 claim.enter(State::Failed, format_args!("held by {who}"));
-                Ok(None)
+                Ok(Tried::Busy { expires_in })
             }
             Err(e) => {
                 claim.enter(State::Failed, &e);
@@ -278,6 +287,14 @@ impl Lock {
         claim.enter(State::Held, format_args!("token {}", ours.token()));
         Lease::start(engine, ours, false, self.on_lost.clone(), claim)
     }
+}
+
+/// What one attempt ([`Lock::try_once`]) found.
+pub(crate) enum Tried {
+    /// The lock is ours.
+    Held(Lease),
+    /// Someone holds it; `expires_in`, when known, is when their last write expires.
+    Busy { expires_in: Option<Duration> },
 }
 
 /// What the wait does after an attempt ([`Lock::after`]).

@@ -24,6 +24,8 @@ use std::time::Duration;
 
 mod acquire;
 
+pub(crate) use acquire::Tried;
+
 /// One lock URI, with one owner id for every acquisition through it.
 #[derive(Debug, Clone)]
 pub struct Lock {
@@ -139,6 +141,12 @@ impl Lock {
     /// `None` while the store has not been probed yet (its first write will).
     pub fn protocol(&self) -> Option<Protocol> {
         Protocol::known_for(self.engine.store.as_ref(), self.requested)
+    }
+
+    /// What wakes this process's waiters on this lockfile when a lock here releases it:
+    /// `None` for a lock on a store a test brought.
+    pub(crate) fn waker(&self) -> Option<Arc<tokio::sync::Notify>> {
+        self.engine.wake.as_ref().map(waker)
     }
 
     /// The store of its lockfile.

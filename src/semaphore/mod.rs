@@ -1,0 +1,321 @@
+//! A semaphore: at most N holders at once, for launch quotas across orchestrators (64 GPUs,
+//! 10 licences, an API's 20 concurrent jobs). It is N slot locks under one prefix,
+//! `PREFIX/slot-<i>`, each a [`Lock`] with everything a lock has (expiry without synchronized
+//! clocks, heartbeat, a fencing token per slot, keep_alive by a remote, hand_off), and the
+//! number N stored beside them ([`config`]).
+//!
+//! Taking a slot: one round over the slots, from a slot chosen by the acquisition's random
+//! owner id, so that contenders spread instead of all racing for slot 0. When every slot is
+//! held, the waiter reads one slot per poll (`rotation.rs`): the one whose holder expires
+//! soonest when that time comes, else the next in turn; a release by a lock of this process
+//! wakes it at once. Slots at or above a lowered N are never taken anew: their holders
+//! finish, and they drain.
+
+pub mod config;
+mod rotation;
+
+use crate::errors::{Error, Result};
+use crate::lease::{new_owner_id, Lease, Lock, LockOptions, Tried};
+use crate::timing::Polls;
+use config::{Config, Stored};
+use rotation::Rotation;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::sync::Notify;
+
+/// N slot locks under one prefix, at most N held at once.
+#[derive(Debug)]
+pub struct Semaphore {
+    prefix: Arc<str>,
+    /// The number this caller asks for; the stored one wins.
+    asked: usize,
+    options: LockOptions,
+    config: Config,
+    /// The slot locks opened so far, by index (each opened once: a lock parses its URI
+    /// and finds its store's client).
+    slots: Mutex<Vec<Lock>>,
+    /// The stored number last seen, to say once when it differs from the one asked.
+    warned_for: Mutex<Option<usize>>,
+}
+
+/// A held slot: its lease, renewed in the background until released.
+#[derive(Debug)]
+pub struct Permit {
+    slot: usize,
+    uri: String,
+    lease: Lease,
+}
+
+impl Permit {
+    /// The slot's index, from 0.
+    pub fn slot(&self) -> usize {
+        self.slot
+    }
+
+    /// The slot's lock URI: with [`Permit::owner`], what a remote keeps alive.
+    pub fn uri(&self) -> &str {
+        &self.uri
+    }
+
+    /// The owner id written into the slot's lockfile.
+    pub fn owner(&self) -> &str {
+        self.lease.owner()
+    }
+
+    /// The held lease on the slot.
+    pub fn lease(&self) -> &Lease {
+        &self.lease
+    }
+
+    /// Releases the slot.
+    pub async fn release(&self) -> Result<crate::protocol::ReleaseStatus> {
+        self.lease.release().await
+    }
+}
+
+/// The lock URI of slot `i` under `prefix`.
+pub fn slot_uri(prefix: &str, i: usize) -> String {
+    format!("{prefix}/slot-{i}")
+}
+
+impl Semaphore {
+    /// The semaphore at `prefix`, asking for `slots` slots (the number stored beside them,
+    /// if any, wins). Checks the prefix, the number and the options; makes no request.
+    pub fn new(prefix: &str, slots: usize, options: &LockOptions) -> Result<Semaphore> {
+        let slots = config::checked_slots(slots as u64)?;
+        let prefix = prefix.trim_end_matches('/');
+        if prefix.is_empty() || prefix.ends_with(":/") {
+            return Err(Error::InvalidArgument(format!(
+                "invalid semaphore prefix {prefix:?}: name a folder under a store, such as s3://bucket/quotas/gpu"
+            )));
+        }
+        // The first slot's lock checks the URI and the options as any lock would.
+        let first = Lock::new(&slot_uri(prefix, 0), options)?;
+        Ok(Semaphore {
+            prefix: prefix.into(),
+            asked: slots,
+            config: Config::open(prefix, &options.store, &options.timing)?,
+            options: options.clone(),
+            slots: Mutex::new(vec![first]),
+            warned_for: Mutex::new(None),
+        })
+    }
+
+    /// The prefix the slots are under.
+    pub fn prefix(&self) -> &str {
+        &self.prefix
+    }
+
+    /// The number of slots asked for when it was made.
+    pub fn asked(&self) -> usize {
+        self.asked
+    }
+
+    /// The configuration's URI (`PREFIX/semaphore.json`).
+    pub fn config_uri(&self) -> &str {
+        self.config.uri()
+    }
+
+    /// The stored configuration, written with the number asked for if there is none yet.
+    pub async fn configuration(&self) -> Result<Stored> {
+        let stored = self.config.agreed(self.asked).await?;
+        if stored.slots != self.asked {
+            let mut warned = self.warned_for.lock().unwrap_or_else(|e| e.into_inner());
+            if *warned != Some(stored.slots) {
+                *warned = Some(stored.slots);
+                log::warn!(
+                    "{}: {} slots asked for, but {} says {} (set by {} at {}); using {}",
+                    self.prefix,
+                    self.asked,
+                    self.config.uri(),
+                    stored.slots,
+                    stored.set_by,
+                    stored.set_at,
+                    stored.slots
+                );
+            }
+        }
+        Ok(stored)
+    }
+
+    /// Stores `slots` as the number of slots: raised, new acquisitions take the new slots
+    /// at once; lowered, no holder is evicted, and the slots at or above it drain.
+    pub async fn set_slots(&self, slots: usize) -> Result<Stored> {
+        let slots = config::checked_slots(slots as u64)?;
+        self.config.set(slots).await
+    }
+
+    /// Slot `i`'s lock, opened once per semaphore.
+    fn slot(&self, i: usize) -> Result<Lock> {
+        let mut slots = self.slots.lock().unwrap_or_else(|e| e.into_inner());
+        while slots.len() <= i {
+            let uri = slot_uri(&self.prefix, slots.len());
+            slots.push(Lock::new(&uri, &self.options)?);
+        }
+        Ok(slots[i].clone())
+    }
+
+    /// One attempt at every slot, without waiting: `None` when all are held.
+    pub async fn try_acquire(&self) -> Result<Option<Permit>> {
+        let n = self.configuration().await?.slots;
+        let mut us = Contender::new(self);
+        let rotation = Rotation::new(n, us.spread(n));
+        for slot in rotation.round() {
+            if let Tried::Held(lease) = attempt(us.lock(slot)?).await? {
+                return Ok(Some(self.permit(slot, lease)));
+            }
+        }
+        Ok(None)
+    }
+
+    /// Waits until a slot is ours, or `timeout` passes (`Error::Timeout`); `None` waits for
+    /// ever. Transient store errors are retried within the timeout.
+    pub async fn acquire(&self, timeout: Option<Duration>) -> Result<Permit> {
+        let clock = self.options.clock.clone();
+        let began = clock.now();
+        let deadline = timeout.map(|t| began + t);
+        let mut us = Contender::new(self);
+        let mut n = self.configuration().await?.slots;
+        let mut rotation = Rotation::new(n, us.spread(n));
+        let mut polls = Polls::new(&self.options.timing);
+        let mut wakers = us.wakers(n)?;
+        let mut last_error: Option<Error> = None;
+        // The first round reads every slot; then one slot per poll, or every slot again
+        // after a release in this process.
+        let mut round: Vec<usize> = rotation.round().collect();
+        let mut reads_since_config = 0;
+        loop {
+            let mut woken: Vec<_> = wakers.iter().map(|w| Box::pin(w.notified())).collect();
+            for w in &mut woken {
+                w.as_mut().enable();
+            }
+            for slot in round.drain(..) {
+                reads_since_config += 1;
+                match attempt(us.lock(slot)?).await {
+                    Ok(Tried::Held(lease)) => return Ok(self.permit(slot, lease)),
+                    Ok(Tried::Busy { expires_in }) => rotation.saw(slot, clock.now(), expires_in),
+                    Err(e) if e.is_transient() || matches!(e, Error::Saturated { .. }) => {
+                        rotation.saw(slot, clock.now(), None);
+                        last_error = Some(e);
+                    }
+                    Err(e) => return Err(e),
+                }
+            }
+            let now = clock.now();
+            if deadline.is_some_and(|d| now >= d) {
+                let holder = match &last_error {
+                    Some(e) => format!("unknown: the last read failed ({e})"),
+                    None => format!("every one of its {n} slot{}", if n == 1 { "" } else { "s" }),
+                };
+                return Err(Error::Timeout {
+                    uri: self.prefix.to_string(),
+                    waited: now - began,
+                    holder,
+                });
+            }
+            let pause = polls.pause(clock.jitter(), None, deadline.map(|d| d - now));
+            let (slot, at) = rotation.next(now, pause);
+            let at = deadline.map_or(at, |d| at.min(d));
+            if woken.is_empty() {
+                drop(woken);
+                clock.sleep_until(at).await;
+                round.push(slot);
+            } else {
+                tokio::select! {
+                    _ = clock.sleep_until(at) => round.push(slot),
+                    _ = futures_util::future::select_all(woken) => round.extend(rotation.round()),
+                }
+            }
+            // A changed number takes effect within one turn of the slots: new slots are
+            // read at once, slots past a lowered number no longer.
+            if reads_since_config >= n {
+                reads_since_config = 0;
+                let stored = self.configuration().await?.slots;
+                if stored != n {
+                    let before = n;
+                    n = stored;
+                    rotation.resize(n);
+                    wakers = us.wakers(n)?;
+                    round.retain(|&s| s < n);
+                    round.extend(before..n);
+                    if round.is_empty() {
+                        round.push(rotation.next(clock.now(), Duration::ZERO).0);
+                    }
+                }
+            }
+        }
+    }
+
+    fn permit(&self, slot: usize, lease: Lease) -> Permit {
+        Permit {
+            slot,
+            uri: slot_uri(&self.prefix, slot),
+            lease,
+        }
+    }
+}
+
+/// One acquisition's locks on the slots, all with its owner id, each opened once: an
+/// attempt abandoned on a slot owes a release that the next attempt there waits for.
+struct Contender<'a> {
+    semaphore: &'a Semaphore,
+    owner: Arc<str>,
+    locks: Vec<Option<Lock>>,
+}
+
+impl<'a> Contender<'a> {
+    fn new(semaphore: &'a Semaphore) -> Contender<'a> {
+        Contender {
+            semaphore,
+            owner: new_owner_id().into(),
+            locks: Vec::new(),
+        }
+    }
+
+    /// The slot it starts at: from its random owner id, so that contenders spread.
+    fn spread(&self, n: usize) -> usize {
+        use std::hash::{Hash, Hasher};
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        self.owner.hash(&mut h);
+        (h.finish() % n.max(1) as u64) as usize
+    }
+
+    fn lock(&mut self, i: usize) -> Result<&Lock> {
+        if self.locks.len() <= i {
+            self.locks.resize(i + 1, None);
+        }
+        if self.locks[i].is_none() {
+            let lock = self.semaphore.slot(i)?.another();
+            self.locks[i] = Some(lock.with_owner(self.owner.to_string()));
+        }
+        Ok(self.locks[i].as_ref().expect("opened above"))
+    }
+
+    /// What wakes it when a lock of this process releases one of the first `n` slots.
+    fn wakers(&mut self, n: usize) -> Result<Vec<Arc<Notify>>> {
+        let mut wakers = Vec::with_capacity(n);
+        for i in 0..n {
+            if let Some(w) = self.lock(i)?.waker() {
+                wakers.push(w);
+            }
+        }
+        Ok(wakers)
+    }
+}
+
+/// One attempt at a slot; if the caller stops waiting for it mid-request (a cancelled task,
+/// a timeout), whatever it may have written is released in the background.
+async fn attempt(lock: &Lock) -> Result<Tried> {
+    struct Abandoned<'a>(Option<&'a Lock>);
+    impl Drop for Abandoned<'_> {
+        fn drop(&mut self) {
+            if let Some(lock) = self.0 {
+                lock.release_in_background();
+            }
+        }
+    }
+    let mut guard = Abandoned(Some(lock));
+    let tried = lock.try_once().await;
+    guard.0 = None;
+    tried
+}
