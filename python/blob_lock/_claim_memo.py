@@ -3,7 +3,6 @@ launched it. The loop every orchestrator used to write by hand around a ``BlobLo
 
 from __future__ import annotations
 
-import asyncio
 import inspect as _pyinspect
 import os
 import time
@@ -128,6 +127,8 @@ class MemoClaim:
         self, poll: Seconds | None = None, timeout: Seconds | None = None
     ) -> bool:
         """``wait_done`` without blocking the event loop (``done`` may be async)."""
+        import asyncio  # loaded already: an event loop runs this
+
         every = self._poll if poll is None else _poll(poll, 1.0)
         limit = seconds("timeout", timeout)
         began = time.monotonic()

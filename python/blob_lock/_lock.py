@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import inspect as _pyinspect
 import os
 import sys
@@ -228,6 +227,8 @@ class BlobLock(LockFacts):
 
     async def _acquiring(self, attempt: Callable[[], Awaitable[bool]]) -> bool:
         """Runs ``attempt`` in this task's turn; gives the turn back unless it acquired."""
+        import asyncio  # loaded already: an event loop runs this
+
         try:
             ok = bool(await attempt())
         except asyncio.CancelledError:

@@ -10,8 +10,8 @@ one ``BlobLock`` object): the waiters share one condition for the whole process.
 
 from __future__ import annotations
 
-import asyncio
 import os
+import sys
 import threading
 import time
 from typing import Protocol
@@ -38,10 +38,15 @@ _waiting = 0
 
 def current() -> object:
     """Who takes a turn in asyncio: the task (tasks share a thread), else the thread."""
-    try:
-        task = asyncio.current_task()
-    except RuntimeError:  # no running event loop
-        task = None
+    # No event loop runs where asyncio was never imported: a process that never uses it
+    # does not pay for its import (a fifth of a command's start).
+    asyncio = sys.modules.get("asyncio")
+    task = None
+    if asyncio is not None:
+        try:
+            task = asyncio.current_task()
+        except RuntimeError:  # no running event loop
+            pass
     return task or threading.current_thread()
 
 
@@ -77,6 +82,8 @@ def take(lock: Turned, me: object, timeout: float | None) -> bool:
 async def take_async(lock: Turned, me: object, timeout: float | None) -> bool:
     """``take`` without blocking the event loop: polls, with a growing pause (the condition
     cannot be awaited)."""
+    import asyncio  # loaded already: an event loop runs this
+
     began, pause = time.monotonic(), 0.001
     while not take(lock, me, 0.0):
         waited = time.monotonic() - began

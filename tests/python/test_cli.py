@@ -442,3 +442,22 @@ def test_the_cli_reference_is_generated_from_the_parser():
     assert {b[1] for b in blocks} == commands, "a command without its generated block"
     assert "--clock-skew S" in _reference.section("run")
     assert _reference.render(doc) == doc, "docs/cli.md is out of date: run `make cli-docs`"
+
+
+def test_a_command_that_does_not_wait_never_loads_asyncio(tmp_path):
+    """asyncio (and ssl under it) is a fifth of a command's start: loaded only by what needs
+    an event loop (a waiting command's progress, the async API, async credentials)."""
+    probe = (
+        "import runpy, sys; sys.argv = ['blob-lock', 'status', sys.argv[1]]\n"
+        "try:\n    runpy.run_module('blob_lock.cli', run_name='__main__')\n"
+        "except SystemExit:\n    pass\n"
+        "print(sorted(m for m in ('asyncio', 'ssl') if m in sys.modules))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe, str(tmp_path / "lock")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.stdout.strip().splitlines()[-1] == "[]", done.stdout + done.stderr
+    assert "unlocked" in done.stdout, done.stdout + done.stderr

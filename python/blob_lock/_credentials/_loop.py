@@ -4,11 +4,13 @@ caller's runs (a heartbeat needs a token while the caller's loop may be blocked 
 
 from __future__ import annotations
 
-import asyncio
 import os
 import threading
 from collections.abc import Awaitable
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import asyncio
 
 _guard = threading.Lock()
 _loop: asyncio.AbstractEventLoop | None = None
@@ -16,6 +18,8 @@ _pid: int | None = None
 
 
 def _running() -> asyncio.AbstractEventLoop:
+    import asyncio  # here, not at import: most processes never need it
+
     global _loop, _pid
     with _guard:
         if _loop is None or _pid != os.getpid():  # a child made by fork has no such thread
@@ -32,5 +36,7 @@ def run(awaitable: Awaitable[Any], timeout: float) -> Any:
 
     async def wrapped() -> Any:
         return await awaitable
+
+    import asyncio
 
     return asyncio.run_coroutine_threadsafe(wrapped(), _running()).result(timeout)

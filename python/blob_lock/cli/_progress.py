@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import sys
 import threading
 import time
 from collections.abc import Mapping
 from datetime import datetime
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from blob_lock import Inspection, inspect_async
+
+if TYPE_CHECKING:
+    import asyncio
 
 # Seconds between progress lines when standard error is not a terminal.
 LOG_EVERY = 30.0
@@ -39,6 +41,8 @@ class Progress:
             self._tty = False
         self._stop = threading.Event()
         self._began = time.monotonic()
+        import asyncio  # only a command that waits needs it (a fifth of a command's start)
+
         self._loop = asyncio.new_event_loop()
         self._look: asyncio.Future[Any] | None = None
         self._thread = threading.Thread(target=self._run, name="blob-lock progress", daemon=True)
@@ -68,6 +72,8 @@ class Progress:
             self._look.cancel()
 
     async def _inspect(self) -> Inspection:
+        import asyncio
+
         look = inspect_async(self._uri, storage_options=self._storage_options)
         self._look = asyncio.ensure_future(look)
         return await self._look
@@ -79,6 +85,8 @@ class Progress:
             self._loop.close()
 
     def _show(self) -> None:
+        import asyncio
+
         out = self._out
         if out is None:
             return
