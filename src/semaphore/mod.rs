@@ -42,7 +42,8 @@ pub struct Semaphore {
 #[derive(Debug)]
 pub struct Permit {
     slot: usize,
-    uri: String,
+    /// The slot's lock, with this acquisition's owner id.
+    lock: Lock,
     lease: Lease,
 }
 
@@ -54,7 +55,13 @@ impl Permit {
 
     /// The slot's lock URI: with [`Permit::owner`], what a remote keeps alive.
     pub fn uri(&self) -> &str {
-        &self.uri
+        self.lock.uri()
+    }
+
+    /// The slot's lock, with the owner id this acquisition wrote (the bindings hold the
+    /// lease through it as through any lock).
+    pub fn lock(&self) -> &Lock {
+        &self.lock
     }
 
     /// The owner id written into the slot's lockfile.
@@ -161,8 +168,9 @@ impl Semaphore {
         let mut us = Contender::new(self);
         let rotation = Rotation::new(n, us.spread(n));
         for slot in rotation.round() {
-            if let Tried::Held(lease) = attempt(us.lock(slot)?).await? {
-                return Ok(Some(self.permit(slot, lease)));
+            let lock = us.lock(slot)?;
+            if let Tried::Held(lease) = attempt(lock).await? {
+                return Ok(Some(self.permit(slot, lock, lease)));
             }
         }
         Ok(None)
@@ -191,8 +199,9 @@ impl Semaphore {
             }
             for slot in round.drain(..) {
                 reads_since_config += 1;
-                match attempt(us.lock(slot)?).await {
-                    Ok(Tried::Held(lease)) => return Ok(self.permit(slot, lease)),
+                let lock = us.lock(slot)?;
+                match attempt(lock).await {
+                    Ok(Tried::Held(lease)) => return Ok(self.permit(slot, lock, lease)),
                     Ok(Tried::Busy { expires_in }) => rotation.saw(slot, clock.now(), expires_in),
                     Err(e) if e.is_transient() || matches!(e, Error::Saturated { .. }) => {
                         rotation.saw(slot, clock.now(), None);
@@ -246,10 +255,10 @@ impl Semaphore {
         }
     }
 
-    fn permit(&self, slot: usize, lease: Lease) -> Permit {
+    fn permit(&self, slot: usize, lock: &Lock, lease: Lease) -> Permit {
         Permit {
             slot,
-            uri: slot_uri(&self.prefix, slot),
+            lock: lock.clone(),
             lease,
         }
     }
