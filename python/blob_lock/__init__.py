@@ -26,6 +26,7 @@ from blob_lock._keep_alive import KeepAlive, KeepAliveStarting, keep_alive, keep
 from blob_lock._lock import BlobLock, locked
 from blob_lock._options import LOCK_OPTIONS, KeepAliveOptions, LockOption, LockOptions
 from blob_lock._release_status import ReleaseStatus
+from blob_lock._semaphore import BlobSemaphore, HeldSlot, SemaphoreConfig
 from blob_lock._stats import Histogram, Stats, stats
 from blob_lock._stores import StoreKind, store_kind
 from blob_lock._write_once import write_once, write_once_async
@@ -45,11 +46,13 @@ from blob_lock.exceptions import (
 __all__ = [
     "LOCK_OPTIONS",
     "BlobLock",
+    "BlobSemaphore",
     "BreakOutcome",
     "Broken",
     "CredentialProvider",
     "CredentialsError",
     "DoctorReport",
+    "HeldSlot",
     "Histogram",
     "Inspection",
     "InvalidLockFile",
@@ -70,6 +73,7 @@ __all__ = [
     "Pruned",
     "RaceReport",
     "ReleaseStatus",
+    "SemaphoreConfig",
     "Stats",
     "StoreError",
     "StoreKind",

@@ -25,6 +25,8 @@ __all__ = [
     "NativeLockfileFacts",
     "NativeProbe",
     "NativeRaceReport",
+    "NativeSemaphore",
+    "NativeSemaphoreConfig",
     "__version__",
     "after_fork_in_child",
     "check_timeout",
@@ -185,6 +187,45 @@ class NativeInventory:
     ) -> list[NativeEntry]:
         """The next page of locks (with `older_than`, each pruned or judged for it); empty
         once all were listed."""
+
+@final
+class NativeSemaphore:
+    """The native semaphore behind `blob_lock.BlobSemaphore`."""
+
+    def __new__(
+        cls, prefix: str, slots: int, options: Mapping[str, Any] | None = None
+    ) -> NativeSemaphore:
+        """`options` are BlobSemaphore's keyword arguments as given (a lock's)."""
+    @property
+    def prefix(self) -> str:
+        """The prefix the slots are under."""
+    @property
+    def asked(self) -> int:
+        """The number of slots asked for."""
+    @property
+    def timeout(self) -> float | None:
+        """The `timeout` option: seconds an acquisition waits by default (None: for ever)."""
+    def acquire(self, timeout: float | None) -> tuple[int, NativeLock]:
+        """Waits for a slot: its index and the lock holding it; raises LockTimeout."""
+    def try_acquire(self) -> tuple[int, NativeLock] | None:
+        """One attempt at every slot; None when all are held."""
+    def acquire_async(self, timeout: float | None) -> Future[tuple[int, NativeLock]]:
+        """`acquire` as an awaitable; cancelling it releases whatever it may have written."""
+    def configuration(self) -> NativeSemaphoreConfig:
+        """The stored configuration, written with the number asked for if there is none."""
+    def set_slots(self, slots: int) -> NativeSemaphoreConfig:
+        """Stores `slots` as the number of slots."""
+
+@final
+class NativeSemaphoreConfig:
+    """A semaphore's stored configuration."""
+
+    @property
+    def slots(self) -> int: ...
+    @property
+    def set_by(self) -> str: ...
+    @property
+    def set_at(self) -> str: ...
 
 @final
 class NativeLockfile:

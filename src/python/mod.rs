@@ -27,6 +27,7 @@ mod logs;
 mod metrics;
 mod options;
 mod results;
+mod semaphore;
 mod to_python;
 mod uri;
 mod write_once;
@@ -40,6 +41,8 @@ fn _blob_lock(m: &Bound<'_, PyModule>) -> PyResult<()> {
     errors::quiet_guarded_panics();
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add_class::<lock::NativeLock>()?;
+    m.add_class::<semaphore::NativeSemaphore>()?;
+    m.add_class::<semaphore::NativeSemaphoreConfig>()?;
     m.add_class::<keep_alive::NativeKeepAlive>()?;
     m.add_class::<lockfile::NativeLockfile>()?;
     m.add_class::<inventory::NativeInventory>()?;

@@ -74,6 +74,12 @@ impl Permit {
         &self.lease
     }
 
+    /// The slot's index, its lock and the lease held on it (the bindings hold the lease
+    /// through the lock as through any lock).
+    pub fn into_parts(self) -> (usize, Lock, Lease) {
+        (self.slot, self.lock, self.lease)
+    }
+
     /// Releases the slot.
     pub async fn release(&self) -> Result<crate::protocol::ReleaseStatus> {
         self.lease.release().await

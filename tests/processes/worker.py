@@ -15,7 +15,7 @@ import sys
 import time
 from pathlib import Path
 
-from blob_lock import BlobLock, StoreSaturated, inspect_async, keep_alive, stats
+from blob_lock import BlobLock, BlobSemaphore, StoreSaturated, inspect_async, keep_alive, stats
 
 
 def say(**kw) -> None:
@@ -101,6 +101,33 @@ def main() -> None:
                 assert not held.lost
                 protocols.add(held.protocol)
         say(event="done", protocols=sorted(protocols))
+    elif mode == "slots":
+        # N acquisitions of a semaphore's slot. Each holder marks itself inside a shared
+        # folder while it holds, and counts the marks: more than `slots` would be a holder
+        # too many (a mark is made after acquiring and removed before releasing).
+        inside, slots, n, hold, expire = (
+            Path(sys.argv[4]),
+            int(sys.argv[5]),
+            int(sys.argv[6]),
+            float(sys.argv[7]),
+            float(sys.argv[8]),
+        )
+        semaphore = BlobSemaphore(uri, slots, expire=expire, storage_options=options)
+        say(event="ready")
+        most, waits, taken = 0, [], []
+        for i in range(n):
+            began = time.monotonic()
+            with semaphore as slot:
+                waits.append(time.monotonic() - began)
+                taken.append(slot.slot)
+                mark = inside / f"{os.getpid()}-{i}"
+                mark.touch()
+                most = max(most, len(os.listdir(inside)))
+                time.sleep(hold)
+                most = max(most, len(os.listdir(inside)))
+                assert not slot.lost
+                mark.unlink()
+        say(event="done", most=most, longest_wait=max(waits), slots=taken)
     elif mode == "many":
         # Holds N locks at once in one process under a file-descriptor limit, through a
         # number of heartbeats, then releases them all.

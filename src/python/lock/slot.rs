@@ -81,6 +81,20 @@ impl NativeLock {
         hold(&self.lease, lease)
     }
 
+    /// The native lock of a slot a semaphore acquisition took: `lock` (with the owner id
+    /// it wrote) holding `lease`, with the semaphore's options.
+    pub(crate) fn holding(
+        lock: Lock,
+        lease: Lease,
+        timeout: Option<f64>,
+        raise_on_lost: bool,
+    ) -> NativeLock {
+        let mut native = NativeLock::empty(lock);
+        (native.timeout, native.raise_on_lost) = (timeout, raise_on_lost);
+        native.hold(lease);
+        native
+    }
+
     pub(super) fn empty(lock: Lock) -> NativeLock {
         NativeLock {
             lock,

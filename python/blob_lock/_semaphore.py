@@ -1,0 +1,202 @@
+"""BlobSemaphore: at most N holders at once, for launch quotas across orchestrators."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from types import TracebackType
+from typing import TYPE_CHECKING
+
+from blob_lock import _process
+from blob_lock._args import Seconds, lock_uri, seconds
+from blob_lock._blob_lock import NativeLock, NativeSemaphore, NativeSemaphoreConfig
+from blob_lock._lock import BlobLock
+from blob_lock._options import LockOptions
+from blob_lock._turn import current
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
+__all__ = ["BlobSemaphore", "HeldSlot", "SemaphoreConfig"]
+
+
+@dataclass(frozen=True)
+class SemaphoreConfig:
+    """A semaphore's configuration as stored beside its slots (``PREFIX/semaphore.json``)."""
+
+    slots: int
+    """How many slots may be held at once."""
+    set_by: str
+    """Who wrote it: ``user@host (pid N)``."""
+    set_at: str
+    """When, by the writer's clock (RFC 3339)."""
+
+    @classmethod
+    def _of(cls, native: NativeSemaphoreConfig) -> SemaphoreConfig:
+        return cls(slots=native.slots, set_by=native.set_by, set_at=native.set_at)
+
+
+class HeldSlot(BlobLock):
+    """One slot of a ``BlobSemaphore``, held: a ``BlobLock`` on the slot's lock URI
+    (``PREFIX/slot-<i>``) with everything a held lock has (``owner``, ``token``, ``lost``,
+    ``hand_off``, ``release``). Hand ``uri`` and ``owner`` to the remote you launch: its
+    ``keep_alive(uri, owner)`` keeps the slot while it runs."""
+
+    __slots__ = ("_index",)
+    _index: int
+
+    @property
+    def slot(self) -> int:
+        """The slot's index, from 0."""
+        return self._index
+
+    def __enter__(self) -> HeldSlot:
+        # `with semaphore.acquire() as slot:` holds already: the block releases it at its end.
+        if self.held:
+            return self
+        super().__enter__()
+        return self
+
+    async def __aenter__(self) -> HeldSlot:
+        if self.held:
+            return self
+        await super().__aenter__()
+        return self
+
+
+def _held(index: int, native: NativeLock, options: LockOptions | None) -> HeldSlot:
+    held = HeldSlot.__new__(HeldSlot)
+    held._forks = _process.forks
+    held._native_lock = native
+    held._options = options
+    held._timeout = native.timeout
+    held._raise_on_lost = native.raise_on_lost
+    held._index = index
+    native.take_turn()  # held: the turn is its holder's until released
+    held._holder = current()
+    _process.track(held)
+    return held
+
+
+class BlobSemaphore:
+    """At most ``slots`` holders at once among every process on ``prefix``.
+
+    ``with BlobSemaphore("s3://bucket/quotas/gpu", slots=64) as slot:`` waits until one of
+    the slots ``PREFIX/slot-0`` .. ``PREFIX/slot-<N-1>`` is ours (or raises ``LockTimeout``
+    after ``timeout`` seconds), keeps it as a lock is kept, and releases it when the block
+    ends. Each slot is a lock with everything a lock has: expiry, heartbeat, a fencing
+    token per slot, ``keep_alive`` by a remote, ``hand_off``. A process that dies frees its
+    slot when its lease expires.
+
+    The number of slots is stored beside them (``PREFIX/semaphore.json``), so that every
+    orchestrator agrees on it: the first caller writes the number it asks for; a caller
+    asking for another number uses the stored one and logs a warning naming both.
+    ``set_slots`` changes it: raised, new acquisitions take the new slots at once; lowered,
+    no holder is evicted, and the slots past the number drain as their holders release.
+
+    The options are a ``BlobLock``'s (``expire``, ``heartbeat``, ``timeout``,
+    ``storage_options``, ``credential_provider``, ``labels``, ``on_lost``, ...), applied to
+    every slot. One ``BlobSemaphore`` may be shared by threads and tasks: each acquisition
+    takes a slot of its own, with an owner id of its own.
+    """
+
+    __slots__ = ("__weakref__", "_entered", "_forks", "_native_semaphore", "_options", "_slots")
+
+    def __init__(
+        self, prefix: str | os.PathLike[str], slots: int, **options: Unpack[LockOptions]
+    ) -> None:
+        if type(prefix) is not str:
+            prefix = lock_uri(prefix)
+        if isinstance(slots, bool) or not isinstance(slots, int):
+            raise TypeError(f"slots must be a whole number, got {slots!r}")
+        self._native_semaphore = NativeSemaphore(prefix, slots, options or None)
+        self._options: LockOptions | None = options or None
+        self._slots = slots
+        self._forks = _process.forks
+        # The slots entered by `with`, per thread or task, released by its `__exit__`.
+        self._entered: dict[object, list[HeldSlot]] = {}
+
+    @property
+    def _native(self) -> NativeSemaphore:
+        """The native semaphore; in a child made by fork, made again (its store clients are
+        the parent's)."""
+        if self._forks != _process.forks:
+            native = self._native_semaphore
+            self._native_semaphore = NativeSemaphore(native.prefix, self._slots, self._options)
+            self._entered = {}
+            self._forks = _process.forks
+        return self._native_semaphore
+
+    @property
+    def prefix(self) -> str:
+        """The prefix the slots are under."""
+        return self._native_semaphore.prefix
+
+    def acquire(self, timeout: Seconds | None = None) -> HeldSlot:
+        """Waits until a slot is ours and returns it held; ``LockTimeout`` when ``timeout``
+        passes (None: the semaphore's own ``timeout``, which None makes for ever)."""
+        native = self._native
+        t = native.timeout if timeout is None else seconds("timeout", timeout)
+        index, held = native.acquire(t)
+        return _held(index, held, self._options)
+
+    def try_acquire(self) -> HeldSlot | None:
+        """One attempt at every slot, never waiting: a slot held, or None when all are."""
+        taken = self._native.try_acquire()
+        return None if taken is None else _held(taken[0], taken[1], self._options)
+
+    async def acquire_async(self, timeout: Seconds | None = None) -> HeldSlot:
+        """``acquire`` without blocking the event loop. Cancelling it releases whatever it
+        may have written."""
+        native = self._native
+        t = native.timeout if timeout is None else seconds("timeout", timeout)
+        index, held = await native.acquire_async(t)
+        return _held(index, held, self._options)
+
+    def configuration(self) -> SemaphoreConfig:
+        """The number of slots as stored (written with the number asked for if there is
+        none yet), with who stored it and when. One read."""
+        return SemaphoreConfig._of(self._native.configuration())
+
+    def set_slots(self, slots: int) -> SemaphoreConfig:
+        """Stores ``slots`` as the number of slots, for every process on the prefix."""
+        if isinstance(slots, bool) or not isinstance(slots, int):
+            raise TypeError(f"slots must be a whole number, got {slots!r}")
+        return SemaphoreConfig._of(self._native.set_slots(slots))
+
+    def __enter__(self) -> HeldSlot:
+        held = self.acquire()
+        self._entered.setdefault(current(), []).append(held)
+        return held
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self._leave().__exit__(exc_type, exc, tb)
+
+    async def __aenter__(self) -> HeldSlot:
+        held = await self.acquire_async()
+        self._entered.setdefault(current(), []).append(held)
+        return held
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self._leave().__aexit__(exc_type, exc, tb)
+
+    def _leave(self) -> HeldSlot:
+        me = current()
+        held = self._entered[me]
+        slot = held.pop()
+        if not held:
+            del self._entered[me]
+        return slot
+
+    def __repr__(self) -> str:
+        return f"BlobSemaphore({self.prefix!r}, slots={self._slots})"

@@ -1,0 +1,124 @@
+"""BlobSemaphore: at most N holders at once among processes, on local files, S3 on moto
+and Azure on Azurite, each holder checking for itself; the number stored beside the slots;
+a killed holder's slot taken after its expiry; a remote keeping a slot alive."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+
+import pytest
+from blob_lock import BlobSemaphore, LockTimeout, keep_alive
+
+
+def test_sixteen_processes_on_four_slots_never_exceed_four(shared_backend, workers, tmp_path):
+    slots, n_proc, rounds, hold = 4, 16, 2, 0.3
+    inside = tmp_path / "inside"
+    inside.mkdir()
+    prefix = shared_backend.uri()
+    args = (str(inside), str(slots), str(rounds), str(hold), "3")
+    procs = [workers("slots", prefix, shared_backend.options_json(), *args) for _ in range(n_proc)]
+    for p in procs:
+        assert p.line()["event"] == "ready"
+    done = [p.line(timeout=300) for p in procs]
+    for p in procs:
+        assert p.wait() == 0
+    assert all(d["event"] == "done" for d in done), done
+    most = max(d["most"] for d in done)
+    assert most <= slots, f"{most} holders of {slots} slots at once"
+    # Contention filled every slot: the semaphore let 4 in at once, not fewer.
+    assert most == slots, f"at most {most} holders at once: slots were left idle"
+    assert {s for d in done for s in d["slots"]} == set(range(slots))
+    # Every waiter got a slot within a generous liveness bound (the docs state the bound).
+    assert max(d["longest_wait"] for d in done) < 120
+
+
+def test_a_killed_holders_slot_is_taken_after_its_expiry(shared_backend, workers, tmp_path):
+    prefix, expire = shared_backend.uri(), 2.0
+    inside = tmp_path / "inside"
+    inside.mkdir()
+    # One slot, held by a process that holds for long; killed, its slot frees by expiry.
+    holder = workers(
+        "slots", prefix, shared_backend.options_json(), str(inside), "1", "1", "600", str(expire)
+    )
+    assert holder.line()["event"] == "ready"
+    options = shared_backend.storage_options or None
+    semaphore = BlobSemaphore(prefix, 1, expire=expire, storage_options=options)
+    deadline = time.monotonic() + 30
+    while not list(inside.iterdir()):
+        assert time.monotonic() < deadline, "the holder never took its slot"
+        time.sleep(0.05)
+    assert semaphore.try_acquire() is None
+    holder.kill()
+    killed = time.monotonic()
+    with semaphore.acquire(timeout=60) as slot:
+        waited = time.monotonic() - killed
+        assert slot.slot == 0
+        assert waited >= expire * 0.9
+        assert waited < expire * 5 + 5
+        assert slot.token == 2
+
+
+def test_a_remote_keeps_a_slot_alive_after_its_orchestrator_dies(tmp_path):
+    prefix, expire = str(tmp_path / "quota"), 1.5
+    semaphore = BlobSemaphore(prefix, 1, expire=expire)
+    slot = semaphore.acquire()
+    with keep_alive(slot.uri, slot.owner):
+        slot._native.let_go()  # as an orchestrator that died: no renewal, no release
+        time.sleep(expire * 3)
+        assert semaphore.try_acquire() is None, "the remote's slot was taken"
+    # The remote stopped: the slot is free again.
+    again = semaphore.acquire(timeout=30)
+    assert again.slot == 0
+    again.release()
+
+
+def test_the_stored_number_wins_and_can_be_changed(tmp_path, caplog):
+    prefix = str(tmp_path / "quota")
+    first = BlobSemaphore(prefix, 2)
+    assert first.configuration().slots == 2
+    other = BlobSemaphore(prefix, 5)
+    held = [other.try_acquire(), other.try_acquire()]
+    assert all(held)
+    with caplog.at_level("WARNING"):
+        assert other.try_acquire() is None
+    assert "5 slots asked for" in caplog.text and "says 2" in caplog.text
+    stored = json.loads((tmp_path / "quota" / "semaphore.json").read_text())
+    assert stored["slots"] == 2
+    assert other.set_slots(3).slots == 3
+    third = other.try_acquire()
+    assert third is not None and third.slot == 2
+    for h in [*held, third]:
+        h.release()
+
+
+def test_a_timeout_names_the_semaphore(tmp_path):
+    prefix = str(tmp_path / "quota")
+    semaphore = BlobSemaphore(prefix, 1)
+    with semaphore:
+        with pytest.raises(LockTimeout) as info:
+            semaphore.acquire(timeout=0.5)
+    assert prefix in str(info.value) and "1 slot" in str(info.value)
+
+
+def test_async_with_takes_and_releases_a_slot(tmp_path):
+    semaphore = BlobSemaphore(str(tmp_path / "quota"), 1)
+
+    async def use() -> None:
+        async with semaphore as slot:
+            assert slot.held and slot.slot == 0
+            assert semaphore.try_acquire() is None
+        assert not slot.held
+        again = await semaphore.acquire_async(timeout=5)
+        again.release()
+
+    asyncio.run(use())
+
+
+@pytest.mark.parametrize(
+    ("slots", "error"), [(0, ValueError), (5000, ValueError), ("4", TypeError), (True, TypeError)]
+)
+def test_bad_numbers_of_slots_are_refused(tmp_path, slots, error):
+    with pytest.raises(error, match="slots"):
+        BlobSemaphore(str(tmp_path / "quota"), slots)
