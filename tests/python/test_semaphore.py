@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import asyncio
 import json
+import sys
 import time
 
 import pytest
 from blob_lock import BlobSemaphore, LockTimeout, keep_alive
+from conftest import cli
 
 
 def test_sixteen_processes_on_four_slots_never_exceed_four(shared_backend, workers, tmp_path):
@@ -17,7 +19,11 @@ def test_sixteen_processes_on_four_slots_never_exceed_four(shared_backend, worke
     inside = tmp_path / "inside"
     inside.mkdir()
     prefix = shared_backend.uri()
-    args = (str(inside), str(slots), str(rounds), str(hold), "3")
+    # The default expire (30 s): a process's first request may wait behind 15 others
+    # starting at once, and the rest of the suite. Until a store has answered a process
+    # once, a request without an answer within the request timeout (half a heartbeat, 5 s
+    # here) fails it as unreachable: first contact fails fast.
+    args = (str(inside), str(slots), str(rounds), str(hold), "30")
     procs = [workers("slots", prefix, shared_backend.options_json(), *args) for _ in range(n_proc)]
     for p in procs:
         assert p.line()["event"] == "ready"
@@ -122,3 +128,25 @@ def test_async_with_takes_and_releases_a_slot(tmp_path):
 def test_bad_numbers_of_slots_are_refused(tmp_path, slots, error):
     with pytest.raises(error, match="slots"):
         BlobSemaphore(str(tmp_path / "quota"), slots)
+
+
+def test_run_with_slots_takes_one_slot_for_the_command(tmp_path):
+    prefix = str(tmp_path / "quota")
+    semaphore = BlobSemaphore(prefix, 2)
+    first = semaphore.acquire()
+    # One slot left: the command takes it, and sees itself holding it while it runs.
+    probe = (
+        "from blob_lock import BlobSemaphore; "
+        f"s = BlobSemaphore({prefix!r}, 2); assert s.try_acquire() is None; print('full')"
+    )
+    done = cli("run", "--slots", "2", prefix, "--", sys.executable, "-c", probe)
+    assert done.returncode == 0, done.stderr
+    assert "full" in done.stdout
+    # Released after it: the slot is free again; with both held, --no-wait exits 75.
+    second = semaphore.try_acquire()
+    assert second is not None
+    done = cli("run", "--slots", "2", "--no-wait", prefix, "--", "true")
+    assert done.returncode == 75
+    assert "every slot" in done.stderr and prefix in done.stderr
+    first.release()
+    second.release()

@@ -163,6 +163,14 @@ def parser() -> argparse.ArgumentParser:
         help="wait for the lock (default); --no-wait makes one attempt and exits 75 if it is held",
     )
     run.add_argument(
+        "--slots",
+        type=int,
+        default=None,
+        metavar="N",
+        help="take one of N slots of a semaphore at URI instead of its lock: at most N such "
+        "commands run at once (the number stored beside the slots wins)",
+    )
+    run.add_argument(
         "-l",
         "--label",
         action="append",

@@ -8,7 +8,7 @@ import contextlib
 import subprocess
 import sys
 
-from blob_lock import BlobLock, LockTimeout
+from blob_lock import BlobLock, BlobSemaphore, LockTimeout
 from blob_lock.cli._exits import EXIT_CANNOT_RUN, EXIT_LOST, EXIT_TIMEOUT, EXIT_USAGE
 from blob_lock.cli._parser import labels, run_options, storage_options
 from blob_lock.cli._progress import Progress
@@ -21,13 +21,16 @@ def run(args: argparse.Namespace, cmd: list[str]) -> int:
         print("blob-lock run: no command given (blob-lock run URI -- COMMAND...)", file=sys.stderr)
         return EXIT_USAGE
     options = storage_options(args)
-    lock = BlobLock(
-        args.uri,
-        **run_options(args),  # type: ignore[arg-type]
-        storage_options=options,
-        raise_on_lost=False,  # a loss is reported after the command (exit 4), not raised
-        labels=labels(args),
-    )
+    settings: dict[str, object] = {
+        **run_options(args),
+        "storage_options": options,
+        "raise_on_lost": False,  # a loss is reported after the command (exit 4), not raised
+        "labels": labels(args),
+    }
+    semaphore = None
+    if args.slots is not None:
+        semaphore = BlobSemaphore(args.uri, args.slots, **settings)  # type: ignore[arg-type]
+    lock = BlobLock(args.uri, **settings)  # type: ignore[arg-type]
     # Before the lock is held a signal ends the wait; once it is held, signals go to the
     # command, or wait for it to start if they come first (never lost, never unlocked).
     child: subprocess.Popen[bytes] | None = None
@@ -47,7 +50,14 @@ def run(args: argparse.Namespace, cmd: list[str]) -> int:
         # Leaving this block releases the lock once the command has ended.
         with contextlib.ExitStack() as holding:
             try:
-                if not args.wait:
+                if semaphore is not None:
+                    slot = semaphore.acquire() if args.wait else semaphore.try_acquire()
+                    if slot is None:
+                        print(f"blob-lock: every slot of {args.uri} is held", file=sys.stderr)
+                        return EXIT_TIMEOUT
+                    holding.push(slot)
+                    lock = slot
+                elif not args.wait:
                     if not lock.try_acquire():
                         print(f"blob-lock: {lock.inspect().describe()}", file=sys.stderr)
                         return EXIT_TIMEOUT
