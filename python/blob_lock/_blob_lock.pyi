@@ -213,6 +213,8 @@ class NativeSemaphore:
         """`acquire` as an awaitable; cancelling it releases whatever it may have written."""
     def configuration(self) -> NativeSemaphoreConfig:
         """The stored configuration, written with the number asked for if there is none."""
+    def stored(self) -> NativeSemaphoreConfig | None:
+        """The stored configuration, if there is one; writes nothing."""
     def set_slots(self, slots: int) -> NativeSemaphoreConfig:
         """Stores `slots` as the number of slots."""
 

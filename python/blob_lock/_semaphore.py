@@ -158,6 +158,12 @@ class BlobSemaphore:
         none yet), with who stored it and when. One read."""
         return SemaphoreConfig._of(self._native.configuration())
 
+    def stored(self) -> SemaphoreConfig | None:
+        """The configuration as stored, or None where no semaphore was used yet. One read;
+        writes nothing."""
+        stored = self._native.stored()
+        return None if stored is None else SemaphoreConfig._of(stored)
+
     def set_slots(self, slots: int) -> SemaphoreConfig:
         """Stores ``slots`` as the number of slots, for every process on the prefix."""
         if isinstance(slots, bool) or not isinstance(slots, int):

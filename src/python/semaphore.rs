@@ -119,6 +119,12 @@ impl NativeSemaphore {
         Ok(wait(py, async move { semaphore.configuration().await }, None)?.into())
     }
 
+    /// The stored configuration, if there is one; writes nothing.
+    fn stored(&self, py: Python<'_>) -> PyResult<Option<NativeSemaphoreConfig>> {
+        let semaphore = self.semaphore.clone();
+        Ok(wait(py, async move { semaphore.stored().await }, None)?.map(Into::into))
+    }
+
     /// Stores `slots` as the number of slots.
     fn set_slots(&self, py: Python<'_>, slots: u64) -> PyResult<NativeSemaphoreConfig> {
         let slots = crate::semaphore::config::checked_slots(slots).map_err(to_py)?;

@@ -151,6 +151,11 @@ impl Semaphore {
         Ok(stored)
     }
 
+    /// The stored configuration, if there is one; writes nothing (`status`, `ls`).
+    pub async fn stored(&self) -> Result<Option<Stored>> {
+        Ok(self.config.read().await?.map(|(stored, _)| stored))
+    }
+
     /// Stores `slots` as the number of slots: raised, new acquisitions take the new slots
     /// at once; lowered, no holder is evicted, and the slots at or above it drain.
     pub async fn set_slots(&self, slots: usize) -> Result<Stored> {

@@ -150,3 +150,22 @@ def test_run_with_slots_takes_one_slot_for_the_command(tmp_path):
     assert "every slot" in done.stderr and prefix in done.stderr
     first.release()
     second.release()
+
+
+def test_status_of_a_prefix_shows_the_semaphore_and_its_slots(tmp_path):
+    prefix = str(tmp_path / "quota")
+    semaphore = BlobSemaphore(prefix, 3, labels={"job": "train"})
+    held = semaphore.acquire()
+    semaphore.acquire().release()
+    done = cli("status", prefix)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0].startswith(f"{prefix}: semaphore of 3 slots, 1 held"), done.stdout
+    assert f"{held.uri}: held" in done.stdout and "job=train" in done.stdout
+    assert len(lines) == 3, done.stdout  # the two slots ever taken
+    held.release()
+    # A prefix without a semaphore stays a plain lock's status, and nothing is written.
+    other = tmp_path / "other"
+    done = cli("status", str(other))
+    assert done.stdout.strip() == f"{other}: unlocked"
+    assert not other.exists()

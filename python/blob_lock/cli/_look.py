@@ -8,12 +8,16 @@ import json
 import sys
 
 from blob_lock import (
+    BlobSemaphore,
     BreakOutcome,
+    LockState,
     LockTimeout,
+    SemaphoreConfig,
     break_lock,
     credential_source,
     doctor,
     inspect,
+    list_locks,
     wait_free,
 )
 from blob_lock.cli._exits import EXIT_REFUSED, EXIT_TIMEOUT
@@ -24,7 +28,14 @@ from blob_lock.cli._signals import Signalled, handle_signals, raise_signalled, r
 
 def status_command(args: argparse.Namespace) -> int:
     """``blob-lock status``: one read, shown."""
-    seen = inspect(args.uri, storage_options=storage_options(args))
+    options = storage_options(args)
+    seen = inspect(args.uri, storage_options=options)
+    if seen.state == LockState.UNLOCKED and not args.json:
+        # No lock here: a semaphore's prefix, perhaps (one more read, only then).
+        stored = BlobSemaphore(args.uri, 1, storage_options=options).stored()
+        if stored is not None:
+            _show_semaphore(args.uri, stored, options)
+            return 0
     if args.json:
         print(json.dumps(seen.to_json(), indent=2))
     else:
@@ -34,6 +45,29 @@ def status_command(args: argparse.Namespace) -> int:
         if seen.released_at is not None:
             print(f"  released {seen.released_at.isoformat()}")
     return 0
+
+
+def _show_semaphore(prefix: str, stored: SemaphoreConfig, options: dict[str, str] | None) -> None:
+    """A semaphore's number and its slots, each as one read shows it (a slot past a lowered
+    number still shows while its holder finishes)."""
+    listed = list_locks(prefix, storage_options=options)
+    found = ((_slot(prefix, seen.uri), seen) for seen in listed)
+    slots = [seen for index, seen in sorted(found, key=lambda f: f[0] or 0) if index is not None]
+    busy = sum(seen.state in (LockState.HELD, LockState.OURS) for seen in slots)
+    print(
+        f"{prefix}: semaphore of {stored.slots} slots, {busy} held "
+        f"(set by {stored.set_by} at {stored.set_at})"
+    )
+    for seen in slots:
+        print(f"  {seen.describe()}")
+
+
+def _slot(prefix: str, uri: str) -> int | None:
+    """The index of the slot ``uri`` names under ``prefix`` (``PREFIX/slot-<i>``), if it does."""
+    rest = uri[len(prefix.rstrip("/")) :]
+    if not rest.startswith("/slot-") or not rest[6:].isdigit():
+        return None
+    return int(rest[6:])
 
 
 def wait_command(args: argparse.Namespace) -> int:

@@ -183,7 +183,8 @@ def parser() -> argparse.ArgumentParser:
         "status",
         "show who holds a lock",
         "Read the lock once and show its state (unlocked, held, expired, released), holder, "
-        "token and times. Never writes.",
+        "token and times; at a semaphore's prefix (no lock there), its number of slots and "
+        "each slot's holder. Never writes.",
     )
     status.add_argument("--json", action="store_true", help="print one JSON object")
 
