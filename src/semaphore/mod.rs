@@ -22,6 +22,7 @@ use rotation::Rotation;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::Notify;
+use tokio::time::Instant;
 
 /// N slot locks under one prefix, at most N held at once.
 #[derive(Debug)]
@@ -156,6 +157,27 @@ impl Semaphore {
         Ok(self.config.read().await?.map(|(stored, _)| stored))
     }
 
+    /// The stored configuration, read again after a transient failure until `deadline`
+    /// (`None`: for ever), as a lock's attempts are.
+    async fn configuration_by(&self, deadline: Option<Instant>) -> Result<Stored> {
+        let clock = &self.options.clock;
+        let mut polls = Polls::new(&self.options.timing);
+        loop {
+            match self.configuration().await {
+                Err(e) if retried(&e) && deadline.is_none_or(|d| clock.now() < d) => {
+                    log::debug!(
+                        "{}: reading {} failed, retrying: {e}",
+                        self.prefix,
+                        self.config.uri()
+                    );
+                    let left = deadline.map(|d| d.saturating_duration_since(clock.now()));
+                    clock.sleep(polls.pause(clock.jitter(), None, left)).await;
+                }
+                done => return done,
+            }
+        }
+    }
+
     /// Stores `slots` as the number of slots: raised, new acquisitions take the new slots
     /// at once; lowered, no holder is evicted, and the slots at or above it drain.
     pub async fn set_slots(&self, slots: usize) -> Result<Stored> {
@@ -194,7 +216,7 @@ impl Semaphore {
         let began = clock.now();
         let deadline = timeout.map(|t| began + t);
         let mut us = Contender::new(self);
-        let mut n = self.configuration().await?.slots;
+        let mut n = self.configuration_by(deadline).await?.slots;
         let mut rotation = Rotation::new(n, us.spread(n));
         let mut polls = Polls::new(&self.options.timing);
         let mut wakers = us.wakers(n)?;
@@ -214,7 +236,7 @@ impl Semaphore {
                 match attempt(lock).await {
                     Ok(Tried::Held(lease)) => return Ok(self.permit(slot, lock, lease)),
                     Ok(Tried::Busy { expires_in }) => rotation.saw(slot, clock.now(), expires_in),
-                    Err(e) if e.is_transient() || matches!(e, Error::Saturated { .. }) => {
+                    Err(e) if retried(&e) => {
                         rotation.saw(slot, clock.now(), None);
                         last_error = Some(e);
                     }
@@ -250,7 +272,12 @@ impl Semaphore {
             // read at once, slots past a lowered number no longer.
             if reads_since_config >= n {
                 reads_since_config = 0;
-                let stored = self.configuration().await?.slots;
+                // A failed read keeps the number known: the next turn reads it again.
+                let stored = match self.configuration().await {
+                    Ok(stored) => stored.slots,
+                    Err(e) if retried(&e) => n,
+                    Err(e) => return Err(e),
+                };
                 if stored != n {
                     let before = n;
                     n = stored;
@@ -273,6 +300,12 @@ impl Semaphore {
             lease,
         }
     }
+}
+
+/// Whether a wait goes on after `e`: a transient store error or a saturated store, which
+/// pass, as for a lock's attempts.
+fn retried(e: &Error) -> bool {
+    e.is_transient() || matches!(e, Error::Saturated { .. })
 }
 
 /// One acquisition's locks on the slots, all with its owner id, each opened once: an
