@@ -125,11 +125,6 @@ impl Semaphore {
         self.asked
     }
 
-    /// The configuration's URI (`PREFIX/semaphore.json`).
-    pub fn config_uri(&self) -> &str {
-        self.config.uri()
-    }
-
     /// The stored configuration, written with the number asked for if there is none yet.
     pub async fn configuration(&self) -> Result<Stored> {
         let stored = self.config.agreed(self.asked).await?;
@@ -219,14 +214,20 @@ impl Semaphore {
         let mut n = self.configuration_by(deadline).await?.slots;
         let mut rotation = Rotation::new(n, us.spread(n));
         let mut polls = Polls::new(&self.options.timing);
-        let mut wakers = us.wakers(n)?;
+        // Made once the first round found every slot held: an acquisition that takes a slot
+        // at once looks up no waker.
+        let mut wakers: Option<Vec<Arc<Notify>>> = None;
         let mut last_error: Option<Error> = None;
         // The first round reads every slot; then one slot per poll, or every slot again
         // after a release in this process.
         let mut round: Vec<usize> = rotation.round().collect();
         let mut reads_since_config = 0;
         loop {
-            let mut woken: Vec<_> = wakers.iter().map(|w| Box::pin(w.notified())).collect();
+            let mut woken: Vec<_> = wakers
+                .iter()
+                .flatten()
+                .map(|w| Box::pin(w.notified()))
+                .collect();
             for w in &mut woken {
                 w.as_mut().enable();
             }
@@ -235,7 +236,10 @@ impl Semaphore {
                 let lock = us.lock(slot)?;
                 match attempt(lock).await {
                     Ok(Tried::Held(lease)) => return Ok(self.permit(slot, lock, lease)),
-                    Ok(Tried::Busy { expires_in }) => rotation.saw(slot, clock.now(), expires_in),
+                    Ok(Tried::Busy { expires_in }) => {
+                        rotation.saw(slot, clock.now(), expires_in);
+                        last_error = None;
+                    }
                     Err(e) if retried(&e) => {
                         rotation.saw(slot, clock.now(), None);
                         last_error = Some(e);
@@ -268,6 +272,9 @@ impl Semaphore {
                     _ = futures_util::future::select_all(woken) => round.extend(rotation.round()),
                 }
             }
+            if wakers.is_none() {
+                wakers = Some(self.wakers(n)?);
+            }
             // A changed number takes effect within one turn of the slots: new slots are
             // read at once, slots past a lowered number no longer.
             if reads_since_config >= n {
@@ -282,7 +289,7 @@ impl Semaphore {
                     let before = n;
                     n = stored;
                     rotation.resize(n);
-                    wakers = us.wakers(n)?;
+                    wakers = Some(self.wakers(n)?);
                     round.retain(|&s| s < n);
                     round.extend(before..n);
                     if round.is_empty() {
@@ -291,6 +298,15 @@ impl Semaphore {
                 }
             }
         }
+    }
+
+    /// What wakes a waiter when a lock of this process releases one of the first `n` slots.
+    fn wakers(&self, n: usize) -> Result<Vec<Arc<Notify>>> {
+        let mut wakers = Vec::with_capacity(n);
+        for i in 0..n {
+            wakers.extend(self.slot(i)?.waker());
+        }
+        Ok(wakers)
     }
 
     fn permit(&self, slot: usize, lock: &Lock, lease: Lease) -> Permit {
@@ -342,17 +358,6 @@ impl<'a> Contender<'a> {
             self.locks[i] = Some(lock.with_owner(self.owner.to_string()));
         }
         Ok(self.locks[i].as_ref().expect("opened above"))
-    }
-
-    /// What wakes it when a lock of this process releases one of the first `n` slots.
-    fn wakers(&mut self, n: usize) -> Result<Vec<Arc<Notify>>> {
-        let mut wakers = Vec::with_capacity(n);
-        for i in 0..n {
-            if let Some(w) = self.lock(i)?.waker() {
-                wakers.push(w);
-            }
-        }
-        Ok(wakers)
     }
 }
 

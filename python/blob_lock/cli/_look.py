@@ -51,8 +51,8 @@ def _show_semaphore(prefix: str, stored: SemaphoreConfig, options: dict[str, str
     """A semaphore's number and its slots, each as one read shows it (a slot past a lowered
     number still shows while its holder finishes)."""
     listed = list_locks(prefix, storage_options=options)
-    found = ((_slot(prefix, seen.uri), seen) for seen in listed)
-    slots = [seen for index, seen in sorted(found, key=lambda f: f[0] or 0) if index is not None]
+    found = [(i, seen) for seen in listed if (i := _slot(prefix, seen.uri)) is not None]
+    slots = [seen for _, seen in sorted(found, key=lambda f: f[0])]
     busy = sum(seen.state in (LockState.HELD, LockState.OURS) for seen in slots)
     print(
         f"{prefix}: semaphore of {stored.slots} slots, {busy} held "
