@@ -2,8 +2,8 @@
 //! a throttling answer, a missing bucket, and whether a retry can help. object_store keeps
 //! the HTTP status private; its messages carry it.
 
+use super::transport;
 use crate::errors::{Error, StoreErrorKind};
-use object_store::client::{HttpError, HttpErrorKind};
 
 /// True when `e` is the store's own answer (an HTTP status), false when no answer came
 /// (connection refused, DNS, TLS, a reset) or the request never left (credentials).
@@ -20,63 +20,10 @@ pub(crate) fn answered_by_store(e: &object_store::Error) -> bool {
     ) {
         return true;
     }
-    if transport_failure(e).is_some() {
+    if transport::failed(e) {
         return false; // the transport failed: nothing came back
     }
     e.to_string().contains("Server returned")
-}
-
-/// The kind of the transport failure in `e`, if it is one.
-pub(crate) fn transport_failure(e: &object_store::Error) -> Option<HttpErrorKind> {
-    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(e);
-    while let Some(s) = source {
-        if let Some(http) = s.downcast_ref::<HttpError>() {
-            return Some(http.kind());
-        }
-        source = s.source();
-    }
-    None
-}
-
-/// True if `e` is a connection that was made and then reset or closed before an answer,
-/// even while it was being made (something listens there), not one refused, unresolved or
-/// timed out (a wrong endpoint).
-pub(crate) fn dropped_connection(e: &object_store::Error) -> bool {
-    match transport_failure(e) {
-        Some(HttpErrorKind::Request | HttpErrorKind::Interrupted) => true,
-        Some(HttpErrorKind::Unknown) => cancelled_unsent(e),
-        Some(HttpErrorKind::Connect) => {
-            use std::io::ErrorKind as K;
-            let mut source: Option<&(dyn std::error::Error + 'static)> = Some(e);
-            while let Some(s) = source {
-                if let Some(io) = s.downcast_ref::<std::io::Error>() {
-                    return matches!(
-                        io.kind(),
-                        K::ConnectionReset
-                            | K::ConnectionAborted
-                            | K::BrokenPipe
-                            | K::UnexpectedEof
-                    );
-                }
-                source = s.source();
-            }
-            false
-        }
-        _ => false,
-    }
-}
-
-/// True if hyper cancelled the request because its connection closed before the request
-/// was sent (a reset that raced the request onto the connection): nothing reached the store.
-pub(crate) fn cancelled_unsent(e: &object_store::Error) -> bool {
-    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(e);
-    while let Some(s) = source {
-        if let Some(h) = s.downcast_ref::<hyper::Error>() {
-            return h.is_canceled();
-        }
-        source = s.source();
-    }
-    false
 }
 
 /// True if the store answered that it is overloaded and asks its clients to slow down:
@@ -224,16 +171,6 @@ pub(crate) fn status_in(msg: &str) -> Option<u16> {
         .collect::<String>()
         .parse()
         .ok()
-}
-
-/// True for a transport failure worth one more try at once: the request was not sent, or
-/// its connection was closed under it.
-pub(crate) fn resendable(e: &object_store::Error) -> bool {
-    match transport_failure(e) {
-        Some(HttpErrorKind::Connect | HttpErrorKind::Request | HttpErrorKind::Interrupted) => true,
-        Some(HttpErrorKind::Unknown) => cancelled_unsent(e),
-        _ => false,
-    }
 }
 
 #[cfg(test)]

@@ -330,10 +330,11 @@ fn get_or_build(
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use crate::store::storage_options::tests::options;
 
+    #[cfg(feature = "cloud")]
     #[test]
     fn one_client_per_store_and_configuration() {
+        use crate::store::storage_options::tests::options;
         let o = options(&[
             ("aws_region", "us-east-1"),
             ("aws_endpoint", "http://127.0.0.1:9"),

@@ -5,16 +5,16 @@
 //! SDKs make, each throttle slowing the whole process down), a panic inside object_store
 //! turned into an error, and the store's answers noted, so that a store that has never
 //! answered this process fails at once instead of being waited for. What an answer means
-//! is `answers.rs`. object_store itself retries nothing ([`super::cloud`]): this is
+//! is `answers.rs` and `transport.rs`. object_store itself retries nothing ([`super::cloud`]): this is
 //! the one place a request is tried again.
 
 use super::answers::{
-    answered_by_store, dropped_connection, missing_bucket, names_a_missing_bucket, resendable,
-    store_error, throttling,
+    answered_by_store, missing_bucket, names_a_missing_bucket, store_error, throttling,
 };
 use super::client::Client;
 use super::guarded::Guarded;
 use super::load::{self, Ending, TooLate};
+use super::transport::{dropped_connection, resendable};
 use super::{Version, Write};
 use crate::errors::{Error, Result, StoreErrorKind};
 use crate::timing::Timing;

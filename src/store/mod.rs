@@ -9,10 +9,14 @@
 mod access;
 pub(crate) mod answers;
 pub mod client;
+#[cfg(feature = "cloud")]
 pub mod cloud;
+#[cfg(feature = "cloud")]
 mod conditional_delete;
+#[cfg(feature = "cloud")]
 mod connection_string;
 pub mod counted;
+#[cfg(feature = "cloud")]
 pub mod credentials;
 pub mod environment;
 pub mod file;
@@ -22,16 +26,26 @@ pub mod listing;
 pub mod load;
 pub mod object;
 mod open;
+#[cfg(feature = "cloud")]
 mod option_names;
 pub mod probe;
+#[cfg(feature = "cloud")]
 mod signing;
 pub mod storage_options;
 pub mod store_kind;
+#[cfg(feature = "cloud")]
+mod transport;
 pub mod uri;
+#[cfg(not(feature = "cloud"))]
+mod without_cloud;
+#[cfg(not(feature = "cloud"))]
+use without_cloud::{cloud, conditional_delete, credentials, signing, transport};
 
 pub use access::Access;
 pub use counted::{Counted, Requests};
-pub use credentials::{ChainNote, Credentials, Fetch, Fetched};
+pub use credentials::Credentials;
+#[cfg(feature = "cloud")]
+pub use credentials::{ChainNote, Fetch, Fetched};
 pub use environment::Environment;
 pub use listing::{as_prefix_error, Listing};
 pub use open::{open, open_object, Private};

@@ -62,6 +62,7 @@ pub(crate) mod tests {
     use std::collections::HashMap;
 
     /// Storage options from pairs (for tests here and in `cloud`).
+    #[cfg(feature = "cloud")]
     pub(crate) fn options(pairs: &[(&str, &str)]) -> Options {
         let map = pairs
             .iter()

@@ -537,7 +537,7 @@ fn cas_does_not_take_a_stale_read_of_its_own_released_write_for_an_acquisition()
 /// the two side by side). A report, not a test: `make model` prints it.
 #[cfg(feature = "mutations")]
 #[test]
-#[ignore = "a report: make model (cargo test --release --features mutations --test simulation seeded -- --ignored --nocapture)"]
+#[ignore = "a report: make model (cargo test --release --no-default-features --features mutations --test simulation seeded -- --ignored --nocapture)"]
 fn seeded_bugs_in_the_random_campaign() {
     let found = each_seeded_bug(|| campaign(Protocol::Cas, false));
     for (m, (n, bad)) in found {
