@@ -30,11 +30,16 @@ pub enum Mutation {
     /// prune deletes the lockfile it took whatever it holds by then, not only at its own
     /// write's version (src/inventory.rs).
     PruneUnconditional,
+    /// Every acquisition of one semaphore writes the same owner id, so that a slot another
+    /// acquisition of the process holds is counted free: it reads as ours (src/semaphore/).
+    SemaphoreSharedOwner,
+    /// A semaphore uses the number of slots asked for, not the one stored.
+    SemaphoreAskedNumber,
 }
 
 impl Mutation {
     /// Every seeded bug.
-    pub const ALL: [Mutation; 9] = [
+    pub const ALL: [Mutation; 11] = [
         Mutation::AdoptForeignWrite,
         Mutation::ExpireAtHalf,
         Mutation::ConflictAsSuccess,
@@ -44,6 +49,8 @@ impl Mutation {
         Mutation::RecordUnconditional,
         Mutation::CreateFirstOverwrites,
         Mutation::PruneUnconditional,
+        Mutation::SemaphoreSharedOwner,
+        Mutation::SemaphoreAskedNumber,
     ];
 }
 
@@ -56,6 +63,13 @@ thread_local! {
 #[cfg(feature = "mutations")]
 pub fn seed(mutation: Option<Mutation>) {
     ACTIVE.with(|a| a.set(mutation.map_or(0, |m| m as u8)));
+}
+
+/// The bug seeded on this thread, if any.
+#[cfg(feature = "mutations")]
+pub fn seeded() -> Option<Mutation> {
+    let active = ACTIVE.with(|a| a.get());
+    Mutation::ALL.into_iter().find(|m| *m as u8 == active)
 }
 
 /// Whether `mutation` is seeded.

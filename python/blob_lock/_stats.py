@@ -39,5 +39,8 @@ def stats() -> Stats:
       Azure 503 ServerBusy and 500 OperationTimedOut, GCS 429 and 503).
     - ``queued``: store requests waiting now for a slot of their store (renewals go
       first, by their leases' deadlines).
+    - ``slots_held``: semaphore slots this process holds now (renewed by it: a slot handed
+      off to a remote is the remote's); ``semaphore_waiters``: semaphore acquisitions
+      waiting now, every slot they read being held.
     """
     return _blob_lock.stats()

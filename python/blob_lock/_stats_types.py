@@ -32,3 +32,5 @@ class Stats(TypedDict):
     renewal_margin_min_seconds: float | None
     throttled: int
     queued: int
+    slots_held: int
+    semaphore_waiters: int

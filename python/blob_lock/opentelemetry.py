@@ -5,7 +5,8 @@ an SDK meter provider.
 
 Counters: ``blob_lock.requests{kind, outcome}``, ``blob_lock.acquisitions{outcome}``,
 ``blob_lock.releases``, ``blob_lock.renewals{outcome}``, ``blob_lock.losses{cause}``,
-``blob_lock.throttled``; gauges: ``blob_lock.queued``, ``blob_lock.renewal_margin_min``
+``blob_lock.throttled``; gauges: ``blob_lock.queued``, ``blob_lock.slots_held``,
+``blob_lock.semaphore_waiters``, ``blob_lock.renewal_margin_min``
 (seconds; no observation while no renewal landed in the last minutes).
 OpenTelemetry has no asynchronous histogram, so each histogram of ``stats()`` (for instance
 ``acquire_wait_seconds``) is exported as three observable counters:
@@ -97,6 +98,10 @@ def instrument(meter_provider: MeterProvider | None = None) -> None:
     gauges: list[tuple[str, str, str, Read]] = [
         ("queued", "Store requests waiting for a slot now.", "1",
          lambda s: [Observation(s["queued"])]),
+        ("slots_held", "Semaphore slots held now.", "1",
+         lambda s: [Observation(s["slots_held"])]),
+        ("semaphore_waiters", "Semaphore acquisitions waiting now.", "1",
+         lambda s: [Observation(s["semaphore_waiters"])]),
         ("renewal_margin_min", "The least margin a renewal left before its deadline.", "s",
          lambda s: [] if s["renewal_margin_min_seconds"] is None
          else [Observation(s["renewal_margin_min_seconds"])]),

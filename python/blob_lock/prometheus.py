@@ -5,7 +5,8 @@ reads ``blob_lock.stats()`` at each scrape. Needs ``prometheus_client``
 Metrics: ``blob_lock_requests_total{kind, outcome}``,
 ``blob_lock_acquisitions_total{outcome}``, ``blob_lock_releases_total``,
 ``blob_lock_renewals_total{outcome}``, ``blob_lock_losses_total{cause}``,
-``blob_lock_throttled_total``, the gauges ``blob_lock_queued`` and
+``blob_lock_throttled_total``, the gauges ``blob_lock_queued``,
+``blob_lock_slots_held``, ``blob_lock_semaphore_waiters`` and
 ``blob_lock_renewal_margin_min_seconds`` (absent while no renewal landed in the last
 minutes), and the histograms ``blob_lock_acquire_wait_seconds``, ``blob_lock_hold_seconds``,
 ``blob_lock_renewal_latency_seconds`` and ``blob_lock_renewal_margin_seconds``.
@@ -70,6 +71,14 @@ class BlobLockCollector(Collector):
         yield throttled
         yield GaugeMetricFamily(
             "blob_lock_queued", "Store requests waiting for a slot now.", value=s["queued"]
+        )
+        yield GaugeMetricFamily(
+            "blob_lock_slots_held", "Semaphore slots held now.", value=s["slots_held"]
+        )
+        yield GaugeMetricFamily(
+            "blob_lock_semaphore_waiters",
+            "Semaphore acquisitions waiting now, every slot they read being held.",
+            value=s["semaphore_waiters"],
         )
         if s["renewal_margin_min_seconds"] is not None:
             yield GaugeMetricFamily(

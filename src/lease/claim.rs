@@ -19,6 +19,7 @@
 //! lockfile).
 
 use std::fmt;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 /// Where a claim is in its lifecycle.
@@ -77,6 +78,12 @@ impl State {
         )
     }
 
+    /// Whether a semaphore's slot whose claim is in this state counts as held by this
+    /// process (`stats()["slots_held"]`): renewed by it, not yet being released.
+    fn counts_as_held_slot(self) -> bool {
+        matches!(self, State::Held | State::Renewing | State::RenewRetrying)
+    }
+
     /// The transition table.
     pub fn may_become(self, next: State) -> bool {
         use State::*;
@@ -113,6 +120,8 @@ pub struct Claim {
     uri: Arc<str>,
     owner: Arc<str>,
     state: Mutex<State>,
+    /// A semaphore's slot: counted in the process's held slots while held.
+    slot: AtomicBool,
 }
 
 impl Claim {
@@ -133,6 +142,15 @@ impl Claim {
             uri,
             owner,
             state: Mutex::new(state),
+            slot: AtomicBool::new(false),
+        }
+    }
+
+    /// Counts this claim, a semaphore's slot, in the process's held slots while it holds.
+    pub fn count_as_slot(&self) {
+        let state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        if !self.slot.swap(true, Ordering::Relaxed) && state.counts_as_held_slot() {
+            crate::metrics::slots_held(1);
         }
     }
 
@@ -168,6 +186,13 @@ impl Claim {
                 return false;
             }
             *state = next;
+            if self.slot.load(Ordering::Relaxed) {
+                match (prev.counts_as_held_slot(), next.counts_as_held_slot()) {
+                    (true, false) => crate::metrics::slots_held(-1),
+                    (false, true) => crate::metrics::slots_held(1),
+                    _ => {}
+                }
+            }
             prev
         };
         // Logged after the mutex is released: in Python, logging takes the GIL.
@@ -178,6 +203,15 @@ impl Claim {
             self.owner
         );
         true
+    }
+}
+
+impl Drop for Claim {
+    fn drop(&mut self) {
+        let state = *self.state.get_mut().unwrap_or_else(|e| e.into_inner());
+        if *self.slot.get_mut() && state.counts_as_held_slot() {
+            crate::metrics::slots_held(-1);
+        }
     }
 }
 

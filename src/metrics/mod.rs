@@ -77,6 +77,8 @@ struct Metrics {
     tightest: Tightest,
     throttled: AtomicU64,
     queued: AtomicI64,
+    slots_held: AtomicI64,
+    semaphore_waiters: AtomicI64,
 }
 
 static METRICS: Metrics = Metrics {
@@ -93,6 +95,8 @@ static METRICS: Metrics = Metrics {
     tightest: Tightest::new(),
     throttled: AtomicU64::new(0),
     queued: AtomicI64::new(0),
+    slots_held: AtomicI64::new(0),
+    semaphore_waiters: AtomicI64::new(0),
 };
 
 /// The least margin a renewal left before its lease deadline, this minute and the last
@@ -194,6 +198,16 @@ pub fn queued(n: i64) {
     METRICS.queued.fetch_add(n, Relaxed);
 }
 
+/// `n` more (or fewer) semaphore slots are held by this process.
+pub fn slots_held(n: i64) {
+    METRICS.slots_held.fetch_add(n, Relaxed);
+}
+
+/// `n` more (or fewer) semaphore acquisitions wait, every slot they read being held.
+pub fn semaphore_waiters(n: i64) {
+    METRICS.semaphore_waiters.fetch_add(n, Relaxed);
+}
+
 /// A renewal failed and will be tried again.
 pub fn renewal_retried() {
     METRICS.renewals_retried.fetch_add(1, Relaxed);
@@ -242,6 +256,11 @@ pub struct Snapshot {
     pub throttled: u64,
     /// Requests waiting now for a slot of their store (renewals go first).
     pub queued: u64,
+    /// Semaphore slots this process holds now (renewed by it; a slot handed off to a remote
+    /// is the remote's).
+    pub slots_held: u64,
+    /// Semaphore acquisitions waiting now, every slot they read being held.
+    pub semaphore_waiters: u64,
 }
 
 /// Every figure of this process so far. A child made by fork starts with its parent's.
@@ -274,6 +293,8 @@ pub fn snapshot() -> Snapshot {
         renewal_margin_min: m.tightest.get(),
         throttled: m.throttled.load(Relaxed),
         queued: m.queued.load(Relaxed).max(0) as u64,
+        slots_held: m.slots_held.load(Relaxed).max(0) as u64,
+        semaphore_waiters: m.semaphore_waiters.load(Relaxed).max(0) as u64,
     }
 }
 

@@ -58,5 +58,7 @@ pub(crate) fn stats(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
     )?;
     d.set_item("throttled", s.throttled)?;
     d.set_item("queued", s.queued)?;
+    d.set_item("slots_held", s.slots_held)?;
+    d.set_item("semaphore_waiters", s.semaphore_waiters)?;
     Ok(d)
 }

@@ -103,6 +103,11 @@ impl Config {
         })
     }
 
+    /// The configuration in `store`, brought by the caller.
+    pub(crate) fn with_store(store: Arc<dyn LockStore>) -> Config {
+        Config { store }
+    }
+
     /// The object's URI.
     pub(crate) fn uri(&self) -> &str {
         self.store.uri()
@@ -126,12 +131,15 @@ impl Config {
         match self.store.create(ours.encode()).await? {
             Write::Done(_) => Ok(ours),
             // Another first-comer wrote first (or our own write, answered late): theirs holds.
+            // Gone again, or a read that lags the write: read again, as after any transient
+            // failure.
             Write::Conflict { .. } => match self.read().await? {
                 Some((stored, _)) => Ok(stored),
-                None => Err(Error::InvalidArgument(format!(
-                    "{} was there and then gone: is something deleting it?",
-                    self.uri()
-                ))),
+                None => Err(Error::Store {
+                    uri: self.uri().to_string(),
+                    message: "it was there when written and absent when read next (deleted, or a read that lags the store's writes); reading it again".to_string(),
+                    kind: crate::errors::StoreErrorKind::Transient,
+                }),
             },
         }
     }

@@ -16,6 +16,9 @@ mod rotation;
 
 use crate::errors::{Error, Result};
 use crate::lease::{new_owner_id, Lease, Lock, LockOptions, Tried};
+use crate::mutation::{active, Mutation};
+use crate::protocol::watched::Watched;
+use crate::store::LockStore;
 use crate::timing::Polls;
 use config::{Config, Stored};
 use rotation::Rotation;
@@ -24,10 +27,15 @@ use std::time::Duration;
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
+/// What opens the objects under a semaphore's prefix, by name (`slot-0`, `semaphore.json`):
+/// a store the caller brings ([`Semaphore::with_stores`]).
+pub type Opener = Arc<dyn Fn(&str) -> Arc<dyn LockStore> + Send + Sync>;
+
 /// N slot locks under one prefix, at most N held at once.
-#[derive(Debug)]
 pub struct Semaphore {
     prefix: Arc<str>,
+    /// The stores brought by the caller; `None`: opened from the prefix's URI.
+    opener: Option<Opener>,
     /// The number this caller asks for; the stored one wins.
     asked: usize,
     options: LockOptions,
@@ -37,6 +45,12 @@ pub struct Semaphore {
     slots: Mutex<Vec<Lock>>,
     /// The stored number last seen, to say once when it differs from the one asked.
     warned_for: Mutex<Option<usize>>,
+}
+
+impl std::fmt::Debug for Semaphore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Semaphore({}, {} asked)", self.prefix, self.asked)
+    }
 }
 
 /// A held slot: its lease, renewed in the background until released.
@@ -107,10 +121,33 @@ impl Semaphore {
         let first = Lock::new(&slot_uri(prefix, 0), options)?;
         Ok(Semaphore {
             prefix: prefix.into(),
+            opener: None,
             asked: slots,
             config: Config::open(prefix, &options.store, &options.timing)?,
             options: options.clone(),
             slots: Mutex::new(vec![first]),
+            warned_for: Mutex::new(None),
+        })
+    }
+
+    /// A semaphore on stores the caller brings (a simulation, a store of one's own), as
+    /// [`Lock::with_store`]: `open` gives the store of each object under the prefix by
+    /// name (`slot-<i>`, `semaphore.json`); `prefix` names it in messages.
+    pub fn with_stores(
+        prefix: &str,
+        slots: usize,
+        options: &LockOptions,
+        open: Opener,
+    ) -> Result<Semaphore> {
+        let slots = config::checked_slots(slots as u64)?;
+        let prefix = prefix.trim_end_matches('/');
+        Ok(Semaphore {
+            prefix: prefix.into(),
+            config: Config::with_store(open(config::CONFIG_NAME)),
+            opener: Some(open),
+            asked: slots,
+            options: options.clone(),
+            slots: Mutex::new(Vec::new()),
             warned_for: Mutex::new(None),
         })
     }
@@ -127,7 +164,10 @@ impl Semaphore {
 
     /// The stored configuration, written with the number asked for if there is none yet.
     pub async fn configuration(&self) -> Result<Stored> {
-        let stored = self.config.agreed(self.asked).await?;
+        let mut stored = self.config.agreed(self.asked).await?;
+        if active(Mutation::SemaphoreAskedNumber) {
+            stored.slots = self.asked;
+        }
         if stored.slots != self.asked {
             let mut warned = self.warned_for.lock().unwrap_or_else(|e| e.into_inner());
             if *warned != Some(stored.slots) {
@@ -184,16 +224,30 @@ impl Semaphore {
     fn slot(&self, i: usize) -> Result<Lock> {
         let mut slots = self.slots.lock().unwrap_or_else(|e| e.into_inner());
         while slots.len() <= i {
-            let uri = slot_uri(&self.prefix, slots.len());
-            slots.push(Lock::new(&uri, &self.options)?);
+            let next = slots.len();
+            let uri = slot_uri(&self.prefix, next);
+            slots.push(match &self.opener {
+                None => Lock::new(&uri, &self.options)?,
+                // What it sees of its slot is kept by the semaphore, as a process keeps it for
+                // locks opened from a URI: polls that find a crashed holder's write unchanged
+                // count from the first, and its slot is taken after `expire`.
+                Some(open) => Lock::with_store(&uri, open(&format!("slot-{next}")), &self.options)
+                    .with_watched(Watched::Slot(Default::default())),
+            });
         }
         Ok(slots[i].clone())
     }
 
     /// One attempt at every slot, without waiting: `None` when all are held.
     pub async fn try_acquire(&self) -> Result<Option<Permit>> {
+        self.try_acquire_as(&new_owner_id()).await
+    }
+
+    /// [`Semaphore::try_acquire`], writing `owner` as the holder (each acquisition needs an
+    /// owner id of its own: a slot whose lockfile names ours is ours).
+    pub async fn try_acquire_as(&self, owner: &str) -> Result<Option<Permit>> {
         let n = self.configuration().await?.slots;
-        let mut us = Contender::new(self);
+        let mut us = Contender::new(self, owner);
         let rotation = Rotation::new(n, us.spread(n));
         for slot in rotation.round() {
             let lock = us.lock(slot)?;
@@ -207,16 +261,24 @@ impl Semaphore {
     /// Waits until a slot is ours, or `timeout` passes (`Error::Timeout`); `None` waits for
     /// ever. Transient store errors are retried within the timeout.
     pub async fn acquire(&self, timeout: Option<Duration>) -> Result<Permit> {
+        self.acquire_as(&new_owner_id(), timeout).await
+    }
+
+    /// [`Semaphore::acquire`], writing `owner` as the holder (each acquisition needs an
+    /// owner id of its own: a slot whose lockfile names ours is ours).
+    pub async fn acquire_as(&self, owner: &str, timeout: Option<Duration>) -> Result<Permit> {
         let clock = self.options.clock.clone();
         let began = clock.now();
         let deadline = timeout.map(|t| began + t);
-        let mut us = Contender::new(self);
+        let mut us = Contender::new(self, owner);
         let mut n = self.configuration_by(deadline).await?.slots;
         let mut rotation = Rotation::new(n, us.spread(n));
         let mut polls = Polls::new(&self.options.timing);
         // Made once the first round found every slot held: an acquisition that takes a slot
         // at once looks up no waker.
         let mut wakers: Option<Vec<Arc<Notify>>> = None;
+        // Counted among the process's waiters from then until it ends, however it ends.
+        let mut _waiting: Option<Waiting> = None;
         let mut last_error: Option<Error> = None;
         // The first round reads every slot; then one slot per poll, or every slot again
         // after a release in this process.
@@ -274,6 +336,7 @@ impl Semaphore {
             }
             if wakers.is_none() {
                 wakers = Some(self.wakers(n)?);
+                _waiting = Some(Waiting::new());
             }
             // A changed number takes effect within one turn of the slots: new slots are
             // read at once, slots past a lowered number no longer.
@@ -310,11 +373,28 @@ impl Semaphore {
     }
 
     fn permit(&self, slot: usize, lock: &Lock, lease: Lease) -> Permit {
+        lease.count_as_slot();
         Permit {
             slot,
             lock: lock.clone(),
             lease,
         }
+    }
+}
+
+/// One acquisition counted among the process's semaphore waiters while it lives.
+struct Waiting;
+
+impl Waiting {
+    fn new() -> Waiting {
+        crate::metrics::semaphore_waiters(1);
+        Waiting
+    }
+}
+
+impl Drop for Waiting {
+    fn drop(&mut self) {
+        crate::metrics::semaphore_waiters(-1);
     }
 }
 
@@ -333,10 +413,17 @@ struct Contender<'a> {
 }
 
 impl<'a> Contender<'a> {
-    fn new(semaphore: &'a Semaphore) -> Contender<'a> {
+    fn new(semaphore: &'a Semaphore, owner: &str) -> Contender<'a> {
+        // Seeded: every acquisition of the semaphore writes one owner id, so that a slot
+        // another acquisition of this process holds reads as ours.
+        let owner = if active(Mutation::SemaphoreSharedOwner) {
+            format!("{}-shared", semaphore.prefix)
+        } else {
+            owner.to_string()
+        };
         Contender {
             semaphore,
-            owner: new_owner_id().into(),
+            owner: owner.into(),
             locks: Vec::new(),
         }
     }

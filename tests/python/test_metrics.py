@@ -6,6 +6,7 @@ collects them."""
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 import urllib.request
@@ -130,6 +131,9 @@ def test_prometheus_serves_the_metrics_over_http(tmp_path):
         assert "blob_lock_renewal_margin_seconds_count" in text
         assert f"blob_lock_throttled_total {float(stats()['throttled'])}" in text
         assert "blob_lock_queued 0.0" in text
+        # (this worker's other tests may hold slots)
+        assert re.search(r"^blob_lock_slots_held \d", text, re.M)
+        assert re.search(r"^blob_lock_semaphore_waiters \d", text, re.M)
     finally:
         server.shutdown()
         thread.join(10)
@@ -159,6 +163,8 @@ def test_opentelemetry_collects_the_metrics(tmp_path):
     assert points["blob_lock.hold_seconds.count"][0].value == stats()["hold_seconds"]["count"]
     assert points["blob_lock.throttled"][0].value == stats()["throttled"]
     assert points["blob_lock.queued"][0].value == 0
+    assert points["blob_lock.slots_held"][0].value == stats()["slots_held"]
+    assert points["blob_lock.semaphore_waiters"][0].value == stats()["semaphore_waiters"]
     les = {p.attributes["le"] for p in points["blob_lock.acquire_wait_seconds.bucket"]}
     assert "+Inf" in les and "0.001" in les
     provider.shutdown()

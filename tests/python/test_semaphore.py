@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import subprocess
 import sys
 import time
 
@@ -169,6 +170,70 @@ def test_status_of_a_prefix_shows_the_semaphore_and_its_slots(tmp_path):
     done = cli("status", str(other))
     assert done.stdout.strip() == f"{other}: unlocked"
     assert not other.exists()
+
+
+def test_slots_changes_the_number_every_process_uses(tmp_path):
+    prefix = str(tmp_path / "quota")
+    done = cli("slots", prefix, "2")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == f"{prefix}: semaphore of 2 slots (new)"
+    # A process asking for 5 uses the stored 2; raised to 3, a third slot is taken.
+    semaphore = BlobSemaphore(prefix, 5)
+    held = [semaphore.acquire(), semaphore.acquire()]
+    assert semaphore.try_acquire() is None
+    done = cli("slots", prefix, "3")
+    assert done.returncode == 0, done.stderr
+    assert "semaphore of 3 slots (raised from 2, set by " in done.stdout, done.stdout
+    held.append(semaphore.try_acquire())
+    assert held[-1] is not None and held[-1].slot == 2
+    # Lowered to 1: nobody is evicted, and the command says the others drain.
+    done = cli("slots", prefix, "1")
+    assert "lowered from 3" in done.stdout and "keep them until they release" in done.stdout
+    assert all(not h.lost for h in held)
+    for h in held:
+        h.release()
+    assert BlobSemaphore(prefix, 9).stored().slots == 1
+    done = cli("slots", prefix, "0")
+    assert done.returncode == 2 and "slots must be between 1 and 4096" in done.stderr
+
+
+# Run in a process of its own, whose counters nothing else moves.
+SLOT_METRICS = """
+import json, sys, threading, time
+from blob_lock import BlobSemaphore, stats
+
+semaphore = BlobSemaphore(sys.argv[1], 1)
+seen = {"idle": stats()}
+held = semaphore.acquire()
+seen["held"] = stats()
+waiter = threading.Thread(target=lambda: semaphore.acquire(timeout=60).release())
+waiter.start()
+deadline = time.monotonic() + 60
+while stats()["semaphore_waiters"] < 1:
+    assert time.monotonic() < deadline, "the waiter was never counted"
+    time.sleep(0.01)
+seen["waiting"] = stats()
+held.release()
+waiter.join(60)
+seen["done"] = stats()
+print(json.dumps({k: [v["slots_held"], v["semaphore_waiters"]] for k, v in seen.items()}))
+"""
+
+
+def test_stats_count_the_slots_held_and_the_waiters(tmp_path):
+    done = subprocess.run(
+        [sys.executable, "-c", SLOT_METRICS, str(tmp_path / "quota")],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == {
+        "idle": [0, 0],
+        "held": [1, 0],
+        "waiting": [1, 1],
+        "done": [0, 0],
+    }
 
 
 # S3 only: in the test's own process Azure's requests did not pass the proxy (no 503 was

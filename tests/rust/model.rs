@@ -401,19 +401,42 @@ fn no_revival(world: &World) -> Vec<String> {
     found
 }
 
+/// What is explored: a lock's scenario (two orchestrators, a remote, an operator's prune), or
+/// a semaphore's (three contenders on two slots, tests/rust/sim/semaphore.rs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Subject {
+    Lock,
+    Semaphore,
+}
+
 fn run(
+    protocol: Protocol,
+    bounds: Bounds,
+    prefix: Vec<u32>,
+) -> (Vec<Point>, Vec<String>, Vec<String>) {
+    run_on(Subject::Lock, protocol, bounds, prefix)
+}
+
+fn run_on(
+    subject: Subject,
     protocol: Protocol,
     bounds: Bounds,
     prefix: Vec<u32>,
 ) -> (Vec<Point>, Vec<String>, Vec<String>) {
     let dfs = Arc::new(Mutex::new(Dfs::new(prefix, bounds.faults, bounds.depth)));
     let shared: Shared = dfs.clone();
-    let (violations, trace) = tokio::runtime::Builder::new_current_thread()
+    let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_time()
         .start_paused(true)
         .build()
-        .unwrap()
-        .block_on(scenario(protocol, bounds, shared));
+        .unwrap();
+    let (violations, trace) = match subject {
+        Subject::Lock => runtime.block_on(scenario(protocol, bounds, shared)),
+        Subject::Semaphore => runtime.block_on(async {
+            let world = World::with_explorer(Some(shared.clone()));
+            semaphore_scenario(protocol, faults(), bounds.rounds, shared, world).await
+        }),
+    };
     let points = std::mem::take(&mut dfs.lock().unwrap().points);
     (points, violations, trace)
 }
@@ -434,12 +457,17 @@ struct Explored {
     counterexample: Option<Counterexample>,
 }
 
-/// Runs every schedule within `bounds`, depth first, until one violates a property.
+/// Runs every schedule of the lock's scenario within `bounds`, depth first, until one
+/// violates a property.
 fn explore(protocol: Protocol, bounds: Bounds) -> Explored {
+    explore_on(Subject::Lock, protocol, bounds)
+}
+
+fn explore_on(subject: Subject, protocol: Protocol, bounds: Bounds) -> Explored {
     let mut prefix = Some(Vec::new());
     let (mut schedules, mut most_points) = (0u64, 0usize);
     while let Some(p) = prefix {
-        let (points, violations, trace) = run(protocol, bounds, p);
+        let (points, violations, trace) = run_on(subject, protocol, bounds, p);
         schedules += 1;
         most_points = most_points.max(points.len());
         if !violations.is_empty() {
@@ -483,11 +511,18 @@ fn parse_choices(text: &str) -> Vec<u32> {
 }
 
 fn print_counterexample(protocol: Protocol, c: &Counterexample) {
-    let protocol_env = if protocol == Protocol::Lww {
-        "MODEL_PROTOCOL=lww "
+    print_counterexample_on(Subject::Lock, protocol, c)
+}
+
+fn print_counterexample_on(subject: Subject, protocol: Protocol, c: &Counterexample) {
+    let mut protocol_env = if protocol == Protocol::Lww {
+        "MODEL_PROTOCOL=lww ".to_string()
     } else {
-        ""
+        String::new()
     };
+    if subject == Subject::Semaphore {
+        protocol_env.push_str("MODEL_SUBJECT=semaphore ");
+    }
     println!(
         "{}: {}\nreplay: {protocol_env}MODEL_REPLAY={} cargo test --release --test model replay -- --ignored --nocapture",
         protocol.as_str(),
@@ -564,8 +599,29 @@ fn the_explorer_finds_lwws_documented_violation_and_its_trace_replays() {
     assert_eq!(trace, c.2, "and the same trace");
 }
 
-/// A tool, not a test: `MODEL_REPLAY=point:way,...` (and `MODEL_PROTOCOL=lww`) runs that
-/// schedule and prints its trace.
+/// A semaphore on the same lockfiles and protocol: three contenders on two slots (two of
+/// them tasks of one process), with every fault within the bounds, never have more than
+/// two holders, never two on one slot, and each slot's tokens grow; a crashed holder's slot
+/// is taken within a lock's lifetime once the faults heal.
+#[test]
+fn a_semaphore_keeps_its_bound_in_every_schedule_within_the_bounds() {
+    let bounds = Bounds::from_env();
+    let began = std::time::Instant::now();
+    let found = explore_on(Subject::Semaphore, Protocol::Cas, bounds);
+    println!(
+        "model semaphore: {bounds:?}: {} schedules, up to {} choice points each, {:.1}s",
+        found.schedules,
+        found.most_points,
+        began.elapsed().as_secs_f64()
+    );
+    if let Some(c) = &found.counterexample {
+        print_counterexample_on(Subject::Semaphore, Protocol::Cas, c);
+        panic!("semaphore: {}", c.1[0]);
+    }
+}
+
+/// A tool, not a test: `MODEL_REPLAY=point:way,...` (and `MODEL_PROTOCOL=lww`,
+/// `MODEL_SUBJECT=semaphore`) runs that schedule and prints its trace.
 #[test]
 #[ignore = "a tool: MODEL_REPLAY=point:way,... cargo test --release --test model replay -- --ignored --nocapture"]
 fn replay() {
@@ -586,7 +642,11 @@ fn replay() {
             panic!("MODEL_MUTATION {name:?} is none of {:?}", Mutation::ALL)
         })));
     }
-    let (points, violations, trace) = run(protocol, Bounds::from_env(), choices);
+    let subject = match std::env::var("MODEL_SUBJECT").as_deref() {
+        Ok("semaphore") => Subject::Semaphore,
+        _ => Subject::Lock,
+    };
+    let (points, violations, trace) = run_on(subject, protocol, Bounds::from_env(), choices);
     for line in trace {
         println!("  {line}");
     }
@@ -607,9 +667,16 @@ fn every_seeded_bug_is_caught() {
     // of that bound, not deep in the much larger one (the time goes to the cas run).
     let found = each_seeded_bug(|| {
         let (mut faults, mut tried) = (0, 0);
+        use blob_lock::mutation::{seeded, Mutation};
+        let subject = match seeded() {
+            Some(Mutation::SemaphoreSharedOwner | Mutation::SemaphoreAskedNumber) => {
+                Subject::Semaphore
+            }
+            _ => Subject::Lock,
+        };
         loop {
             faults += 1;
-            let found = explore(Protocol::Cas, Bounds { faults, ..bounds });
+            let found = explore_on(subject, Protocol::Cas, Bounds { faults, ..bounds });
             tried += found.schedules;
             if found.counterexample.is_some() || faults >= bounds.faults {
                 return (faults, tried, found);

@@ -376,6 +376,61 @@ fn simulation_cas() {
     assert!(bad.is_empty(), "cas violated the oracle at seeds {bad:?}");
 }
 
+/// A semaphore on random faults (tests/rust/sim/semaphore.rs): three contenders on two
+/// slots, three rounds each, `SIM_SEEDS / 4` seeds in the campaigns' modes (`SIM_SEED`
+/// replays one). Never more holders than slots, never two on one slot, tokens growing per
+/// slot, and a slot for the last comer within a lock's lifetime.
+#[test]
+fn simulation_semaphore() {
+    let seeds: Vec<u64> = match std::env::var("SIM_SEED") {
+        Ok(one) => vec![one.parse().expect("SIM_SEED is a number")],
+        Err(_) => {
+            let n: u64 = std::env::var("SIM_SEEDS")
+                .ok()
+                .map(|s| s.parse().expect("SIM_SEEDS is a number"))
+                .unwrap_or(200);
+            (0..n / 4).collect()
+        }
+    };
+    let mut bad = Vec::new();
+    for &seed in &seeds {
+        let mode = mode_of(seed);
+        let choose: Shared = Arc::new(std::sync::Mutex::new(StdRng::seed_from_u64(seed)));
+        let (violations, trace) = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .start_paused(true)
+            .build()
+            .unwrap()
+            .block_on(semaphore_scenario(
+                Protocol::Cas,
+                Faults::of(mode),
+                3,
+                choose,
+                World::new(),
+            ));
+        if !violations.is_empty() {
+            if bad.is_empty() {
+                report(
+                    seed,
+                    Protocol::Cas,
+                    &Outcome {
+                        mode,
+                        violations,
+                        trace,
+                    },
+                );
+            }
+            bad.push(seed);
+        }
+    }
+    println!(
+        "simulation semaphore: {} seeds, {} with violations",
+        seeds.len(),
+        bad.len()
+    );
+    assert!(bad.is_empty(), "the semaphore broke at seeds {bad:?}");
+}
+
 /// lww is best effort: it has violations under these faults (docs/guarantees.md), and the
 /// ones we understand are kept as named tests below. A campaign of 100 seeds or more must
 /// show them (a quarter of the seeds do), or the simulation no longer injects what breaks

@@ -2,6 +2,7 @@
 
     blob-lock run URI [--expire S] [--timeout S] [--no-wait] -- COMMAND...
     blob-lock status URI [--json]
+    blob-lock slots PREFIX N
     blob-lock wait URI [--timeout S]
     blob-lock break URI [--yes]
     blob-lock doctor URI [--json] [--race [--racers N] [--rounds N]]
@@ -38,6 +39,7 @@ from blob_lock.cli._inventory import ls_command, prune_command
 from blob_lock.cli._look import break_command, doctor_command, status_command, wait_command
 from blob_lock.cli._parser import parse
 from blob_lock.cli._run import run
+from blob_lock.cli._semaphore import slots_command
 from blob_lock.exceptions import LockError
 
 __all__ = ["main"]
@@ -77,6 +79,7 @@ def main(argv: list[str] | None = None) -> int:
         commands: dict[str, Callable[[], int]] = {
             "run": lambda: run(args, cmd),
             "status": lambda: status_command(args),
+            "slots": lambda: slots_command(args),
             "wait": lambda: wait_command(args),
             "break": lambda: break_command(args),
             "doctor": lambda: doctor_command(args),

@@ -34,6 +34,10 @@ BY_COMMAND: dict[str, list[tuple[str, str]]] = {
         (str(EXIT_CANNOT_RUN), "COMMAND cannot be started"),
     ],
     "status": [("0", "whatever the state"), (str(EXIT_ERROR), "the lock cannot be read")],
+    "slots": [
+        ("0", "stored"),
+        (str(EXIT_ERROR), "the store cannot be read or written, or holds no valid number"),
+    ],
     "wait": [("0", "free"), (str(EXIT_TIMEOUT), "not free within --timeout")],
     "break": [
         ("0", "broken, or nothing to break"),

@@ -12,17 +12,16 @@ from blob_lock import (
     BreakOutcome,
     LockState,
     LockTimeout,
-    SemaphoreConfig,
     break_lock,
     credential_source,
     doctor,
     inspect,
-    list_locks,
     wait_free,
 )
 from blob_lock.cli._exits import EXIT_REFUSED, EXIT_TIMEOUT
 from blob_lock.cli._parser import storage_options
 from blob_lock.cli._progress import Progress
+from blob_lock.cli._semaphore import show_semaphore
 from blob_lock.cli._signals import Signalled, handle_signals, raise_signalled, restore
 
 
@@ -34,7 +33,7 @@ def status_command(args: argparse.Namespace) -> int:
         # No lock here: a semaphore's prefix, perhaps (one more read, only then).
         stored = BlobSemaphore(args.uri, 1, storage_options=options).stored()
         if stored is not None:
-            _show_semaphore(args.uri, stored, options)
+            show_semaphore(args.uri, stored, options)
             return 0
     if args.json:
         print(json.dumps(seen.to_json(), indent=2))
@@ -45,29 +44,6 @@ def status_command(args: argparse.Namespace) -> int:
         if seen.released_at is not None:
             print(f"  released {seen.released_at.isoformat()}")
     return 0
-
-
-def _show_semaphore(prefix: str, stored: SemaphoreConfig, options: dict[str, str] | None) -> None:
-    """A semaphore's number and its slots, each as one read shows it (a slot past a lowered
-    number still shows while its holder finishes)."""
-    listed = list_locks(prefix, storage_options=options)
-    found = [(i, seen) for seen in listed if (i := _slot(prefix, seen.uri)) is not None]
-    slots = [seen for _, seen in sorted(found, key=lambda f: f[0])]
-    busy = sum(seen.state in (LockState.HELD, LockState.OURS) for seen in slots)
-    print(
-        f"{prefix}: semaphore of {stored.slots} slots, {busy} held "
-        f"(set by {stored.set_by} at {stored.set_at})"
-    )
-    for seen in slots:
-        print(f"  {seen.describe()}")
-
-
-def _slot(prefix: str, uri: str) -> int | None:
-    """The index of the slot ``uri`` names under ``prefix`` (``PREFIX/slot-<i>``), if it does."""
-    rest = uri[len(prefix.rstrip("/")) :]
-    if not rest.startswith("/slot-") or not rest[6:].isdigit():
-        return None
-    return int(rest[6:])
 
 
 def wait_command(args: argparse.Namespace) -> int:

@@ -112,6 +112,10 @@ def parse(argv: list[str]) -> argparse.Namespace:
     return args
 
 
+#: What PREFIX is to ``ls`` and ``prune``.
+EVERY_LOCKFILE_UNDER = "a URI or folder: every lockfile anywhere under it"
+
+
 def parser() -> argparse.ArgumentParser:
     """The `blob-lock` command line, with every command and its options."""
     p = argparse.ArgumentParser(
@@ -126,13 +130,11 @@ def parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     def command(
-        name: str, help: str, description: str, prefix: bool = False
+        name: str, help: str, description: str, prefix: str | None = None
     ) -> argparse.ArgumentParser:
         c = sub.add_parser(name, help=help, description=f"{description} {help_text(name)}")
         if prefix:
-            c.add_argument(
-                "uri", metavar="PREFIX", help="a URI or folder: every lockfile anywhere under it"
-            )
+            c.add_argument("uri", metavar="PREFIX", help=prefix)
         else:
             c.add_argument("uri", metavar="URI", help="lock URI; the lockfile is URI/lock.json")
         _common(c, "")
@@ -188,6 +190,17 @@ def parser() -> argparse.ArgumentParser:
     )
     status.add_argument("--json", action="store_true", help="print one JSON object")
 
+    slots = command(
+        "slots",
+        "change the number of a semaphore's slots",
+        "Store N as the number of slots of the semaphore at PREFIX, for every process that "
+        "uses it: raised, new acquisitions take the new slots at once; lowered, no holder is "
+        "evicted, and the slots past N drain as their holders release them. Prints the "
+        "number before and after.",
+        prefix="the semaphore's URI or folder: its slots are PREFIX/slot-<i>",
+    )
+    slots.add_argument("number", metavar="N", type=int, help="how many may hold a slot at once")
+
     wait = command(
         "wait",
         "wait until a lock is free",
@@ -222,7 +235,7 @@ def parser() -> argparse.ArgumentParser:
         "List every lockfile under PREFIX, a line each as it is read (state, token, age, "
         "expires in, holder, URI, labels); large prefixes are read a page at a time. Never "
         "writes. AGE is how long it has been held, released or expired.",
-        prefix=True,
+        prefix=EVERY_LOCKFILE_UNDER,
     )
     ls.add_argument("--json", action="store_true", help="print one JSON object per line")
     ls.add_argument(
@@ -240,7 +253,7 @@ def parser() -> argparse.ArgumentParser:
         "what it would delete and asks first unless --yes. Deleting a lockfile drops its "
         "fencing token: the next holder of that lock gets token 1, which a resource that "
         "refuses lower tokens than it has seen would refuse.",
-        prefix=True,
+        prefix=EVERY_LOCKFILE_UNDER,
     )
     prune.add_argument(
         "--older-than",

@@ -195,6 +195,11 @@ impl Lease {
         }
     }
 
+    /// Counts this lease, a semaphore's slot, in the process's held slots while it holds.
+    pub(crate) fn count_as_slot(&self) {
+        self.state.claim.count_as_slot();
+    }
+
     /// Where the claim of this lease is in its lifecycle.
     pub fn state(&self) -> State {
         self.state.claim.state()

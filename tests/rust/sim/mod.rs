@@ -21,12 +21,15 @@ use tokio::time::Instant;
 mod choice;
 mod faults;
 mod oracle;
+mod semaphore;
 mod store;
 #[allow(unused_imports)] // each test uses a part
 pub use choice::*;
 pub use faults::*;
 #[allow(unused_imports)] // tests/rust/stores.rs uses the simulated store only
 pub use oracle::*;
+#[allow(unused_imports)] // the simulation and the model only
+pub use semaphore::*;
 pub use store::*;
 
 pub const EXPIRE: f64 = 3.0;
@@ -93,6 +96,20 @@ pub enum Event {
     Deleted {
         at: f64,
     },
+    /// The acquisition `who` of a semaphore took `slot` with `token` at `at`.
+    SlotAcquired {
+        who: String,
+        slot: usize,
+        token: u64,
+        at: f64,
+    },
+    /// ... and still claimed it at `at`.
+    SlotBelief {
+        who: String,
+        slot: usize,
+        token: u64,
+        at: f64,
+    },
 }
 
 pub struct Stored {
@@ -101,11 +118,17 @@ pub struct Stored {
     pub at: Instant,
 }
 
+/// One object's true history: each write as it landed (a deletion is an empty entry).
+pub type History = Arc<Mutex<Vec<Stored>>>;
+
 /// The simulated world: the store's true state, the trace and the events.
 pub struct World {
     pub start: Instant,
     pub wall_base: DateTime<Utc>,
-    pub history: Mutex<Vec<Stored>>,
+    /// The lockfile's true history.
+    pub history: History,
+    /// The true histories of other objects, by name (a semaphore's slots and configuration).
+    pub objects: Mutex<std::collections::BTreeMap<String, History>>,
     pub trace: Mutex<Vec<String>>,
     pub events: Mutex<Vec<Event>>,
     /// Set for the final phase: every fault off.
@@ -126,7 +149,8 @@ impl World {
         Arc::new(World {
             start: Instant::now(),
             wall_base: Utc.with_ymd_and_hms(2026, 1, 1, 0, 0, 0).unwrap(),
-            history: Mutex::new(Vec::new()),
+            history: Default::default(),
+            objects: Default::default(),
             trace: Mutex::new(Vec::new()),
             events: Mutex::new(Vec::new()),
             healed: AtomicBool::new(false),
@@ -166,6 +190,12 @@ impl World {
                 status: status.as_str().into(),
             });
         }
+    }
+
+    /// The true history of the object `name` (made empty on first use).
+    pub fn object(&self, name: &str) -> History {
+        let mut objects = self.objects.lock().unwrap();
+        objects.entry(name.to_string()).or_default().clone()
     }
 
     pub fn wall_at(&self, at: Instant) -> DateTime<Utc> {
@@ -281,10 +311,21 @@ impl Process {
         self.scripted_store(salt, &[])
     }
 
+    /// This process's view of the object `name` (a semaphore's slot or configuration).
+    pub fn store_of(&self, name: &str, salt: u64) -> Arc<NodeStore> {
+        let mut store = self.scripted_store(salt, &[]);
+        let view = Arc::get_mut(&mut store).expect("just made");
+        view.history = self.world.object(name);
+        view.object = name.to_string();
+        store
+    }
+
     /// A view of the store whose next request legs take exactly `legs`.
     pub fn scripted_store(&self, salt: u64, legs: &[Duration]) -> Arc<NodeStore> {
         Arc::new(NodeStore {
             script: Arc::new(Mutex::new(legs.iter().copied().collect())),
+            history: self.world.history.clone(),
+            object: String::new(),
             world: self.world.clone(),
             name: self.name.clone(),
             faults: self.faults.clone(),

@@ -15,6 +15,10 @@ pub struct NodeStore {
     /// Exact latencies for the legs of the next requests (two legs a request: there and
     /// back), before the random ones resume: how scripted schedules are written.
     pub script: Arc<Mutex<std::collections::VecDeque<Duration>>>,
+    /// The object it views: the world's lockfile, or another object's true history.
+    pub history: History,
+    /// That object's name in the trace ("" for the lockfile).
+    pub object: String,
     pub world: Arc<World>,
     pub name: String,
     pub faults: Faults,
@@ -85,14 +89,23 @@ impl NodeStore {
         }
     }
 
-    fn describe(bytes: &[u8]) -> String {
-        if bytes.is_empty() {
-            return "(deletion)".into();
-        }
-        match blob_lock::LockFile::decode(bytes) {
-            Ok(lf) if lf.is_released() => format!("{} t{} released", lf.writer_id, lf.token),
-            Ok(lf) => format!("{} t{} #{}", lf.writer_id, lf.token, lf.write_count),
-            Err(e) => format!("invalid: {e}"),
+    fn describe(&self, bytes: &[u8]) -> String {
+        let what = if bytes.is_empty() {
+            "(deletion)".into()
+        } else {
+            match blob_lock::LockFile::decode(bytes) {
+                Ok(lf) if lf.is_released() => {
+                    format!("{} t{} released", lf.writer_id, lf.token)
+                }
+                Ok(lf) => format!("{} t{} #{}", lf.writer_id, lf.token, lf.write_count),
+                Err(_) if !self.object.is_empty() => String::from_utf8_lossy(bytes).into(),
+                Err(e) => format!("invalid: {e}"),
+            }
+        };
+        if self.object.is_empty() {
+            what
+        } else {
+            format!("{}: {what}", self.object)
         }
     }
 
@@ -108,7 +121,7 @@ impl NodeStore {
             self.travel().await;
             self.world.log(
                 &self.name,
-                format!("{op} {} -> lost before landing", Self::describe(&body)),
+                format!("{op} {} -> lost before landing", self.describe(&body)),
             );
             return Err(transient("connection reset before the write landed"));
         }
@@ -134,7 +147,7 @@ impl NodeStore {
         };
         self.world.log(
             &self.name,
-            format!("{op} {} -> {landed} {said}", Self::describe(&body)),
+            format!("{op} {} -> {landed} {said}", self.describe(&body)),
         );
         result
     }
@@ -143,7 +156,7 @@ impl NodeStore {
     async fn land(&self, body: Bytes, expected: Option<Option<u64>>) -> Write {
         self.travel().await;
         {
-            let mut history = self.world.history.lock().unwrap();
+            let mut history = self.history.lock().unwrap();
             // A deletion is an empty entry: no object, for creates and conditions alike.
             let current = history
                 .last()
@@ -211,7 +224,7 @@ impl LockStore for NodeStore {
         };
         self.travel().await;
         let seen = {
-            let history = self.world.history.lock().unwrap();
+            let history = self.history.lock().unwrap();
             let now = Instant::now();
             history
                 .iter()
@@ -229,14 +242,24 @@ impl LockStore for NodeStore {
         };
         self.travel().await;
         if fail {
-            self.world.log(&self.name, "read -> 503");
+            let object = if self.object.is_empty() {
+                String::new()
+            } else {
+                format!("{}: ", self.object)
+            };
+            self.world.log(&self.name, format!("{object}read -> 503"));
             return Err(transient("503 Slow Down"));
         }
-        let what = seen.as_ref().map_or("absent".to_string(), |s| {
+        let absent = if self.object.is_empty() {
+            "absent".to_string()
+        } else {
+            format!("{}: absent", self.object)
+        };
+        let what = seen.as_ref().map_or(absent, |s| {
             format!(
                 "v{} {}",
                 version_number(&s.version),
-                Self::describe(&s.bytes)
+                self.describe(&s.bytes)
             )
         });
         self.world.log(&self.name, format!("read -> {what}"));
