@@ -6,7 +6,7 @@ with BlobLock("s3://bucket/memo/abc/lock") as held:
 
 from blob_lock import _logs  # noqa: F401 - next: records reach logging at its levels
 from blob_lock._blob_lock import __version__
-from blob_lock._claim_memo import MemoClaim, claim_memo, claim_memo_async
+from blob_lock._claim_memo import claim_memo, claim_memo_async
 from blob_lock._credentials import CredentialProvider, credential_source, set_credentials
 from blob_lock._doctor import DoctorReport, Probe, RaceReport, doctor
 from blob_lock._inspect import (
@@ -24,6 +24,7 @@ from blob_lock._inspect import (
 from blob_lock._inventory import Pruned, PruneOutcome, list_locks, prune_locks
 from blob_lock._keep_alive import KeepAlive, KeepAliveStarting, keep_alive, keep_alive_async
 from blob_lock._lock import BlobLock, locked
+from blob_lock._memo_claim import MemoClaim
 from blob_lock._options import LOCK_OPTIONS, KeepAliveOptions, LockOption, LockOptions
 from blob_lock._release_status import ReleaseStatus
 from blob_lock._semaphore import BlobSemaphore, HeldSlot, SemaphoreConfig

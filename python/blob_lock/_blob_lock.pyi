@@ -205,11 +205,13 @@ class NativeSemaphore:
     @property
     def timeout(self) -> float | None:
         """The `timeout` option: seconds an acquisition waits by default (None: for ever)."""
-    def acquire(self, timeout: float | None) -> tuple[int, NativeLock]:
+    def acquire(self, timeout: float | None, owner: str | None = None) -> tuple[int, NativeLock]:
         """Waits for a slot: its index and the lock holding it; raises LockTimeout."""
     def try_acquire(self) -> tuple[int, NativeLock] | None:
         """One attempt at every slot; None when all are held."""
-    def acquire_async(self, timeout: float | None) -> Future[tuple[int, NativeLock]]:
+    def acquire_async(
+        self, timeout: float | None, owner: str | None = None
+    ) -> Future[tuple[int, NativeLock]]:
         """`acquire` as an awaitable; cancelling it releases whatever it may have written."""
     def configuration(self) -> NativeSemaphoreConfig:
         """The stored configuration, written with the number asked for if there is none."""

@@ -6,22 +6,22 @@ from __future__ import annotations
 import inspect as _pyinspect
 import os
 import time
-from collections.abc import Awaitable, Callable, Generator
+from collections.abc import Callable, Generator
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, NoReturn, Union
+from typing import TYPE_CHECKING, Any, NoReturn
 
-from blob_lock._args import Seconds, lock_uri, seconds
+from blob_lock._args import Seconds, lock_uri
 from blob_lock._inspect import inspect_async
 from blob_lock._lock import BlobLock
+from blob_lock._memo_claim import Done, MemoClaim, _async_done, _poll, _sync_done
 from blob_lock._options import LockOptions, signature
-from blob_lock.exceptions import LockError, LockLost, LockTimeout
+from blob_lock._semaphore import BlobSemaphore, HeldSlot
+from blob_lock.exceptions import LockLost, LockTimeout
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
 
-__all__ = ["MemoClaim", "claim_memo", "claim_memo_async"]
-
-Done = Callable[[], Union[bool, Awaitable[bool]]]
+__all__ = ["claim_memo", "claim_memo_async"]
 
 
 def _memo_uri(uri: object) -> str:
@@ -29,145 +29,6 @@ def _memo_uri(uri: object) -> str:
     if not memo.strip():  # "   /lock" would be a folder named "   " here
         raise ValueError(f"memo_uri names no memo: {uri!r}")
     return memo
-
-
-def _poll(poll: Seconds | None, expire: float) -> float:
-    if poll is None:
-        # As often as a waiter polls the lock at most: a tenth of the expiry, 50 ms to 3 s.
-        return min(max(expire / 10, 0.05), 3.0)
-    p = seconds("poll", poll)
-    if not p > 0:
-        raise ValueError(f"poll must be positive seconds, got {poll!r}")
-    return p
-
-
-class MemoClaim:
-    """What ``claim_memo`` found. ``launch`` is True when this caller holds the memo's lock
-    and the result did not exist after it acquired: it must launch the invocation (hand
-    ``owner`` to the remote, whose ``keep_alive`` keeps the lock alive). False when the
-    result exists; then nothing is held and ``owner`` and ``token`` are None."""
-
-    __slots__ = ("_done", "_launch", "_lock", "_lock_uri", "_poll")
-
-    def __init__(self, lock_uri: str, lock: BlobLock | None, done: Done, poll: float) -> None:
-        self._lock_uri, self._launch = lock_uri, lock is not None
-        self._lock, self._done, self._poll = lock, done, poll
-
-    @property
-    def launch(self) -> bool:
-        """True when this caller holds the lock and the result did not exist: launch."""
-        return self._launch
-
-    @property
-    def lock_uri(self) -> str:
-        """The memo's lock URI, ``<memo_uri>/lock``."""
-        return self._lock_uri
-
-    @property
-    def owner(self) -> str | None:
-        """The owner id to hand to the remote; None when nothing is held."""
-        return self._lock.owner if self._lock is not None else None
-
-    @property
-    def token(self) -> int | None:
-        """The fencing token of the held lock; None when nothing is held."""
-        return self._lock.token if self._lock is not None else None
-
-    @property
-    def lost(self) -> bool:
-        """True once the held lock was lost (taken over, or not renewed in time)."""
-        return self._lock is not None and self._lock.lost
-
-    @property
-    def lock(self) -> BlobLock | None:
-        """The held lock, when ``launch`` is True."""
-        return self._lock
-
-    def hand_off(self, grace: Seconds) -> None:
-        """Call right after launching the remote, with the longest it may take to start
-        (queue, image pull): ``BlobLock.hand_off`` on the held lock. Until the remote's first
-        ``keep_alive`` write, or ``grace`` from now, a claim that finds this orchestrator gone
-        waits ``grace`` instead of ``expire`` before taking over: a restarted orchestrator
-        waits for the remote instead of launching again. After it, leaving the block with an
-        exception leaves the lock to the remote instead of releasing it. Raises
-        ``LockError`` when the claim holds nothing (``launch`` is False)."""
-        self._held("hand_off").hand_off(grace)
-
-    async def hand_off_async(self, grace: Seconds) -> None:
-        """``hand_off`` without blocking the event loop."""
-        await self._held("hand_off").hand_off_async(grace)
-
-    def _held(self, what: str) -> BlobLock:
-        if self._lock is None:
-            raise LockError(
-                f"{what} needs a claim that launches, and this one holds nothing: "
-                "(launch is False: the result exists)",
-                self.lock_uri,
-            )
-        return self._lock
-
-    def wait_done(self, poll: Seconds | None = None, timeout: Seconds | None = None) -> bool:
-        """Polls ``done`` every ``poll`` seconds (default: the claim's) while the lock is
-        renewed in the background: True once the result exists, False when ``timeout``
-        passes first. Raises ``LockLost`` if the held lock is lost meanwhile: another
-        orchestrator may launch the invocation again."""
-        every = self._poll if poll is None else _poll(poll, 1.0)
-        limit = seconds("timeout", timeout)
-        began = time.monotonic()
-        while True:
-            if _sync_done(self._done):
-                return True
-            self._raise_if_lost()
-            left = None if limit is None else limit - (time.monotonic() - began)
-            if left is not None and left <= 0:
-                return False
-            time.sleep(every if left is None else min(every, left))
-
-    async def wait_done_async(
-        self, poll: Seconds | None = None, timeout: Seconds | None = None
-    ) -> bool:
-        """``wait_done`` without blocking the event loop (``done`` may be async)."""
-        import asyncio  # loaded already: an event loop runs this
-
-        every = self._poll if poll is None else _poll(poll, 1.0)
-        limit = seconds("timeout", timeout)
-        began = time.monotonic()
-        while True:
-            if await _async_done(self._done):
-                return True
-            self._raise_if_lost()
-            left = None if limit is None else limit - (time.monotonic() - began)
-            if left is not None and left <= 0:
-                return False
-            await asyncio.sleep(every if left is None else min(every, left))
-
-    def _raise_if_lost(self) -> None:
-        if self._lock is not None and self._lock.lost:
-            raise LockLost(
-                f"lock {self.lock_uri} was lost while waiting for the result: "
-                f"{self._lock.lost_reason}",
-                self.lock_uri,
-            )
-
-    def __repr__(self) -> str:
-        held = f" owner={self.owner} token={self.token}" if self.launch else ""
-        return f"<MemoClaim {self.lock_uri!r} launch={self.launch}{held}>"
-
-
-def _sync_done(done: Done) -> bool:
-    result = done()
-    if _pyinspect.isawaitable(result):
-        if _pyinspect.iscoroutine(result):
-            result.close()  # never awaited: no "coroutine was never awaited" warning
-        raise TypeError("done returned an awaitable: use claim_memo_async for an async done")
-    return bool(result)
-
-
-async def _async_done(done: Done) -> bool:
-    result = done()
-    if _pyinspect.isawaitable(result):
-        result = await result
-    return bool(result)
 
 
 class _Claiming:
@@ -178,12 +39,16 @@ class _Claiming:
         memo_uri: str | os.PathLike[str],
         done: Done,
         poll: Seconds | None,
+        quota: BlobSemaphore | None,
         options: LockOptions,
     ) -> None:
         if not callable(done):
             raise TypeError(
                 f"done must be a callable returning whether the result exists, got {done!r}"
             )
+        if quota is not None and not isinstance(quota, BlobSemaphore):
+            raise TypeError(f"quota must be a BlobSemaphore, got {quota!r}")
+        self.quota = quota
         self.lock_uri = f"{_memo_uri(memo_uri)}/lock"
         self.done = done
         # Built now, so that bad lock options fail before anything is read.
@@ -226,9 +91,23 @@ class _Claiming:
         except Exception as e:
             return f"{self.lock_uri} (cannot read who holds it: {e})"
 
-    def won(self) -> MemoClaim:
-        self.claim = MemoClaim(self.lock_uri, self.lock, self.done, self.poll)
+    def won(self, slot: HeldSlot | None = None) -> MemoClaim:
+        self.claim = MemoClaim(self.lock_uri, self.lock, self.done, self.poll, slot)
         return self.claim
+
+    def no_slot(self, quota: BlobSemaphore) -> LockTimeout:
+        return LockTimeout(
+            f"timed out after {self.timeout:.3f}s: the memo's lock was ours, but every slot "
+            f"of the quota {quota.prefix} stayed held, and the result does not exist yet",
+            self.lock_uri,
+        )
+
+    def lost_meanwhile(self) -> LockLost:
+        return LockLost(
+            f"lock {self.lock_uri} was lost while waiting for a slot of the quota: "
+            f"{self.lock.lost_reason}",
+            self.lock_uri,
+        )
 
     def nothing(self) -> MemoClaim:
         self.claim = MemoClaim(self.lock_uri, None, self.done, self.poll)
@@ -251,6 +130,13 @@ class claim_memo:  # lower case: used as a function, as contextlib's managers ar
     was lost while held (``raise_on_lost=False`` switches that off), as a ``BlobLock`` does.
     ``timeout`` bounds the wait (``LockTimeout``, naming the holder); other keyword
     arguments are ``BlobLock``'s.
+
+    ``quota``, a ``BlobSemaphore``, bounds how many invocations run at once across
+    orchestrators: once the memo's lock is ours and the result does not exist, the claim
+    also takes one of its slots, with the lock's owner id (``claim.slot``), waiting for one
+    within ``timeout`` while it checks ``done``; the lock is released if none comes. The
+    remote keeps both alive, ``hand_off`` hands off both, and leaving the block releases
+    both.
     """
 
     def __init__(
@@ -259,9 +145,10 @@ class claim_memo:  # lower case: used as a function, as contextlib's managers ar
         *,
         done: Callable[[], bool],
         poll: Seconds | None = None,
+        quota: BlobSemaphore | None = None,
         **options: Unpack[LockOptions],
     ) -> None:
-        self._c = _Claiming(memo_uri, done, poll, options)
+        self._c = _Claiming(memo_uri, done, poll, quota, options)
 
     def __enter__(self) -> MemoClaim:
         c = self._c
@@ -280,11 +167,33 @@ class claim_memo:  # lower case: used as a function, as contextlib's managers ar
                 if finished:
                     c.lock.release()
                     return c.nothing()
-                return c.won()
+                return c.won() if c.quota is None else self._with_slot(c.quota, deadline)
             if _sync_done(c.done):
                 return c.nothing()
             if deadline is not None and time.monotonic() >= deadline:
                 raise c.timed_out(c.holder())
+
+    def _with_slot(self, quota: BlobSemaphore, deadline: float | None) -> MemoClaim:
+        """A slot of ``quota`` taken while the memo's lock is held (so no other orchestrator
+        launches meanwhile), in slices that check ``done``; the lock released if none."""
+        c = self._c
+        try:
+            while True:
+                try:
+                    return c.won(quota._acquire_as(c.lock.owner, c.slice(deadline)))
+                except LockTimeout:
+                    pass
+                if _sync_done(c.done):
+                    break
+                if c.lock.lost:
+                    raise c.lost_meanwhile()
+                if deadline is not None and time.monotonic() >= deadline:
+                    raise c.no_slot(quota)
+        except BaseException:
+            c.lock.release()  # nobody would release it: the block never runs
+            raise
+        c.lock.release()
+        return c.nothing()
 
     def __exit__(
         self,
@@ -294,7 +203,11 @@ class claim_memo:  # lower case: used as a function, as contextlib's managers ar
     ) -> None:
         claim = self._c.claim
         if claim is not None and claim.launch:
-            self._c.lock.__exit__(exc_type, exc, tb)
+            try:
+                if claim.slot is not None:
+                    claim.slot.__exit__(exc_type, exc, tb)
+            finally:
+                self._c.lock.__exit__(exc_type, exc, tb)
 
 
 class claim_memo_async:
@@ -307,9 +220,10 @@ class claim_memo_async:
         *,
         done: Done,
         poll: Seconds | None = None,
+        quota: BlobSemaphore | None = None,
         **options: Unpack[LockOptions],
     ) -> None:
-        self._c = _Claiming(memo_uri, done, poll, options)
+        self._c = _Claiming(memo_uri, done, poll, quota, options)
 
     def __await__(self) -> Generator[Any, None, NoReturn]:
         raise TypeError(
@@ -334,11 +248,35 @@ class claim_memo_async:
                 if finished:
                     await c.lock.release_async()
                     return c.nothing()
-                return c.won()
+                if c.quota is None:
+                    return c.won()
+                return await self._with_slot(c.quota, deadline)
             if await _async_done(c.done):
                 return c.nothing()
             if deadline is not None and time.monotonic() >= deadline:
                 raise c.timed_out(await c.holder_async())
+
+    async def _with_slot(self, quota: BlobSemaphore, deadline: float | None) -> MemoClaim:
+        """``claim_memo._with_slot`` without blocking the event loop."""
+        c = self._c
+        try:
+            while True:
+                try:
+                    slot = await quota._acquire_as_async(c.lock.owner, c.slice(deadline))
+                    return c.won(slot)
+                except LockTimeout:
+                    pass
+                if await _async_done(c.done):
+                    break
+                if c.lock.lost:
+                    raise c.lost_meanwhile()
+                if deadline is not None and time.monotonic() >= deadline:
+                    raise c.no_slot(quota)
+        except BaseException:
+            c.lock._abandon()  # not awaited (this task may be cancelled): released anyway
+            raise
+        await c.lock.release_async()
+        return c.nothing()
 
     async def __aexit__(
         self,
@@ -348,7 +286,11 @@ class claim_memo_async:
     ) -> None:
         claim = self._c.claim
         if claim is not None and claim.launch:
-            await self._c.lock.__aexit__(exc_type, exc, tb)
+            try:
+                if claim.slot is not None:
+                    await claim.slot.__aexit__(exc_type, exc, tb)
+            finally:
+                await self._c.lock.__aexit__(exc_type, exc, tb)
 
 
 _MEMO = [
@@ -356,6 +298,7 @@ _MEMO = [
     _pyinspect.Parameter("memo_uri", _pyinspect.Parameter.POSITIONAL_OR_KEYWORD),
     _pyinspect.Parameter("done", _pyinspect.Parameter.KEYWORD_ONLY),
     _pyinspect.Parameter("poll", _pyinspect.Parameter.KEYWORD_ONLY, default=None),
+    _pyinspect.Parameter("quota", _pyinspect.Parameter.KEYWORD_ONLY, default=None),
 ]
 claim_memo.__init__.__signature__ = signature(_MEMO)  # type: ignore[attr-defined]
 claim_memo_async.__init__.__signature__ = signature(_MEMO)  # type: ignore[attr-defined]

@@ -135,9 +135,14 @@ class BlobSemaphore:
     def acquire(self, timeout: Seconds | None = None) -> HeldSlot:
         """Waits until a slot is ours and returns it held; ``LockTimeout`` when ``timeout``
         passes (None: the semaphore's own ``timeout``, which None makes for ever)."""
+        return self._acquire_as(None, timeout)
+
+    def _acquire_as(self, owner: str | None, timeout: Seconds | None) -> HeldSlot:
+        """``acquire``, writing ``owner`` (None: an owner id of its own): claim_memo's quota
+        slot is held with the memo lock's owner id, so one ``keep_alive`` owner keeps both."""
         native = self._native
         t = native.timeout if timeout is None else seconds("timeout", timeout)
-        index, held = native.acquire(t)
+        index, held = native.acquire(t, owner)
         return _held(index, held, self._options)
 
     def try_acquire(self) -> HeldSlot | None:
@@ -148,9 +153,12 @@ class BlobSemaphore:
     async def acquire_async(self, timeout: Seconds | None = None) -> HeldSlot:
         """``acquire`` without blocking the event loop. Cancelling it releases whatever it
         may have written."""
+        return await self._acquire_as_async(None, timeout)
+
+    async def _acquire_as_async(self, owner: str | None, timeout: Seconds | None) -> HeldSlot:
         native = self._native
         t = native.timeout if timeout is None else seconds("timeout", timeout)
-        index, held = await native.acquire_async(t)
+        index, held = await native.acquire_async(t, owner)
         return _held(index, held, self._options)
 
     def configuration(self) -> SemaphoreConfig:

@@ -81,12 +81,23 @@ impl NativeSemaphore {
         self.timeout
     }
 
-    /// Waits for a slot: its index and the lock holding it; raises LockTimeout.
-    #[pyo3(signature = (timeout))]
-    fn acquire(&self, py: Python<'_>, timeout: Option<f64>) -> PyResult<(usize, NativeLock)> {
+    /// Waits for a slot: its index and the lock holding it; raises LockTimeout. `owner`:
+    /// the owner id to write (claim_memo's quota slot takes the memo lock's); None, a new one.
+    #[pyo3(signature = (timeout, owner=None))]
+    fn acquire(
+        &self,
+        py: Python<'_>,
+        timeout: Option<f64>,
+        owner: Option<String>,
+    ) -> PyResult<(usize, NativeLock)> {
         let t = self::timeout(timeout)?;
         let semaphore = self.semaphore.clone();
-        let permit = wait(py, async move { semaphore.acquire(t).await }, None)?;
+        let owner = owner.unwrap_or_else(crate::lease::new_owner_id);
+        let permit = wait(
+            py,
+            async move { semaphore.acquire_as(&owner, t).await },
+            None,
+        )?;
         Ok(self.held(permit))
     }
 
@@ -98,17 +109,19 @@ impl NativeSemaphore {
     }
 
     /// `acquire` as an awaitable; cancelling it releases whatever it may have written.
-    #[pyo3(signature = (timeout))]
+    #[pyo3(signature = (timeout, owner=None))]
     fn acquire_async<'py>(
         &self,
         py: Python<'py>,
         timeout: Option<f64>,
+        owner: Option<String>,
     ) -> PyResult<Bound<'py, PyAny>> {
         let t = self::timeout(timeout)?;
         let semaphore = self.semaphore.clone();
         let (keep, raise_on_lost) = (self.timeout, self.raise_on_lost);
+        let owner = owner.unwrap_or_else(crate::lease::new_owner_id);
         awaitable(py, async move {
-            let permit = semaphore.acquire(t).await.map_err(to_py)?;
+            let permit = semaphore.acquire_as(&owner, t).await.map_err(to_py)?;
             Ok(held(permit, keep, raise_on_lost))
         })
     }

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 from blob_lock import (
     BlobLock,
+    BlobSemaphore,
     LockLost,
     LockState,
     LockTimeout,
@@ -20,6 +21,7 @@ from blob_lock import (
     claim_memo,
     claim_memo_async,
     inspect,
+    keep_alive,
     write_once,
 )
 from conftest import Backend
@@ -234,3 +236,62 @@ def test_a_result_check_that_fails_after_acquiring_leaves_the_lock_released(tmp_
     while inspect(f"{memo}/lock").state is not LockState.RELEASED:
         assert time.monotonic() < deadline, "the lock was left held"
         time.sleep(0.05)
+
+
+# A quota: claims that also take a slot of a BlobSemaphore, released together.
+
+
+def test_a_claim_with_a_quota_holds_a_slot_under_its_owner_and_releases_both(tmp_path):
+    quota = BlobSemaphore(str(tmp_path / "quota"), 1)
+    memo = str(tmp_path / "memo-a")
+    with claim_memo(memo, done=lambda: False, quota=quota) as claim:
+        assert claim.launch and claim.slot is not None
+        assert claim.slot.owner == claim.owner and claim.slot.uri.endswith("quota/slot-0")
+        assert quota.try_acquire() is None, "the claim's slot is the only one"
+        # The remote keeps both alive with the one owner id it is handed.
+        with keep_alive(claim.lock_uri, claim.owner), keep_alive(claim.slot.uri, claim.owner):
+            pass
+    assert inspect(f"{memo}/lock").state is LockState.RELEASED
+    assert inspect(claim.slot.uri).state is LockState.RELEASED
+    quota.acquire(timeout=5).release()
+
+
+def test_a_claim_waits_for_the_quota_then_gives_up_naming_it_and_lets_the_memo_go(tmp_path):
+    quota = BlobSemaphore(str(tmp_path / "quota"), 1)
+    taken = quota.acquire()
+    memo = str(tmp_path / "memo-b")
+    began = time.monotonic()
+    with pytest.raises(LockTimeout, match=r"every slot of the quota .*quota stayed held"):
+        with claim_memo(memo, done=lambda: False, quota=quota, timeout=1, poll=0.2):
+            pytest.fail("launched without a slot")
+    assert time.monotonic() - began < 60
+    assert inspect(f"{memo}/lock").state is LockState.RELEASED, "the memo's lock was let go"
+    taken.release()
+
+
+def test_a_result_that_appears_while_waiting_for_the_quota_ends_the_claim(tmp_path):
+    quota = BlobSemaphore(str(tmp_path / "quota"), 1)
+    taken = quota.acquire()
+    memo, published = str(tmp_path / "memo-c"), threading.Event()
+    threading.Timer(1.0, published.set).start()
+    with claim_memo(memo, done=published.is_set, quota=quota, timeout=60, poll=0.2) as claim:
+        assert claim.launch is False and claim.slot is None
+    assert inspect(f"{memo}/lock").state is LockState.RELEASED
+    taken.release()
+
+
+def test_claim_memo_async_takes_a_quota_slot_and_releases_both(tmp_path):
+    quota = BlobSemaphore(str(tmp_path / "quota"), 2)
+
+    async def main():
+        async with claim_memo_async(str(tmp_path / "memo-d"), done=lambda: False, quota=quota) as c:
+            assert c.launch and c.slot is not None and c.slot.owner == c.owner
+            return c.slot.uri
+
+    uri = asyncio.run(main())
+    assert inspect(uri).state is LockState.RELEASED
+
+
+def test_a_quota_that_is_no_semaphore_is_refused(tmp_path):
+    with pytest.raises(TypeError, match="quota must be a BlobSemaphore"):
+        claim_memo(str(tmp_path / "memo"), done=lambda: False, quota=3)
