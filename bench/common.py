@@ -51,6 +51,9 @@ class Sizes:
     contention_expire: float = 10.0
     contention_hold: float = 0.01
     contention_gap: float = 0.01
+    semaphore_procs: int = 16
+    semaphore_slots: int = 4
+    semaphore_hold: float = 0.05
     load_locks_6: int = 3000  # past the store's capacity at expire 6 (bench/load.py)
     load_locks_30: int = 8000  # and at the default expire
     load_heartbeats: float = 3.0  # held for this many heartbeats

@@ -8,7 +8,8 @@ blob-lock, the peers' figures beside it with their ratio to ours (peer / blob-lo
 Notes under the table say how each figure was taken. ``make bench`` builds a release
 extension first; figures of a debug build mean nothing (the header says which it is).
 
-Sections (``--only``): headline, requests, latency, handover, scale, contention, load.
+Sections (``--only``): headline, requests, latency, clients, handover, scale, contention,
+semaphore, load.
 Every measurement runs in a process of its own (bench/worker.py); moto's S3 server and the
 proxies in front of it (bench/moto_store.py) run here.
 """
@@ -33,10 +34,21 @@ from common import (
 )
 from costs import clients, headline, latency, requests
 from load import load
+from quotas import semaphore
 from scale import scale
 from waits import contention, handover
 
-SECTIONS = ["headline", "requests", "latency", "clients", "handover", "scale", "contention", "load"]
+SECTIONS = [
+    "headline",
+    "requests",
+    "latency",
+    "clients",
+    "handover",
+    "scale",
+    "contention",
+    "semaphore",
+    "load",
+]
 
 
 # -- main -------------------------------------------------------------------------------------
@@ -102,7 +114,7 @@ def main() -> None:
     rep = Report()
     moto = None
     try:
-        if {"headline", "requests", "latency", "clients"} & set(sections):
+        if {"headline", "requests", "latency", "clients", "semaphore"} & set(sections):
             from moto_store import Moto
 
             moto = Moto(link=not args.serial_delay)
@@ -124,6 +136,8 @@ def main() -> None:
                     scale(rep, sz, tmp)
                 elif section == "contention":
                     contention(rep, sz, tmp)
+                elif section == "semaphore":
+                    semaphore(rep, sz, tmp, moto)
                 elif section == "load":
                     load(rep, sz, tmp)
             except Exception as e:  # one section's failure leaves the others' figures

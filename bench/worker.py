@@ -9,6 +9,7 @@ JSON lines on stdout; the last one is its result.
     worker.py threads KIND WHERE EXPIRE ROUNDS SEED
     worker.py contend KIND WHERE EXPIRE DURATION HOLD GAP OCCUPIED_MARKER
     worker.py scale KIND N WINDOW EXPIRE ROOT
+    worker.py slots PREFIX SLOTS EXPIRE DURATION HOLD GAP INSIDE_DIR STORAGE_OPTIONS_JSON
 
 Times are ``time.monotonic()``, which on Linux is CLOCK_MONOTONIC, one clock for every
 process on the machine: a time taken in one process compares with one taken in another.
@@ -428,6 +429,59 @@ def contend(
     )
 
 
+def slots(
+    prefix: str,
+    n: int,
+    expire: float,
+    duration: float,
+    hold: float,
+    gap: float,
+    inside: str,
+    options: dict | None,
+) -> None:
+    """Loops: a fresh ``BlobSemaphore`` (as users make one per ``with``), a slot, hold
+    ``hold`` s, release, pause ``gap`` s, from a start time given on stdin until ``duration``
+    later. Each holder checks the bound itself: while it holds a slot it has a file in
+    ``inside``, and counts the files there (more than ``n`` would be a broken semaphore)."""
+    from blob_lock import BlobSemaphore, LockTimeout
+
+    say(event="ready")
+    start = float(sys.stdin.readline().split()[1])
+    end = start + duration
+    time.sleep(max(0.0, start - time.monotonic()))
+    waits: list[float] = []
+    most = 0
+    unfinished = 0.0
+    me = Path(inside) / f"{os.getpid()}"
+    while True:
+        t0 = time.monotonic()
+        left = end - t0
+        if left <= 0:
+            break
+        semaphore = BlobSemaphore(prefix, n, expire=expire, storage_options=options)
+        try:
+            slot = semaphore.acquire(timeout=left)
+        except LockTimeout:
+            unfinished = time.monotonic() - t0  # still waiting at the end: counts as a wait
+            break
+        waits.append(time.monotonic() - t0)
+        me.touch()
+        most = max(most, len(os.listdir(inside)))
+        time.sleep(hold)
+        me.unlink()
+        slot.release()
+        if gap:
+            time.sleep(gap)
+    say(
+        result={
+            "acquired": len(waits),
+            "longest_wait": max([*waits, unfinished]) if waits or unfinished else 0.0,
+            "most_inside": most,
+            "waits": waits + ([unfinished] if unfinished else []),
+        }
+    )
+
+
 # -- scale ------------------------------------------------------------------------------
 
 
@@ -598,6 +652,17 @@ def main() -> None:
             float(args[4]),
             float(args[5]),
             args[6],
+        )
+    elif mode == "slots":
+        slots(
+            args[0],
+            int(args[1]),
+            float(args[2]),
+            float(args[3]),
+            float(args[4]),
+            float(args[5]),
+            args[6],
+            json.loads(args[7]) or None,
         )
     elif mode == "scale":
         scale(args[0], int(args[1]), float(args[2]), float(args[3]), args[4])

@@ -164,11 +164,17 @@ def test_status_of_a_prefix_shows_the_semaphore_and_its_slots(tmp_path):
     assert lines[0].startswith(f"{prefix}: semaphore of 3 slots, 1 held"), done.stdout
     assert f"{held.uri}: held" in done.stdout and "job=train" in done.stdout
     assert len(lines) == 3, done.stdout  # the two slots ever taken
+    done = cli("status", "--json", prefix)
+    seen = json.loads(done.stdout)
+    assert seen["semaphore"]["slots"] == 3 and seen["held"] == 1, seen
+    assert [s["state"] for s in seen["slot_locks"]].count("held") == 1, seen
+    assert {s["uri"] for s in seen["slot_locks"]} >= {held.uri}
     held.release()
     # A prefix without a semaphore stays a plain lock's status, and nothing is written.
     other = tmp_path / "other"
     done = cli("status", str(other))
     assert done.stdout.strip() == f"{other}: unlocked"
+    assert json.loads(cli("status", "--json", str(other)).stdout)["state"] == "unlocked"
     assert not other.exists()
 
 

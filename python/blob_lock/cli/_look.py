@@ -29,11 +29,11 @@ def status_command(args: argparse.Namespace) -> int:
     """``blob-lock status``: one read, shown."""
     options = storage_options(args)
     seen = inspect(args.uri, storage_options=options)
-    if seen.state == LockState.UNLOCKED and not args.json:
+    if seen.state == LockState.UNLOCKED:
         # No lock here: a semaphore's prefix, perhaps (one more read, only then).
         stored = BlobSemaphore(args.uri, 1, storage_options=options).stored()
         if stored is not None:
-            show_semaphore(args.uri, stored, options)
+            show_semaphore(args.uri, stored, options, args.json)
             return 0
     if args.json:
         print(json.dumps(seen.to_json(), indent=2))

@@ -188,7 +188,11 @@ def parser() -> argparse.ArgumentParser:
         "token and times; at a semaphore's prefix (no lock there), its number of slots and "
         "each slot's holder. Never writes.",
     )
-    status.add_argument("--json", action="store_true", help="print one JSON object")
+    status.add_argument(
+        "--json",
+        action="store_true",
+        help="print one JSON object (at a semaphore's prefix: its number, held count and slots)",
+    )
 
     slots = command(
         "slots",

@@ -4,6 +4,7 @@ slots, ``slots PREFIX N`` changes their number. (``run --slots`` takes one: ``_r
 from __future__ import annotations
 
 import argparse
+import json
 
 from blob_lock import BlobSemaphore, LockState, SemaphoreConfig, list_locks
 from blob_lock.cli._parser import storage_options
@@ -34,13 +35,26 @@ def slots_command(args: argparse.Namespace) -> int:
     return 0
 
 
-def show_semaphore(prefix: str, stored: SemaphoreConfig, options: dict[str, str] | None) -> None:
+def show_semaphore(
+    prefix: str, stored: SemaphoreConfig, options: dict[str, str] | None, as_json: bool = False
+) -> None:
     """A semaphore's number and its slots, each as one read shows it (a slot past a lowered
-    number still shows while its holder finishes)."""
+    number still shows while its holder finishes); with ``as_json``, one JSON object: the
+    configuration, how many are held, and each slot's inspection as ``status --json``
+    prints a lock's."""
     listed = list_locks(prefix, storage_options=options)
     found = [(i, seen) for seen in listed if (i := _slot(prefix, seen.uri)) is not None]
     slots = [seen for _, seen in sorted(found, key=lambda f: f[0])]
     busy = sum(seen.state in (LockState.HELD, LockState.OURS) for seen in slots)
+    if as_json:
+        body = {
+            "uri": prefix,
+            "semaphore": {"slots": stored.slots, "set_by": stored.set_by, "set_at": stored.set_at},
+            "held": busy,
+            "slot_locks": [seen.to_json() for seen in slots],
+        }
+        print(json.dumps(body, indent=2))
+        return
     print(
         f"{prefix}: semaphore of {stored.slots} slots, {busy} held "
         f"(set by {stored.set_by} at {stored.set_at})"

@@ -1,0 +1,108 @@
+"""A semaphore under contention: processes taking turns on its slots, on local files and on
+S3 (moto), with each holder checking that no more than the slots hold at once. No peer
+offers a semaphore on blob storage (Consul's `lock -n` needs a Consul cluster), so the rows
+have no peers' figures."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from common import WORKER, Figure, Report, Sizes, fmt_time, met
+
+
+def semaphore(rep: Report, sz: Sizes, tmp: str, moto: object | None) -> None:
+    n, slots, secs = sz.semaphore_procs, sz.semaphore_slots, sz.contention_seconds
+    places: dict[str, tuple[str, dict | None]] = {"local files": (f"{tmp}/quota", None)}
+    if moto is not None:
+        places["S3 (moto)"] = (moto.uri("quota"), moto.storage_options)  # type: ignore[attr-defined]
+    waits: dict[str, list[float]] = {}
+    for where, (prefix, options) in places.items():
+        r = contend(prefix, options, sz, f"{tmp}/inside-{len(waits)}")
+        waits[where] = r["waits"]
+        ok = r["most"] <= slots and r["starved"] == 0
+        rep.add(
+            f"semaphore: {n} processes on {slots} slots for {secs:g} s, {where}: "
+            "acquisitions/s; longest wait; most holders at once",
+            f"{r['acquired'] / secs:.1f}/s; {fmt_time(r['longest'])}; {r['most']} "
+            f"(all {n} acquired, the fewest {r['fewest']} times)"
+            if r["starved"] == 0
+            else f"{r['acquired'] / secs:.1f}/s; {fmt_time(r['longest'])}; {r['most']} "
+            f"({n - r['starved']}/{n} acquired)",
+            "no peer on blob storage",
+            f"≤ {slots} at once; all acquire",
+            met(ok),
+        )
+    rep.figures["semaphore"] = Figure(
+        f"Waits of {n} processes for one of {slots} slots, {secs:g} s",
+        "ecdf",
+        waits,
+        xlabel="wait for a slot",
+        log=True,
+        note=f"Each holds {sz.semaphore_hold * 1e3:g} ms, then pauses "
+        f"{sz.contention_gap * 1e3:g} ms; a wait unfinished at the end counts.",
+    )
+    rep.notes.append(
+        f"Semaphore: {n} processes loop: a fresh BlobSemaphore (as users make one per `with`), "
+        f"a slot of {slots}, hold {sz.semaphore_hold * 1e3:g} ms, release, pause "
+        f"{sz.contention_gap * 1e3:g} ms, from one start time for {secs:g} s, expire "
+        f"{sz.contention_expire:g} s. Each holder keeps a file in a shared folder while it "
+        "holds a slot and counts the files there: the most it saw is the 'most holders' "
+        "figure. Waiters read one slot per poll; a release in the same process wakes them, "
+        "one in another process is found by the next poll."
+    )
+
+
+def contend(prefix: str, options: dict | None, sz: Sizes, inside: str) -> dict:
+    Path(inside).mkdir(parents=True, exist_ok=True)
+    args = [
+        prefix,
+        str(sz.semaphore_slots),
+        str(sz.contention_expire),
+        str(sz.contention_seconds),
+        str(sz.semaphore_hold),
+        str(sz.contention_gap),
+        inside,
+        json.dumps(options or {}),
+    ]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, WORKER, "slots", *args],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+            bufsize=1,
+        )
+        for _ in range(sz.semaphore_procs)
+    ]
+    try:
+        for p in procs:
+            assert p.stdout is not None
+            line = p.stdout.readline()
+            if not line or json.loads(line).get("event") != "ready":
+                raise RuntimeError("a semaphore worker did not start")
+        start = time.monotonic() + 0.5
+        for p in procs:
+            assert p.stdin is not None
+            p.stdin.write(f"go {start}\n")
+            p.stdin.flush()
+        results = []
+        for p in procs:
+            out, _ = p.communicate(timeout=sz.contention_seconds + sz.contention_expire + 120)
+            results.append(json.loads(out.strip().splitlines()[-1])["result"])
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+    return {
+        "acquired": sum(r["acquired"] for r in results),
+        "longest": max(r["longest_wait"] for r in results),
+        "most": max(r["most_inside"] for r in results),
+        "starved": sum(1 for r in results if r["acquired"] == 0),
+        "fewest": min(r["acquired"] for r in results),
+        "waits": [w for r in results for w in r["waits"]],
+    }
