@@ -19,8 +19,7 @@
 //! lockfile).
 
 use std::fmt;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 
 /// Where a claim is in its lifecycle.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -113,15 +112,29 @@ impl fmt::Display for State {
     }
 }
 
+/// What a semaphore's slot calls when its claim stops holding it.
+pub type LetGo = Box<dyn Fn() + Send + Sync>;
+
 /// One claim: its state, and the names its log lines carry.
-#[derive(Debug)]
 pub struct Claim {
     /// Shared with the lock (thousands of held locks: no copies).
     uri: Arc<str>,
     owner: Arc<str>,
     state: Mutex<State>,
-    /// A semaphore's slot: counted in the process's held slots while held.
-    slot: AtomicBool,
+    /// A semaphore's slot: counted in the process's held slots while held, and what to call
+    /// when it is let go (released, stopped or lost).
+    slot: OnceLock<LetGo>,
+}
+
+impl fmt::Debug for Claim {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Claim")
+            .field("uri", &self.uri)
+            .field("owner", &self.owner)
+            .field("state", &self.state())
+            .field("slot", &self.slot.get().is_some())
+            .finish()
+    }
 }
 
 impl Claim {
@@ -142,14 +155,15 @@ impl Claim {
             uri,
             owner,
             state: Mutex::new(state),
-            slot: AtomicBool::new(false),
+            slot: OnceLock::new(),
         }
     }
 
-    /// Counts this claim, a semaphore's slot, in the process's held slots while it holds.
-    pub fn count_as_slot(&self) {
+    /// Counts this claim, a semaphore's slot, in the process's held slots while it holds,
+    /// and calls `let_go` when it stops holding it.
+    pub fn count_as_slot(&self, let_go: LetGo) {
         let state = self.state.lock().unwrap_or_else(|e| e.into_inner());
-        if !self.slot.swap(true, Ordering::Relaxed) && state.counts_as_held_slot() {
+        if self.slot.set(let_go).is_ok() && state.counts_as_held_slot() {
             crate::metrics::slots_held(1);
         }
     }
@@ -169,6 +183,7 @@ impl Claim {
     /// a second loss) is refused rather than rewriting what happened. Staying in the same
     /// state is allowed and not logged.
     pub fn enter(&self, next: State, why: impl fmt::Display) -> bool {
+        let mut let_go = None;
         let prev = {
             let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
             let prev = *state;
@@ -186,15 +201,21 @@ impl Claim {
                 return false;
             }
             *state = next;
-            if self.slot.load(Ordering::Relaxed) {
+            if let Some(hook) = self.slot.get() {
                 match (prev.counts_as_held_slot(), next.counts_as_held_slot()) {
-                    (true, false) => crate::metrics::slots_held(-1),
+                    (true, false) => {
+                        crate::metrics::slots_held(-1);
+                        let_go = Some(hook);
+                    }
                     (false, true) => crate::metrics::slots_held(1),
                     _ => {}
                 }
             }
             prev
         };
+        if let Some(hook) = let_go {
+            hook();
+        }
         // Logged after the mutex is released: in Python, logging takes the GIL.
         log::debug!(
             target: "blob_lock::claim",
@@ -209,8 +230,9 @@ impl Claim {
 impl Drop for Claim {
     fn drop(&mut self) {
         let state = *self.state.get_mut().unwrap_or_else(|e| e.into_inner());
-        if *self.slot.get_mut() && state.counts_as_held_slot() {
+        if let Some(hook) = self.slot.get().filter(|_| state.counts_as_held_slot()) {
             crate::metrics::slots_held(-1);
+            hook();
         }
     }
 }

@@ -13,6 +13,7 @@
 
 pub mod config;
 mod rotation;
+mod turns;
 
 use crate::errors::{Error, Result};
 use crate::lease::{new_owner_id, Lease, Lock, LockOptions, Tried};
@@ -26,6 +27,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::Notify;
 use tokio::time::Instant;
+use turns::Turns;
 
 /// What opens the objects under a semaphore's prefix, by name (`slot-0`, `semaphore.json`):
 /// a store the caller brings ([`Semaphore::with_stores`]).
@@ -45,6 +47,8 @@ pub struct Semaphore {
     slots: Mutex<Vec<Lock>>,
     /// The stored number last seen, to say once when it differs from the one asked.
     warned_for: Mutex<Option<usize>>,
+    /// When this process last let go of a slot here (`turns.rs`).
+    turns: Turns,
 }
 
 impl std::fmt::Debug for Semaphore {
@@ -127,6 +131,7 @@ impl Semaphore {
             options: options.clone(),
             slots: Mutex::new(vec![first]),
             warned_for: Mutex::new(None),
+            turns: Turns::Process(prefix.into()),
         })
     }
 
@@ -149,6 +154,7 @@ impl Semaphore {
             options: options.clone(),
             slots: Mutex::new(Vec::new()),
             warned_for: Mutex::new(None),
+            turns: Turns::Own(Default::default()),
         })
     }
 
@@ -270,6 +276,15 @@ impl Semaphore {
         let clock = self.options.clock.clone();
         let began = clock.now();
         let deadline = timeout.map(|t| began + t);
+        // Having just let go of a slot here, this process leaves it to waiters elsewhere
+        // for a poll of theirs first (`turns.rs`).
+        if let Some(at) = self.turns.last_let_go() {
+            let until = at + self.options.timing.poll_max;
+            let until = deadline.map_or(until, |d| until.min(d));
+            if clock.now() < until {
+                clock.sleep_until(until).await;
+            }
+        }
         let mut us = Contender::new(self, owner);
         let mut n = self.configuration_by(deadline).await?.slots;
         let mut rotation = Rotation::new(n, us.spread(n));
@@ -373,7 +388,8 @@ impl Semaphore {
     }
 
     fn permit(&self, slot: usize, lock: &Lock, lease: Lease) -> Permit {
-        lease.count_as_slot();
+        let (turns, clock) = (self.turns.clone(), self.options.clock.clone());
+        lease.count_as_slot(Box::new(move || turns.let_go(clock.now())));
         Permit {
             slot,
             lock: lock.clone(),

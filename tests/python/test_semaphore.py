@@ -203,6 +203,39 @@ def test_slots_changes_the_number_every_process_uses(tmp_path):
     assert done.returncode == 2 and "slots must be between 1 and 4096" in done.stderr
 
 
+# Takes the one slot again and again, holding it 50 ms each time, until killed.
+HOG = """
+import sys, time
+from blob_lock import BlobSemaphore
+print("ready", flush=True)
+while True:
+    with BlobSemaphore(sys.argv[1], 1, expire=5):
+        time.sleep(0.05)
+"""
+
+
+def test_a_waiter_is_not_starved_by_a_process_that_takes_the_slot_again_and_again(tmp_path):
+    # Before a process that let go of a slot paused before taking one again, a waiter in
+    # another process timed out after 15 s while the loop took the slot 388 times.
+    prefix = str(tmp_path / "quota")
+    hog = subprocess.Popen([sys.executable, "-c", HOG, prefix], stdout=subprocess.PIPE, text=True)
+    try:
+        assert hog.stdout is not None and hog.stdout.readline().strip() == "ready"
+        time.sleep(1)  # the loop is going
+        waits = []
+        for _ in range(3):
+            began = time.monotonic()
+            slot = BlobSemaphore(prefix, 1, expire=5).acquire(timeout=60)
+            waits.append(time.monotonic() - began)
+            slot.release()
+            time.sleep(0.6)  # past this process's own pause: a waiter again, not a re-taker
+        # A waiter polls at most every 0.5 s at expire 5; the loop leaves the slot that long.
+        assert max(waits) < 10, waits
+    finally:
+        hog.kill()
+        hog.wait()
+
+
 # Run in a process of its own, whose counters nothing else moves.
 SLOT_METRICS = """
 import json, sys, threading, time

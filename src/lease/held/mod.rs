@@ -195,9 +195,10 @@ impl Lease {
         }
     }
 
-    /// Counts this lease, a semaphore's slot, in the process's held slots while it holds.
-    pub(crate) fn count_as_slot(&self) {
-        self.state.claim.count_as_slot();
+    /// Counts this lease, a semaphore's slot, in the process's held slots while it holds,
+    /// and calls `let_go` when it stops holding it.
+    pub(crate) fn count_as_slot(&self, let_go: crate::lease::claim::LetGo) {
+        self.state.claim.count_as_slot(let_go);
     }
 
     /// Where the claim of this lease is in its lifecycle.
