@@ -105,13 +105,17 @@ def main() -> None:
         # N acquisitions of a semaphore's slot. Each holder marks itself inside a shared
         # folder while it holds, and counts the marks: more than `slots` would be a holder
         # too many (a mark is made after acquiring and removed before releasing).
-        inside, slots, n, hold, expire = (
+        # HOLD is seconds, or fill:S: hold until every slot was seen taken (at least
+        # 0.3 s), S seconds at most, so that the holders show whether N can be in at once
+        # whatever the polls' timing.
+        inside, slots, n, expire = (
             Path(sys.argv[4]),
             int(sys.argv[5]),
             int(sys.argv[6]),
-            float(sys.argv[7]),
             float(sys.argv[8]),
         )
+        fill = sys.argv[7].startswith("fill:")
+        hold = float(sys.argv[7].removeprefix("fill:"))
         semaphore = BlobSemaphore(uri, slots, expire=expire, storage_options=options)
         say(event="ready")
         most, waits, taken = 0, [], []
@@ -123,7 +127,16 @@ def main() -> None:
                 mark = inside / f"{os.getpid()}-{i}"
                 mark.touch()
                 most = max(most, len(os.listdir(inside)))
-                time.sleep(hold)
+                if fill:
+                    held_since = time.monotonic()
+                    while time.monotonic() - held_since < hold:
+                        seen = len(os.listdir(inside))
+                        most = max(most, seen)
+                        if seen >= slots and time.monotonic() - held_since >= 0.3:
+                            break
+                        time.sleep(0.02)
+                else:
+                    time.sleep(hold)
                 most = max(most, len(os.listdir(inside)))
                 assert not slot.lost
                 mark.unlink()

@@ -16,7 +16,9 @@ from conftest import cli
 
 
 def test_sixteen_processes_on_four_slots_never_exceed_four(shared_backend, workers, tmp_path):
-    slots, n_proc, rounds, hold = 4, 16, 2, 0.3
+    # Each holder holds until it has seen every slot taken (5 s at most): a semaphore that
+    # cannot let 4 in at once shows as fewer.
+    slots, n_proc, rounds, hold = 4, 16, 2, "fill:5"
     inside = tmp_path / "inside"
     inside.mkdir()
     prefix = shared_backend.uri()
@@ -24,7 +26,7 @@ def test_sixteen_processes_on_four_slots_never_exceed_four(shared_backend, worke
     # starting at once, and the rest of the suite. Until a store has answered a process
     # once, a request without an answer within the request timeout (half a heartbeat, 5 s
     # here) fails it as unreachable: first contact fails fast.
-    args = (str(inside), str(slots), str(rounds), str(hold), "30")
+    args = (str(inside), str(slots), str(rounds), hold, "30")
     procs = [workers("slots", prefix, shared_backend.options_json(), *args) for _ in range(n_proc)]
     for p in procs:
         assert p.line()["event"] == "ready"

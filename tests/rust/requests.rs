@@ -185,3 +185,105 @@ async fn a_release_of_a_lockfile_deleted_by_hand_reads_it_three_times_a_poll_apa
         );
     }
 }
+
+/// A semaphore's requests, on stores that count them: taking a free slot costs the
+/// configuration's read and the slot lock's own acquisition; waiters read one slot a poll
+/// each, and the configuration once a turn of the slots, never every slot a poll (W waiters
+/// on N slots: about W reads a poll, not W x N).
+#[tokio::test(start_paused = true)]
+async fn a_semaphore_costs_a_read_more_than_a_lock_and_a_waiter_one_read_a_poll() {
+    use blob_lock::semaphore::Opener;
+    use blob_lock::store::LockStore;
+    use blob_lock::Semaphore;
+    use std::sync::Mutex;
+    use std::time::Duration;
+
+    let (slots, waiters) = (4usize, 4usize);
+    let o = LockOptions::new(30.0).unwrap();
+    type Views = Arc<Mutex<Vec<(String, Arc<Counted>)>>>;
+    let stores: Views = Default::default();
+    let timing = o.timing;
+    let kept = stores.clone();
+    // Each semaphore object gets its own counted view of each object (as a process would).
+    let open: Opener = Arc::new(move |name: &str| {
+        let inner = store::open(
+            &format!("memory://req-semaphore/{name}"),
+            &store::Access::default(),
+            &timing,
+        )
+        .unwrap();
+        let counted = Arc::new(Counted::new(inner));
+        kept.lock()
+            .unwrap()
+            .push((name.to_string(), counted.clone()));
+        counted as Arc<dyn LockStore>
+    });
+    let reads = |what: &str| -> u64 {
+        let stores = stores.lock().unwrap();
+        (stores.iter())
+            .filter(|(name, _)| name.starts_with(what))
+            .map(|(_, s)| s.requests().reads)
+            .sum()
+    };
+    let total = || -> u64 {
+        let stores = stores.lock().unwrap();
+        stores.iter().map(|(_, s)| s.requests().total()).sum()
+    };
+    let semaphore = |asked| Semaphore::with_stores("req", asked, &o, open.clone()).unwrap();
+
+    // The first acquisition writes the configuration: its read and create, then the slot's
+    // read (no lockfile), create and release.
+    let first = semaphore(slots).acquire(None).await.unwrap();
+    first.release().await.unwrap();
+    assert_eq!(total(), 5, "{:?}", stores.lock().unwrap());
+    // A fresh semaphore on it: the configuration's read, and a lock's three requests on a
+    // slot it has not released before (read, update, release).
+    let before = total();
+    let again = semaphore(slots).acquire(None).await.unwrap();
+    again.release().await.unwrap();
+    assert!(total() - before <= 4, "{} requests", total() - before);
+
+    // Every slot held; W waiters for a virtual 30 s.
+    let holder = semaphore(slots);
+    let mut held = Vec::new();
+    for _ in 0..slots {
+        held.push(holder.acquire(None).await.unwrap());
+    }
+    let (slot_reads, config_reads) = (reads("slot-"), reads("semaphore.json"));
+    let waited = Duration::from_secs(30);
+    let tasks: Vec<_> = (0..waiters)
+        .map(|_| {
+            let s = semaphore(slots);
+            tokio::spawn(async move { s.acquire(Some(waited)).await.map(|_| ()) })
+        })
+        .collect();
+    for t in tasks {
+        assert!(matches!(
+            t.await.unwrap(),
+            Err(blob_lock::Error::Timeout { .. })
+        ));
+    }
+    // Polls grow from 50 ms to 3 s, each jittered to half of it at least: in 30 s at most 7
+    // while growing and 20 at 3 s. Each waiter: a first round of N reads, then a read a
+    // poll, and the configuration again after each N reads.
+    let polls = 7 + 20;
+    let per_waiter = (slots + polls) as u64;
+    let slot_read = reads("slot-") - slot_reads;
+    assert!(
+        slot_read <= waiters as u64 * per_waiter,
+        "{slot_read} slot reads by {waiters} waiters in 30 s: more than one a poll"
+    );
+    assert!(
+        slot_read >= waiters as u64 * slots as u64,
+        "{slot_read}: no first rounds?"
+    );
+    let config_read = reads("semaphore.json") - config_reads;
+    println!("{waiters} waiters on {slots} held slots for 30 s: {slot_read} slot reads, {config_read} configuration reads");
+    assert!(
+        config_read <= waiters as u64 * (1 + per_waiter / slots as u64 + 1),
+        "{config_read} configuration reads"
+    );
+    for permit in held {
+        permit.release().await.unwrap();
+    }
+}
