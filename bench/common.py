@@ -12,6 +12,7 @@ import platform
 import struct
 import subprocess
 import sys
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -145,6 +146,51 @@ class Figure:
     groups: list[str] = field(default_factory=list)
     log: bool = False
     note: str = ""
+
+
+def run_together(
+    args: list[str], n: int, timeout: float, log_path: str | None = None
+) -> list[dict]:
+    """``n`` workers started with ``args`` (bench/worker.py's), each waited for until it says
+    it is ready, then told one start time half a second on, so that they begin together;
+    each one's result (its last JSON line). Their stderr goes to ``log_path``, whose last line
+    explains a worker that did not start."""
+    log = open(log_path or os.devnull, "w")
+    procs = [
+        subprocess.Popen(
+            [sys.executable, WORKER, *args],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=log,
+            text=True,
+            bufsize=1,
+        )
+        for _ in range(n)
+    ]
+    try:
+        for p in procs:
+            assert p.stdout is not None
+            line = p.stdout.readline()
+            if not line or json.loads(line).get("event") != "ready":
+                log.flush()
+                tail = Path(log_path).read_text().strip().splitlines()[-1:] if log_path else []
+                raise RuntimeError(f"a {args[0]} worker did not start: {tail}")
+        start = time.monotonic() + 0.5
+        for p in procs:
+            assert p.stdin is not None
+            p.stdin.write(f"go {start}\n")
+            p.stdin.flush()
+        results = []
+        for p in procs:
+            out, _ = p.communicate(timeout=timeout)
+            results.append(json.loads(out.strip().splitlines()[-1])["result"])
+        return results
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+        log.close()
 
 
 @dataclass

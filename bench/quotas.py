@@ -6,12 +6,9 @@ have no peers' figures."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
-import time
 from pathlib import Path
 
-from common import WORKER, Figure, Report, Sizes, fmt_time, met
+from common import Figure, Report, Sizes, fmt_time, met, run_together
 
 
 def semaphore(rep: Report, sz: Sizes, tmp: str, moto: object | None) -> None:
@@ -59,6 +56,7 @@ def semaphore(rep: Report, sz: Sizes, tmp: str, moto: object | None) -> None:
 def contend(prefix: str, options: dict | None, sz: Sizes, inside: str) -> dict:
     Path(inside).mkdir(parents=True, exist_ok=True)
     args = [
+        "slots",
         prefix,
         str(sz.semaphore_slots),
         str(sz.contention_expire),
@@ -68,36 +66,8 @@ def contend(prefix: str, options: dict | None, sz: Sizes, inside: str) -> dict:
         inside,
         json.dumps(options or {}),
     ]
-    procs = [
-        subprocess.Popen(
-            [sys.executable, WORKER, "slots", *args],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            text=True,
-            bufsize=1,
-        )
-        for _ in range(sz.semaphore_procs)
-    ]
-    try:
-        for p in procs:
-            assert p.stdout is not None
-            line = p.stdout.readline()
-            if not line or json.loads(line).get("event") != "ready":
-                raise RuntimeError("a semaphore worker did not start")
-        start = time.monotonic() + 0.5
-        for p in procs:
-            assert p.stdin is not None
-            p.stdin.write(f"go {start}\n")
-            p.stdin.flush()
-        results = []
-        for p in procs:
-            out, _ = p.communicate(timeout=sz.contention_seconds + sz.contention_expire + 120)
-            results.append(json.loads(out.strip().splitlines()[-1])["result"])
-    finally:
-        for p in procs:
-            if p.poll() is None:
-                p.kill()
-                p.wait()
+    timeout = sz.contention_seconds + sz.contention_expire + 120
+    results = run_together(args, sz.semaphore_procs, timeout)
     return {
         "acquired": sum(r["acquired"] for r in results),
         "longest": max(r["longest_wait"] for r in results),

@@ -3,17 +3,12 @@ contending for one lock."""
 
 from __future__ import annotations
 
-import json
 import random
-import subprocess
-import sys
 import time
 import uuid
-from pathlib import Path
 
 from common import (
     PEERS,
-    WORKER,
     Figure,
     Report,
     Served,
@@ -21,6 +16,7 @@ from common import (
     fmt_time,
     met,
     ratio,
+    run_together,
     run_worker,
 )
 from libs import poll_max
@@ -198,55 +194,19 @@ def contention(rep: Report, sz: Sizes, tmp: str) -> None:
 
 
 def contend(kind: str, sz: Sizes, tmp: str) -> dict:
-    where = f"{tmp}/contend-{kind}"
-    marker = f"{tmp}/contend-{kind}.occupied"
-    log = open(f"{tmp}/contend-{kind}.log", "w")
-    procs = [
-        subprocess.Popen(
-            [
-                sys.executable,
-                WORKER,
-                "contend",
-                kind,
-                where,
-                str(sz.contention_expire),
-                str(sz.contention_seconds),
-                str(sz.contention_hold),
-                str(sz.contention_gap),
-                marker,
-            ],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=log,  # mops logs each race it loses
-            text=True,
-            bufsize=1,
-        )
-        for _ in range(sz.contention_procs)
+    args = [
+        "contend",
+        kind,
+        f"{tmp}/contend-{kind}",
+        str(sz.contention_expire),
+        str(sz.contention_seconds),
+        str(sz.contention_hold),
+        str(sz.contention_gap),
+        f"{tmp}/contend-{kind}.occupied",
     ]
-    try:
-        for p in procs:
-            assert p.stdout is not None
-            line = p.stdout.readline()
-            if not line or json.loads(line).get("event") != "ready":
-                log.flush()
-                tail = Path(log.name).read_text().strip().splitlines()[-1:]
-                raise RuntimeError(f"a {kind} contention worker did not start: {tail}")
-        start = time.monotonic() + 0.5
-        for p in procs:
-            assert p.stdin is not None
-            p.stdin.write(f"go {start}\n")
-            p.stdin.flush()
-        results = []
-        for p in procs:
-            assert p.stdout is not None
-            out, _ = p.communicate(timeout=sz.contention_seconds + sz.contention_expire + 120)
-            results.append(json.loads(out.strip().splitlines()[-1])["result"])
-    finally:
-        for p in procs:
-            if p.poll() is None:
-                p.kill()
-                p.wait()
-        log.close()
+    timeout = sz.contention_seconds + sz.contention_expire + 120
+    # mops logs each race it loses: its stderr to a file.
+    results = run_together(args, sz.contention_procs, timeout, f"{tmp}/contend-{kind}.log")
     return {
         "acquired": sum(r["acquired"] for r in results),
         "longest": max(r["longest_wait"] for r in results),

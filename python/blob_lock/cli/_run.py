@@ -27,10 +27,12 @@ def run(args: argparse.Namespace, cmd: list[str]) -> int:
         "raise_on_lost": False,  # a loss is reported after the command (exit 4), not raised
         "labels": labels(args),
     }
-    semaphore = None
+    # The lock held while the command runs: the plain lock at URI, or a slot under it.
+    semaphore, lock = None, None
     if args.slots is not None:
         semaphore = BlobSemaphore(args.uri, args.slots, **settings)  # type: ignore[arg-type]
-    lock = BlobLock(args.uri, **settings)  # type: ignore[arg-type]
+    else:
+        lock = BlobLock(args.uri, **settings)  # type: ignore[arg-type]
     # Before the lock is held a signal ends the wait; once it is held, signals go to the
     # command, or wait for it to start if they come first (never lost, never unlocked).
     child: subprocess.Popen[bytes] | None = None
@@ -57,6 +59,8 @@ def run(args: argparse.Namespace, cmd: list[str]) -> int:
                         return EXIT_TIMEOUT
                     holding.push(slot)
                     lock = slot
+                elif lock is None:
+                    raise AssertionError("neither a lock nor a semaphore")
                 elif not args.wait:
                     if not lock.try_acquire():
                         print(f"blob-lock: {lock.inspect().describe()}", file=sys.stderr)
@@ -86,7 +90,7 @@ def run(args: argparse.Namespace, cmd: list[str]) -> int:
                     code = 128 - code
     finally:
         restore(previous)
-    lost = lock.lost_reason  # decided by the release, kept after it
+    lost = lock.lost_reason if lock is not None else None  # decided by the release, kept after it
     if lost:
         print(
             f"blob-lock: warning: the lock was lost while the command ran: {lost}", file=sys.stderr
