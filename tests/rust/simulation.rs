@@ -376,12 +376,10 @@ fn simulation_cas() {
     assert!(bad.is_empty(), "cas violated the oracle at seeds {bad:?}");
 }
 
-/// A semaphore on random faults (tests/rust/sim/semaphore.rs): three contenders on two
-/// slots, three rounds each, `SIM_SEEDS / 4` seeds in the campaigns' modes (`SIM_SEED`
-/// replays one). Never more holders than slots, never two on one slot, tokens growing per
-/// slot, and a slot for the last comer within a lock's lifetime.
-#[test]
-fn simulation_semaphore() {
+/// The semaphore's campaign: `SIM_SEEDS / 4` seeds (`SIM_SEED` replays one) of the semaphore's
+/// scenario (tests/rust/sim/semaphore.rs) in the campaigns' modes, three rounds each; the
+/// seeds run and those with violations (the first one's trace printed if `print_failures`).
+fn semaphore_campaign(print_failures: bool) -> (u64, Vec<u64>) {
     let seeds: Vec<u64> = match std::env::var("SIM_SEED") {
         Ok(one) => vec![one.parse().expect("SIM_SEED is a number")],
         Err(_) => {
@@ -409,23 +407,28 @@ fn simulation_semaphore() {
                 World::new(),
             ));
         if !violations.is_empty() {
-            if bad.is_empty() {
-                report(
-                    seed,
-                    Protocol::Cas,
-                    &Outcome {
-                        mode,
-                        violations,
-                        trace,
-                    },
-                );
+            if print_failures && bad.is_empty() {
+                let out = Outcome {
+                    mode,
+                    violations,
+                    trace,
+                };
+                report(seed, Protocol::Cas, &out);
             }
             bad.push(seed);
         }
     }
+    (seeds.len() as u64, bad)
+}
+
+/// A semaphore on random faults: three contenders on two slots. Never more holders than
+/// slots, never two on one slot, tokens growing per slot, and a slot for the last comer
+/// within a lock's lifetime.
+#[test]
+fn simulation_semaphore() {
+    let (n, bad) = semaphore_campaign(true);
     println!(
-        "simulation semaphore: {} seeds, {} with violations",
-        seeds.len(),
+        "simulation semaphore: {n} seeds, {} with violations",
         bad.len()
     );
     assert!(bad.is_empty(), "the semaphore broke at seeds {bad:?}");
@@ -594,7 +597,14 @@ fn cas_does_not_take_a_stale_read_of_its_own_released_write_for_an_acquisition()
 #[test]
 #[ignore = "a report: make model (cargo test --release --no-default-features --features mutations --test simulation seeded -- --ignored --nocapture)"]
 fn seeded_bugs_in_the_random_campaign() {
-    let found = each_seeded_bug(|| campaign(Protocol::Cas, false));
+    use blob_lock::mutation::{seeded, Mutation};
+    // The semaphore's bugs against the semaphore's campaign, the lock's against the lock's.
+    let found = each_seeded_bug(|| match seeded() {
+        Some(Mutation::SemaphoreSharedOwner | Mutation::SemaphoreAskedNumber) => {
+            semaphore_campaign(false)
+        }
+        _ => campaign(Protocol::Cas, false),
+    });
     for (m, (n, bad)) in found {
         println!(
             "seeded {m:?}: the random simulation found it at {} of {n} seeds (first: {:?})",
