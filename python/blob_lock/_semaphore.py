@@ -64,6 +64,11 @@ class HeldSlot(BlobLock):
         return self
 
 
+def _whole(slots: object) -> None:
+    if isinstance(slots, bool) or not isinstance(slots, int):
+        raise TypeError(f"slots must be a whole number, got {slots!r}")
+
+
 def _held(index: int, native: NativeLock, options: LockOptions | None) -> HeldSlot:
     held = HeldSlot.__new__(HeldSlot)
     held._forks = _process.forks
@@ -107,8 +112,7 @@ class BlobSemaphore:
     ) -> None:
         if type(prefix) is not str:
             prefix = lock_uri(prefix)
-        if isinstance(slots, bool) or not isinstance(slots, int):
-            raise TypeError(f"slots must be a whole number, got {slots!r}")
+        _whole(slots)
         self._native_semaphore = NativeSemaphore(prefix, slots, options or None)
         self._options: LockOptions | None = options or None
         self._slots = slots
@@ -174,8 +178,7 @@ class BlobSemaphore:
 
     def set_slots(self, slots: int) -> SemaphoreConfig:
         """Stores ``slots`` as the number of slots, for every process on the prefix."""
-        if isinstance(slots, bool) or not isinstance(slots, int):
-            raise TypeError(f"slots must be a whole number, got {slots!r}")
+        _whole(slots)
         return SemaphoreConfig._of(self._native.set_slots(slots))
 
     def __enter__(self) -> HeldSlot:

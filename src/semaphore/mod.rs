@@ -4,28 +4,23 @@
 //! clocks, heartbeat, a fencing token per slot, keep_alive by a remote, hand_off), and the
 //! number N stored beside them ([`config`]).
 //!
-//! Taking a slot: one round over the slots, from a slot chosen by the acquisition's random
-//! owner id, so that contenders spread instead of all racing for slot 0. When every slot is
-//! held, the waiter reads one slot per poll (`rotation.rs`): the one whose holder expires
-//! soonest when that time comes, else the next in turn; a release by a lock of this process
-//! wakes it at once. Slots at or above a lowered N are never taken anew: their holders
-//! finish, and they drain.
+//! Taking a slot is `acquire.rs` (a round over the slots, then one slot read a poll,
+//! `rotation.rs`; a process's turn after its own let-go, `turns.rs`). Slots at or above a
+//! lowered N are never taken anew: their holders finish, and they drain.
 
+mod acquire;
 pub mod config;
 mod rotation;
 mod turns;
 
 use crate::errors::{Error, Result};
-use crate::lease::{new_owner_id, Lease, Lock, LockOptions, Tried};
+use crate::lease::{Lease, Lock, LockOptions};
 use crate::mutation::{active, Mutation};
 use crate::protocol::watched::Watched;
 use crate::store::LockStore;
 use crate::timing::Polls;
 use config::{Config, Stored};
-use rotation::Rotation;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
-use tokio::sync::Notify;
 use tokio::time::Instant;
 use turns::Turns;
 
@@ -243,240 +238,10 @@ impl Semaphore {
         }
         Ok(slots[i].clone())
     }
-
-    /// One attempt at every slot, without waiting: `None` when all are held.
-    pub async fn try_acquire(&self) -> Result<Option<Permit>> {
-        self.try_acquire_as(&new_owner_id()).await
-    }
-
-    /// [`Semaphore::try_acquire`], writing `owner` as the holder (each acquisition needs an
-    /// owner id of its own: a slot whose lockfile names ours is ours).
-    pub async fn try_acquire_as(&self, owner: &str) -> Result<Option<Permit>> {
-        let n = self.configuration().await?.slots;
-        let mut us = Contender::new(self, owner);
-        let rotation = Rotation::new(n, us.spread(n));
-        for slot in rotation.round() {
-            let lock = us.lock(slot)?;
-            if let Tried::Held(lease) = attempt(lock).await? {
-                return Ok(Some(self.permit(slot, lock, lease)));
-            }
-        }
-        Ok(None)
-    }
-
-    /// Waits until a slot is ours, or `timeout` passes (`Error::Timeout`); `None` waits for
-    /// ever. Transient store errors are retried within the timeout.
-    pub async fn acquire(&self, timeout: Option<Duration>) -> Result<Permit> {
-        self.acquire_as(&new_owner_id(), timeout).await
-    }
-
-    /// [`Semaphore::acquire`], writing `owner` as the holder (each acquisition needs an
-    /// owner id of its own: a slot whose lockfile names ours is ours).
-    pub async fn acquire_as(&self, owner: &str, timeout: Option<Duration>) -> Result<Permit> {
-        let clock = self.options.clock.clone();
-        let began = clock.now();
-        let deadline = timeout.map(|t| began + t);
-        // Having just let go of a slot here, this process leaves it to waiters elsewhere
-        // for a poll of theirs first (`turns.rs`).
-        if let Some(at) = self.turns.last_let_go() {
-            let until = at + self.options.timing.poll_max;
-            let until = deadline.map_or(until, |d| until.min(d));
-            if clock.now() < until {
-                clock.sleep_until(until).await;
-            }
-        }
-        let mut us = Contender::new(self, owner);
-        let mut n = self.configuration_by(deadline).await?.slots;
-        let mut rotation = Rotation::new(n, us.spread(n));
-        let mut polls = Polls::new(&self.options.timing);
-        // Made once the first round found every slot held: an acquisition that takes a slot
-        // at once looks up no waker.
-        let mut wakers: Option<Vec<Arc<Notify>>> = None;
-        // Counted among the process's waiters from then until it ends, however it ends.
-        let mut _waiting: Option<Waiting> = None;
-        let mut last_error: Option<Error> = None;
-        // The first round reads every slot; then one slot per poll, or every slot again
-        // after a release in this process.
-        let mut round: Vec<usize> = rotation.round().collect();
-        let mut reads_since_config = 0;
-        loop {
-            let mut woken: Vec<_> = wakers
-                .iter()
-                .flatten()
-                .map(|w| Box::pin(w.notified()))
-                .collect();
-            for w in &mut woken {
-                w.as_mut().enable();
-            }
-            for slot in round.drain(..) {
-                reads_since_config += 1;
-                let lock = us.lock(slot)?;
-                match attempt(lock).await {
-                    Ok(Tried::Held(lease)) => return Ok(self.permit(slot, lock, lease)),
-                    Ok(Tried::Busy { expires_in }) => {
-                        rotation.saw(slot, clock.now(), expires_in);
-                        last_error = None;
-                    }
-                    Err(e) if retried(&e) => {
-                        rotation.saw(slot, clock.now(), None);
-                        last_error = Some(e);
-                    }
-                    Err(e) => return Err(e),
-                }
-            }
-            let now = clock.now();
-            if deadline.is_some_and(|d| now >= d) {
-                let holder = match &last_error {
-                    Some(e) => format!("unknown: the last read failed ({e})"),
-                    None => format!("every one of its {n} slot{}", if n == 1 { "" } else { "s" }),
-                };
-                return Err(Error::Timeout {
-                    uri: self.prefix.to_string(),
-                    waited: now - began,
-                    holder,
-                });
-            }
-            let pause = polls.pause(clock.jitter(), None, deadline.map(|d| d - now));
-            let (slot, at) = rotation.next(now, pause);
-            let at = deadline.map_or(at, |d| at.min(d));
-            if woken.is_empty() {
-                drop(woken);
-                clock.sleep_until(at).await;
-                round.push(slot);
-            } else {
-                tokio::select! {
-                    _ = clock.sleep_until(at) => round.push(slot),
-                    _ = futures_util::future::select_all(woken) => round.extend(rotation.round()),
-                }
-            }
-            if wakers.is_none() {
-                wakers = Some(self.wakers(n)?);
-                _waiting = Some(Waiting::new());
-            }
-            // A changed number takes effect within one turn of the slots: new slots are
-            // read at once, slots past a lowered number no longer.
-            if reads_since_config >= n {
-                reads_since_config = 0;
-                // A failed read keeps the number known: the next turn reads it again.
-                let stored = match self.configuration().await {
-                    Ok(stored) => stored.slots,
-                    Err(e) if retried(&e) => n,
-                    Err(e) => return Err(e),
-                };
-                if stored != n {
-                    let before = n;
-                    n = stored;
-                    rotation.resize(n);
-                    wakers = Some(self.wakers(n)?);
-                    round.retain(|&s| s < n);
-                    round.extend(before..n);
-                    if round.is_empty() {
-                        round.push(rotation.next(clock.now(), Duration::ZERO).0);
-                    }
-                }
-            }
-        }
-    }
-
-    /// What wakes a waiter when a lock of this process releases one of the first `n` slots.
-    fn wakers(&self, n: usize) -> Result<Vec<Arc<Notify>>> {
-        let mut wakers = Vec::with_capacity(n);
-        for i in 0..n {
-            wakers.extend(self.slot(i)?.waker());
-        }
-        Ok(wakers)
-    }
-
-    fn permit(&self, slot: usize, lock: &Lock, lease: Lease) -> Permit {
-        let (turns, clock) = (self.turns.clone(), self.options.clock.clone());
-        lease.count_as_slot(Box::new(move || turns.let_go(clock.now())));
-        Permit {
-            slot,
-            lock: lock.clone(),
-            lease,
-        }
-    }
-}
-
-/// One acquisition counted among the process's semaphore waiters while it lives.
-struct Waiting;
-
-impl Waiting {
-    fn new() -> Waiting {
-        crate::metrics::semaphore_waiters(1);
-        Waiting
-    }
-}
-
-impl Drop for Waiting {
-    fn drop(&mut self) {
-        crate::metrics::semaphore_waiters(-1);
-    }
 }
 
 /// Whether a wait goes on after `e`: a transient store error or a saturated store, which
 /// pass, as for a lock's attempts.
 fn retried(e: &Error) -> bool {
     e.is_transient() || matches!(e, Error::Saturated { .. })
-}
-
-/// One acquisition's locks on the slots, all with its owner id, each opened once: an
-/// attempt abandoned on a slot owes a release that the next attempt there waits for.
-struct Contender<'a> {
-    semaphore: &'a Semaphore,
-    owner: Arc<str>,
-    locks: Vec<Option<Lock>>,
-}
-
-impl<'a> Contender<'a> {
-    fn new(semaphore: &'a Semaphore, owner: &str) -> Contender<'a> {
-        // Seeded: every acquisition of the semaphore writes one owner id, so that a slot
-        // another acquisition of this process holds reads as ours.
-        let owner = if active(Mutation::SemaphoreSharedOwner) {
-            format!("{}-shared", semaphore.prefix)
-        } else {
-            owner.to_string()
-        };
-        Contender {
-            semaphore,
-            owner: owner.into(),
-            locks: Vec::new(),
-        }
-    }
-
-    /// The slot it starts at: from its random owner id, so that contenders spread.
-    fn spread(&self, n: usize) -> usize {
-        use std::hash::{Hash, Hasher};
-        let mut h = std::collections::hash_map::DefaultHasher::new();
-        self.owner.hash(&mut h);
-        (h.finish() % n.max(1) as u64) as usize
-    }
-
-    fn lock(&mut self, i: usize) -> Result<&Lock> {
-        if self.locks.len() <= i {
-            self.locks.resize(i + 1, None);
-        }
-        if self.locks[i].is_none() {
-            let lock = self.semaphore.slot(i)?.another();
-            self.locks[i] = Some(lock.with_owner(self.owner.to_string()));
-        }
-        Ok(self.locks[i].as_ref().expect("opened above"))
-    }
-}
-
-/// One attempt at a slot; if the caller stops waiting for it mid-request (a cancelled task,
-/// a timeout), whatever it may have written is released in the background.
-async fn attempt(lock: &Lock) -> Result<Tried> {
-    struct Abandoned<'a>(Option<&'a Lock>);
-    impl Drop for Abandoned<'_> {
-        fn drop(&mut self) {
-            if let Some(lock) = self.0 {
-                lock.release_in_background();
-            }
-        }
-    }
-    let mut guard = Abandoned(Some(lock));
-    let tried = lock.try_once().await;
-    guard.0 = None;
-    tried
 }

@@ -8,7 +8,7 @@
 //! The pause is a waiter's longest poll interval (`poll_max`), counted from the let-go:
 //! every waiter reads some slot within it. It is paid only by a process acquiring again
 //! within that time of its own let-go; waiters in the same process are woken by the release
-//! at once and are not held back.
+//! at once and are not held back, nor is `try_acquire`, which never waits.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
