@@ -2,6 +2,12 @@
 //! pyo3-async-runtimes, with the future running on blob-lock's own runtime (one per process,
 //! see `crate::runtime`) rather than a second one of the bridge's. Cancelling the awaitable
 //! drops the Rust future.
+//!
+//! The bridge hands each result to its event loop from a "blocking" call that waits for the
+//! GIL. Those calls go to the threads that run loss callbacks (`to_python`), not to the
+//! runtime's blocking pool: the pool runs the file store's requests, renewals included, and
+//! hundreds of completions waiting there while a thread held the GIL took all its threads
+//! and lost a held lock on local files.
 
 use crate::runtime::runtime;
 use pyo3::prelude::*;
@@ -30,22 +36,55 @@ tokio::task_local! {
     static TASK_LOCALS: OnceCell<TaskLocals>;
 }
 
+/// How a task of the bridge ended, when not by returning: a panic in a future, or a call
+/// for Python dropped unrun (at interpreter exit).
+pub(crate) enum Ended {
+    Task(tokio::task::JoinError),
+    Dropped,
+}
+
+impl pyo3_async_runtimes::generic::JoinError for Ended {
+    fn is_panic(&self) -> bool {
+        matches!(self, Ended::Task(e) if e.is_panic())
+    }
+
+    fn into_panic(self) -> Box<dyn std::any::Any + Send + 'static> {
+        match self {
+            Ended::Task(e) if e.is_panic() => e.into_panic(),
+            _ => Box::new("the task did not panic"),
+        }
+    }
+}
+
+type Ending = Pin<Box<dyn Future<Output = Result<(), Ended>> + Send>>;
+
 impl Runtime for BlobRuntime {
-    type JoinError = tokio::task::JoinError;
-    type JoinHandle = tokio::task::JoinHandle<()>;
+    type JoinError = Ended;
+    type JoinHandle = Ending;
 
     fn spawn<F>(fut: F) -> Self::JoinHandle
     where
         F: Future<Output = ()> + Send + 'static,
     {
-        runtime().spawn(fut)
+        let task = runtime().spawn(fut);
+        Box::pin(async move { task.await.map_err(Ended::Task) })
     }
 
+    /// Only ever a call that takes the GIL (a result handed to its event loop): on the
+    /// threads that wait for Python, never on the runtime's blocking pool.
     fn spawn_blocking<F>(f: F) -> Self::JoinHandle
     where
         F: FnOnce() + Send + 'static,
     {
-        runtime().spawn_blocking(f)
+        let (ran, ended) = tokio::sync::oneshot::channel();
+        super::to_python::leave_call(Box::new(move |_py| {
+            // Past the exit hook, no awaitable completes (see `CLOSED`).
+            if !CLOSED.load(Ordering::SeqCst) {
+                f();
+            }
+            let _ = ran.send(());
+        }));
+        Box::pin(async move { ended.await.map_err(|_| Ended::Dropped) })
     }
 }
 

@@ -1,8 +1,9 @@
 //! `NativeCredentials`: a Python function that fetches credentials, as the core's
 //! [`Credentials`]. The Python package (`blob_lock._credentials`) turns every source a user
 //! has (botocore, azure-identity, google-auth, obstore-style providers, sync or async) into
-//! one plain synchronous function returning a tuple; this file only calls it, on a blocking
-//! thread of the runtime with the GIL taken, never on a thread that runs heartbeats.
+//! one plain synchronous function returning a tuple; this file only calls it, on a thread
+//! that waits for Python (`to_python`), never on a runtime thread, whose blocking pool runs
+//! the file store's renewals.
 
 use crate::store::{Cloud, Credentials, Fetch, Fetched};
 use object_store::aws::AwsCredential;
@@ -129,20 +130,24 @@ fn fetcher<C: Send + 'static>(
             if CLOSED.load(Ordering::SeqCst) {
                 return Err("the Python interpreter is exiting".to_string());
             }
-            let called = tokio::task::spawn_blocking(move || {
+            let (answer, called) = tokio::sync::oneshot::channel();
+            super::to_python::leave_call(Box::new(move |py| {
                 let Some(_inside) = InPython::enter() else {
-                    return Err("the Python interpreter is exiting".to_string());
+                    let _ = answer.send(Err("the Python interpreter is exiting".to_string()));
+                    return;
                 };
-                Python::attach(|py| {
-                    fetch
-                        .call0(py)
-                        .and_then(|got| read(got.bind(py)))
-                        .map_err(|e| message(py, &e))
-                })
-            });
+                let got = fetch
+                    .call0(py)
+                    .and_then(|got| read(got.bind(py)))
+                    .map_err(|e| message(py, &e));
+                let _ = answer.send(got);
+            }));
             match called.await {
                 Ok(result) => result,
-                Err(e) => Err(format!("fetching the credentials stopped: {e}")),
+                Err(_) => Err(
+                    "fetching the credentials stopped: the Python interpreter is exiting"
+                        .to_string(),
+                ),
             }
         })
     })

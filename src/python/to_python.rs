@@ -1,16 +1,18 @@
 //! Work for Python from threads that must never wait for its GIL: the runtime's, which
 //! renew every held lock. A thread that holds the GIL for seconds (a long `pickle.loads`,
 //! a C extension that keeps it) must not delay a heartbeat, so a heartbeat thread only
-//! leaves its log records and loss callbacks here and goes on:
+//! leaves its log records and calls for Python here and goes on:
 //!
 //! - log records wait in a bounded queue that one thread of ours (the deliverer) hands to
 //!   `logging`; when the queue is full a record is dropped and counted, and the deliverer
 //!   says how many were dropped. The deliverer also reads Python's logging levels again
 //!   every [`REFRESH`], so that a level set later is honoured. What it calls to do either
 //!   is registered by the logging bridge ([`deliver_with`]), which this file does not know.
-//! - loss callbacks (`on_lost`) wait in a queue that at most [`MAX_CALLERS`] threads of ours
-//!   run, in order: every callback runs, an outage that loses thousands of locks at once
-//!   starts no thread per loss, and a slow callback holds up only its own thread.
+//! - calls (loss callbacks, asyncio results handed to their event loops, credential
+//!   fetches) wait in a queue that at most [`MAX_CALLERS`] threads of ours run, in order:
+//!   every call runs, an outage that loses thousands of locks at once starts no thread per
+//!   loss, a slow callback holds up only its own thread, and none of them waits for the GIL
+//!   on the runtime's blocking pool, where the file store renews.
 //!
 //! At interpreter exit ([`close`]) what is queued is handed over by the exiting thread
 //! itself; from then on no thread of ours calls into Python. In a child made by fork, the
@@ -63,7 +65,7 @@ pub(super) struct Record {
     pub(super) thread: Option<String>,
 }
 
-/// Something to run with the GIL (a loss callback).
+/// Something to run with the GIL (a loss callback, an asyncio result, a credential fetch).
 pub(super) type Call = Box<dyn FnOnce(Python<'_>) + Send>;
 
 #[derive(Default)]

@@ -232,6 +232,36 @@ def main() -> None:
             threads=sorted({t for t, _, m in records if "renewed" in m}),
         )
         lock.release()
+    elif mode == "gil_async":
+        # Holds a lock while N acquire_async() on other locks are in flight and the main
+        # thread holds the GIL for `seconds`: their completions wait for the GIL meanwhile,
+        # and the held lock's renewals must not wait behind them.
+        import ctypes
+
+        expire, n, seconds = float(sys.argv[4]), int(sys.argv[5]), float(sys.argv[6])
+
+        async def run() -> None:
+            lock = BlobLock(f"{uri}/held", expire=expire, storage_options=options)
+            await lock.acquire_async()
+            before = stats()["renewals"]["ok"]
+            others = [BlobLock(f"{uri}/other-{i}", storage_options=options) for i in range(n)]
+            in_flight = [asyncio.ensure_future(o.acquire_async(timeout=60)) for o in others]
+            await asyncio.sleep(0)  # each task runs to its native await: all in flight
+            ctypes.PyDLL(None).usleep(ctypes.c_uint(int(seconds * 1e6)))  # keeps the GIL
+            renewed_meanwhile = stats()["renewals"]["ok"] - before
+            got = await asyncio.gather(*in_flight)
+            say(
+                event="done",
+                lost=lock.lost,
+                reason=lock.lost_reason,
+                renewed_meanwhile=renewed_meanwhile,
+                others_acquired=sum(1 for g in got if g),
+            )
+            await lock.release_async()
+            for o in others:
+                o.release()
+
+        asyncio.run(run())
     elif mode == "exit_many":
         # Holds N locks, then exits normally (the exit releases them) once `go` exists.
         n, expire, go = int(sys.argv[4]), float(sys.argv[5]), Path(sys.argv[6])

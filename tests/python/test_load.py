@@ -225,6 +225,22 @@ def test_a_thread_holding_the_gil_for_several_lifetimes_loses_nothing_with_debug
     assert done["threads"] == ["blob-lock"], done
 
 
+def test_asyncio_completions_waiting_for_the_gil_do_not_hold_back_renewals_on_files(
+    tmp_path, workers
+):
+    """300 acquire_async() on local files complete while the main thread holds the GIL for
+    6 s: each completion waits for the GIL to reach its event loop. A held file lock of
+    expire 2 renews all the while (its renewals are file calls on threads of their own)."""
+    proc = workers("gil_async", str(tmp_path), "null", "2", "300", "6")
+    done = proc.line(timeout=180)
+    assert done["lost"] is False, done
+    # A renewal every 2/3 s, and the counter is read before the GIL is let go: some must
+    # have landed in 6 s for the lock to be held, and the count shows they did.
+    assert done["renewed_meanwhile"] >= 3, done
+    assert done["others_acquired"] == 300, done
+    assert proc.wait(60) == 0
+
+
 # -- logging follows Python's configuration ----------------------------------------------
 
 
