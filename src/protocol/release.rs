@@ -110,12 +110,24 @@ impl Engine {
                     },
                 };
                 // A token below ours is a read the store has not caught up on too (tokens
-                // only grow, unless the lockfile is deleted).
-                let below = token.is_some_and(|t| lf.token != 0 && lf.token < t);
-                if below && may_reread {
-                    stale_reads += 1;
-                    self.clock.sleep(self.timing.poll_min).await;
-                    continue;
+                // only grow, unless the lockfile is deleted): older than our own
+                // acquisition's write, it says nothing of what happened since. Read again;
+                // if the store still shows only that, the outcome is unknown (a transient
+                // error, retried within the release's time), never a loss.
+                if let Some(t) = token.filter(|&t| lf.token != 0 && lf.token < t) {
+                    if may_reread {
+                        stale_reads += 1;
+                        self.clock.sleep(self.timing.poll_min).await;
+                        continue;
+                    }
+                    return Err(Error::Store {
+                        uri: self.uri().to_string(),
+                        message: format!(
+                            "the store still shows an acquisition older than ours (token {} before our {t}): a read that has not caught up, which says nothing of our release",
+                            lf.token
+                        ),
+                        kind: crate::errors::StoreErrorKind::Transient,
+                    });
                 }
                 // Released, by us or by whoever held it since: nobody holds it now.
                 if lf.is_released() {
