@@ -35,11 +35,22 @@ pub enum Mutation {
     SemaphoreSharedOwner,
     /// A semaphore uses the number of slots asked for, not the one stored.
     SemaphoreAskedNumber,
+    /// A slot won is reported held without reading the stored number after its write: a
+    /// waiter that read the number before it was lowered takes a slot above it.
+    SemaphoreUncheckedSlot,
+    /// A missing configuration is written again with the number asked for, even where slots
+    /// were taken before (the number was lost, not never set).
+    SemaphoreConfigRecreated,
+    /// An unreadable configuration is written over with the number asked for.
+    SemaphoreConfigReplaced,
+    /// The first configuration is written over whatever is there, not only if absent: two
+    /// first-comers asking different numbers each use their own.
+    SemaphoreConfigOverwritten,
 }
 
 impl Mutation {
     /// Every seeded bug.
-    pub const ALL: [Mutation; 11] = [
+    pub const ALL: [Mutation; 15] = [
         Mutation::AdoptForeignWrite,
         Mutation::ExpireAtHalf,
         Mutation::ConflictAsSuccess,
@@ -51,6 +62,10 @@ impl Mutation {
         Mutation::PruneUnconditional,
         Mutation::SemaphoreSharedOwner,
         Mutation::SemaphoreAskedNumber,
+        Mutation::SemaphoreUncheckedSlot,
+        Mutation::SemaphoreConfigRecreated,
+        Mutation::SemaphoreConfigReplaced,
+        Mutation::SemaphoreConfigOverwritten,
     ];
 }
 

@@ -3,6 +3,13 @@
 //! in this process; a process that just let go of a slot waits its turn first (`turns.rs`).
 //! Each acquisition writes an owner id of its own, and an attempt abandoned mid-request
 //! releases what it may have written.
+//!
+//! A slot won above slot 0 is reported held only once the stored number, read after the
+//! slot's write landed, is above it; otherwise the acquisition steps back (releases it) and
+//! goes on with the number read. So once `set_slots` has returned, no slot at or above the
+//! new number is held anew: an acquisition whose write came later reads that number or a
+//! later one. (Slot 0 is below every number.) A waiter reads the number at every poll, so
+//! that a raised one takes effect within one.
 
 use super::rotation::Rotation;
 use super::{retried, Permit, Semaphore};
@@ -23,16 +30,59 @@ impl Semaphore {
     /// [`Semaphore::try_acquire`], writing `owner` as the holder (each acquisition needs an
     /// owner id of its own: a slot whose lockfile names ours is ours).
     pub async fn try_acquire_as(&self, owner: &str) -> Result<Option<Permit>> {
-        let n = self.configuration().await?.slots;
+        let mut n = self.configuration().await?.slots;
         let mut us = Contender::new(self, owner);
         let rotation = Rotation::new(n, us.spread(n));
         for slot in rotation.round() {
+            if slot >= n {
+                continue; // lowered meanwhile
+            }
             let lock = us.lock(slot)?;
             if let Tried::Held(lease) = attempt(lock).await? {
-                return Ok(Some(self.permit(slot, lock, lease)));
+                match self.kept(slot, lock, lease, None).await? {
+                    Kept::Held(permit) => return Ok(Some(permit)),
+                    Kept::SteppedBack { slots } => n = slots,
+                }
             }
         }
         Ok(None)
+    }
+
+    /// What a slot won becomes: held if the stored number, read now, is above it (slot 0
+    /// always is); else released again, with the number read.
+    async fn kept(
+        &self,
+        slot: usize,
+        lock: &Lock,
+        lease: Lease,
+        deadline: Option<tokio::time::Instant>,
+    ) -> Result<Kept> {
+        if slot == 0 || active(Mutation::SemaphoreUncheckedSlot) {
+            return Ok(Kept::Held(self.permit(slot, lock, lease)));
+        }
+        let stored = match self.configuration_by(deadline).await {
+            Ok(stored) if slot < stored.slots => {
+                return Ok(Kept::Held(self.permit(slot, lock, lease)))
+            }
+            Ok(stored) => Ok(stored.slots),
+            Err(e) => Err(e),
+        };
+        log::debug!(
+            "{}: took slot {slot}, then read {}; stepping back",
+            self.prefix,
+            match &stored {
+                Ok(n) => format!("{n} slots stored"),
+                Err(e) => format!("no number ({e})"),
+            }
+        );
+        if let Err(e) = lease.release().await {
+            // Not released: it expires by itself, as a crashed holder's would.
+            log::warn!(
+                "{}: stepping back from slot {slot} failed: {e}",
+                self.prefix
+            );
+        }
+        stored.map(|slots| Kept::SteppedBack { slots })
     }
 
     /// Waits until a slot is ours, or `timeout` passes (`Error::Timeout`); `None` waits for
@@ -69,7 +119,6 @@ impl Semaphore {
         // The first round reads every slot; then one slot per poll, or every slot again
         // after a release in this process.
         let mut round: Vec<usize> = rotation.round().collect();
-        let mut reads_since_config = 0;
         loop {
             let mut woken: Vec<_> = wakers
                 .iter()
@@ -79,11 +128,23 @@ impl Semaphore {
             for w in &mut woken {
                 w.as_mut().enable();
             }
-            for slot in round.drain(..) {
-                reads_since_config += 1;
+            for slot in std::mem::take(&mut round) {
+                if slot >= n {
+                    continue;
+                }
                 let lock = us.lock(slot)?;
                 match attempt(lock).await {
-                    Ok(Tried::Held(lease)) => return Ok(self.permit(slot, lock, lease)),
+                    Ok(Tried::Held(lease)) => match self.kept(slot, lock, lease, deadline).await {
+                        Ok(Kept::Held(permit)) => return Ok(permit),
+                        // Lowered to `slots` meanwhile: the rest of the round below it.
+                        // (Its wakers of slots past it only wake it once more.)
+                        Ok(Kept::SteppedBack { slots }) => {
+                            n = slots;
+                            rotation.resize(n);
+                        }
+                        Err(e) if retried(&e) => last_error = Some(e),
+                        Err(e) => return Err(e),
+                    },
                     Ok(Tried::Busy { expires_in }) => {
                         rotation.saw(slot, clock.now(), expires_in);
                         last_error = None;
@@ -128,26 +189,23 @@ impl Semaphore {
             if wakers.is_none() {
                 wakers = Some(self.wakers(n)?);
             }
-            // A changed number takes effect within one turn of the slots: new slots are
-            // read at once, slots past a lowered number no longer.
-            if reads_since_config >= n {
-                reads_since_config = 0;
-                // A failed read keeps the number known: the next turn reads it again.
-                let stored = match self.configuration().await {
-                    Ok(stored) => stored.slots,
-                    Err(e) if retried(&e) => n,
-                    Err(e) => return Err(e),
-                };
-                if stored != n {
-                    let before = n;
-                    n = stored;
-                    rotation.resize(n);
-                    wakers = Some(self.wakers(n)?);
-                    round.retain(|&s| s < n);
-                    round.extend(before..n);
-                    if round.is_empty() {
-                        round.push(rotation.next(clock.now(), Duration::ZERO).0);
-                    }
+            // The number, read at every poll: a raised one takes effect within one (its new
+            // slots are read at once), a lowered one's slots are read no more. A failed read
+            // keeps the number known; the next poll reads it again.
+            let stored = match self.configuration().await {
+                Ok(stored) => stored.slots,
+                Err(e) if retried(&e) => n,
+                Err(e) => return Err(e),
+            };
+            if stored != n {
+                let before = n;
+                n = stored;
+                rotation.resize(n);
+                wakers = Some(self.wakers(n)?);
+                round.retain(|&s| s < n);
+                round.extend(before..n);
+                if round.is_empty() {
+                    round.push(rotation.next(clock.now(), Duration::ZERO).0);
                 }
             }
         }
@@ -171,6 +229,15 @@ impl Semaphore {
             lease,
         }
     }
+}
+
+/// What a slot won became ([`Semaphore::kept`]).
+enum Kept {
+    Held(Permit),
+    /// Released again: the stored number, read after it was won, is `slots`, at or below it.
+    SteppedBack {
+        slots: usize,
+    },
 }
 
 /// One acquisition counted among the process's semaphore waiters while it lives.

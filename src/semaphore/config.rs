@@ -1,14 +1,23 @@
 //! How many slots a semaphore has: `PREFIX/semaphore.json`, beside its slots, so that every
 //! orchestrator on the prefix agrees on one number. The stored number is the truth. The first
 //! caller creates it (create-if-absent: of two first-comers one writes, and the other reads
-//! what was written); a caller asking for another number uses the stored one and is told
-//! so; [`crate::Semaphore::set_slots`] changes it by an update-if-match.
+//! what was written; on a store that ignores the condition, each waits out the other and
+//! takes what is there then); a caller asking for another number uses the stored one and is
+//! told so; [`crate::Semaphore::set_slots`] changes it by an update-if-match.
+//!
+//! A configuration missing where slots were taken before was lost (deleted by hand, or by a
+//! lifecycle rule: it is rarely written, so it is old), not never written: it is refused
+//! with an error that names `blob-lock slots`, never written again with whatever number the
+//! next caller asks for, which would change every orchestrator's quota without a word.
 
-use crate::errors::{Error, Result};
+use crate::clock::Clock;
+use crate::errors::{Error, Result, StoreErrorKind};
+use crate::lease::LockOptions;
+use crate::mutation::{active, Mutation};
 use crate::store::{self, Access, LockStore, Version, Write};
-use crate::timing::Timing;
 use bytes::Bytes;
 use std::sync::Arc;
+use std::time::Duration;
 
 /// The most slots a semaphore may have: a waiter reads its slots in turn, and each is a
 /// lockfile of its own.
@@ -78,6 +87,13 @@ impl Stored {
     }
 }
 
+/// Whether `uri`, a lock listed under `prefix`, is one of its slots (`PREFIX/slot-<i>`).
+fn is_slot(prefix: &str, uri: &str) -> bool {
+    uri.strip_prefix(prefix)
+        .and_then(|rest| rest.strip_prefix("/slot-"))
+        .is_some_and(|i| !i.is_empty() && i.bytes().all(|b| b.is_ascii_digit()))
+}
+
 /// `slots` if a semaphore may have that many.
 pub fn checked_slots(slots: u64) -> Result<usize> {
     if slots == 0 || slots > MAX_SLOTS as u64 {
@@ -89,23 +105,60 @@ pub fn checked_slots(slots: u64) -> Result<usize> {
 }
 
 /// The configuration object of one semaphore.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub(crate) struct Config {
     store: Arc<dyn LockStore>,
+    /// The prefix, for messages.
+    prefix: Arc<str>,
+    /// Where to look for slots taken before, when the configuration is missing.
+    slots: Slots,
+    clock: Arc<dyn Clock>,
+    /// How long a first write waits out other first-comers where creates are not
+    /// conditional (the lww protocol's settle wait).
+    settle: Duration,
+}
+
+impl std::fmt::Debug for Config {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Config({})", self.store.uri())
+    }
+}
+
+/// Where a semaphore's slots are found.
+#[derive(Clone)]
+pub(crate) enum Slots {
+    /// Listed under the prefix, as `blob-lock ls` lists locks.
+    Listed { access: Access, timeout: Duration },
+    /// Opened by name from stores the caller brought (`slot-<i>`), the first `asked` read.
+    Opened(super::Opener),
 }
 
 impl Config {
     /// The configuration of the semaphore at `prefix`; makes no request.
-    pub(crate) fn open(prefix: &str, access: &Access, timing: &Timing) -> Result<Config> {
+    pub(crate) fn open(prefix: &str, options: &LockOptions) -> Result<Config> {
         let uri = format!("{prefix}/{CONFIG_NAME}");
+        let timeout = options.timing.request_timeout();
         Ok(Config {
-            store: store::open_object(&uri, access, timing.request_timeout())?,
+            store: store::open_object(&uri, &options.store, timeout)?,
+            prefix: prefix.into(),
+            slots: Slots::Listed {
+                access: options.store.clone(),
+                timeout,
+            },
+            clock: options.clock.clone(),
+            settle: options.timing.settle,
         })
     }
 
-    /// The configuration in `store`, brought by the caller.
-    pub(crate) fn with_store(store: Arc<dyn LockStore>) -> Config {
-        Config { store }
+    /// The configuration in stores brought by the caller (`open` by name).
+    pub(crate) fn with_stores(prefix: &str, open: &super::Opener, options: &LockOptions) -> Config {
+        Config {
+            store: open(CONFIG_NAME),
+            prefix: prefix.into(),
+            slots: Slots::Opened(open.clone()),
+            clock: options.clock.clone(),
+            settle: options.timing.settle,
+        }
     }
 
     /// The object's URI.
@@ -122,25 +175,91 @@ impl Config {
         Ok(Some((stored, snapshot.version)))
     }
 
-    /// The stored configuration, written with `asked` slots first if there is none.
+    /// The stored configuration, written with `asked` slots first if there is none and
+    /// none was lost.
     pub(crate) async fn agreed(&self, asked: usize) -> Result<Stored> {
-        if let Some((stored, _)) = self.read().await? {
-            return Ok(stored);
+        match self.read().await {
+            Ok(Some((stored, _))) => return Ok(stored),
+            Ok(None) => {}
+            // Seeded: an unreadable configuration written over with the number asked.
+            Err(Error::InvalidArgument(_)) if active(Mutation::SemaphoreConfigReplaced) => {
+                let ours = Stored::new(asked);
+                self.store.overwrite(ours.encode()).await?;
+                return Ok(ours);
+            }
+            Err(e) => return Err(e),
+        }
+        if !active(Mutation::SemaphoreConfigRecreated) {
+            if let Some(slot) = self.slot_taken_before(asked).await? {
+                return Err(self.lost(&slot, asked));
+            }
         }
         let ours = Stored::new(asked);
+        if active(Mutation::SemaphoreConfigOverwritten) {
+            self.store.overwrite(ours.encode()).await?;
+            return Ok(ours);
+        }
         match self.store.create(ours.encode()).await? {
-            Write::Done(_) => Ok(ours),
+            Write::Done(_) if self.store.conditional_writes(false).await? => Ok(ours),
+            // The store ignored the condition: another first-comer may have written too.
+            // Wait out any writer that read before us, then take what is there.
+            Write::Done(_) => {
+                self.clock.sleep(self.settle).await;
+                match self.read().await? {
+                    Some((stored, _)) => Ok(stored),
+                    None => Err(self.gone()),
+                }
+            }
             // Another first-comer wrote first (or our own write, answered late): theirs holds.
             // Gone again, or a read that lags the write: read again, as after any transient
             // failure.
             Write::Conflict { .. } => match self.read().await? {
                 Some((stored, _)) => Ok(stored),
-                None => Err(Error::Store {
-                    uri: self.uri().to_string(),
-                    message: "it was there when written and absent when read next (deleted, or a read that lags the store's writes); reading it again".to_string(),
-                    kind: crate::errors::StoreErrorKind::Transient,
-                }),
+                None => Err(self.gone()),
             },
+        }
+    }
+
+    fn gone(&self) -> Error {
+        Error::Store {
+            uri: self.uri().to_string(),
+            message: "it was there when written and absent when read next (deleted, or a read that lags the store's writes); reading it again".to_string(),
+            kind: StoreErrorKind::Transient,
+        }
+    }
+
+    fn lost(&self, slot: &str, asked: usize) -> Error {
+        Error::Store {
+            uri: self.uri().to_string(),
+            message: format!(
+                "it is missing, but {slot} was taken before: the semaphore's number was lost (deleted by hand or by a lifecycle rule?), and writing the {asked} asked for here would change every orchestrator's quota. Store it again with `blob-lock slots {} N` (or BlobSemaphore.set_slots)",
+                self.prefix
+            ),
+            kind: StoreErrorKind::Permanent,
+        }
+    }
+
+    /// The URI (or name) of a slot whose lockfile exists, if any: slots were taken under
+    /// this prefix before.
+    async fn slot_taken_before(&self, asked: usize) -> Result<Option<String>> {
+        match &self.slots {
+            Slots::Opened(open) => {
+                for i in 0..asked {
+                    let name = format!("slot-{i}");
+                    if open(&name).read().await?.is_some() {
+                        return Ok(Some(name));
+                    }
+                }
+                Ok(None)
+            }
+            Slots::Listed { access, timeout } => {
+                // A local folder not made yet: nothing was ever taken there.
+                let Ok(mut listing) = store::Listing::new(&self.prefix, access, *timeout) else {
+                    return Ok(None);
+                };
+                let page = listing.next_page(64).await?;
+                Ok(page.into_iter().find(|uri| is_slot(&self.prefix, uri)))
+            }
         }
     }
 
@@ -195,6 +314,17 @@ mod tests {
             assert!(e.contains("memory://m/q/semaphore.json"), "{e}");
             assert!(e.contains("blob-lock slots PREFIX N"), "{e}");
         }
+    }
+
+    #[test]
+    fn only_slots_count_as_slots() {
+        let p = "s3://b/q";
+        assert!(is_slot(p, "s3://b/q/slot-0"));
+        assert!(is_slot(p, "s3://b/q/slot-63"));
+        assert!(!is_slot(p, "s3://b/q/slot-"));
+        assert!(!is_slot(p, "s3://b/q/slot-1/x"));
+        assert!(!is_slot(p, "s3://b/q/other"));
+        assert!(!is_slot(p, "s3://b/qq/slot-1"));
     }
 
     #[test]

@@ -122,7 +122,7 @@ impl Semaphore {
             prefix: prefix.into(),
             opener: None,
             asked: slots,
-            config: Config::open(prefix, &options.store, &options.timing)?,
+            config: Config::open(prefix, options)?,
             options: options.clone(),
             slots: Mutex::new(vec![first]),
             warned_for: Mutex::new(None),
@@ -143,7 +143,7 @@ impl Semaphore {
         let prefix = prefix.trim_end_matches('/');
         Ok(Semaphore {
             prefix: prefix.into(),
-            config: Config::with_store(open(config::CONFIG_NAME)),
+            config: Config::with_stores(prefix, &open, options),
             opener: Some(open),
             asked: slots,
             options: options.clone(),

@@ -52,6 +52,7 @@ SLOW_FILES = {
     "test_mops.py",
     "test_mops_adapter.py",
     "test_pairing.py",
+    "test_prefect_processes.py",
     "test_processes.py",
     "test_readme.py",
     "test_scale.py",
@@ -232,6 +233,8 @@ class Backend:
     # Writes raw bytes to a lockfile, bypassing the lock (to plant corrupt or foreign files).
     raw_put: Callable[[str, bytes], None] | None = None
     raw_get: Callable[[str], bytes | None] | None = None
+    # Deletes the object at a URI under the root (no lock.json added), bypassing the lock.
+    raw_delete: Callable[[str], None] | None = None
     # Whether other processes see the same store (memory:// is per process).
     shared_across_processes: bool = True
 
@@ -255,6 +258,10 @@ class Backend:
     def options_json(self) -> str:
         return json.dumps(self.storage_options)
 
+    def object_key(self, uri: str) -> str:
+        """The key (or path) of the object at ``uri`` in the bucket."""
+        return uri.split("://", 1)[1].split("/", 1)[1]
+
 
 def _s3_backend(endpoint: str) -> Backend:
     bucket = f"b-{uuid.uuid4().hex[:12]}"
@@ -273,6 +280,7 @@ def _s3_backend(endpoint: str) -> Backend:
             return None
 
     b.raw_put, b.raw_get = put, get
+    b.raw_delete = lambda uri: client.delete_object(Bucket=bucket, Key=b.object_key(uri))
     return b
 
 
@@ -295,6 +303,7 @@ def _az_backend(url: str) -> Backend:
             return None
 
     b.raw_put, b.raw_get = put, get
+    b.raw_delete = lambda uri: cc.delete_blob(b.object_key(uri))
     return b
 
 
@@ -304,6 +313,7 @@ def _gs_backend(server) -> Backend:
     b = Backend("gs", f"gs://{bucket}", server.storage_options())
     b.raw_put = lambda uri, data: server.put(bucket, b.key(uri), data)
     b.raw_get = lambda uri: server.get(bucket, b.key(uri))
+    b.raw_delete = lambda uri: server.delete(bucket, b.object_key(uri))
     return b
 
 
@@ -323,6 +333,7 @@ def _file_backend(tmp: Path) -> Backend:
         return p.read_bytes() if p.exists() else None
 
     b.raw_put, b.raw_get = put, get
+    b.raw_delete = lambda uri: Path(uri).unlink()
     return b
 
 

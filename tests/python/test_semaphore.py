@@ -11,7 +11,8 @@ import sys
 import time
 
 import pytest
-from blob_lock import BlobSemaphore, LockTimeout, keep_alive
+from blob_lock import BlobSemaphore, LockTimeout, inspect, keep_alive
+from blob_lock.exceptions import StoreError
 from conftest import cli
 
 
@@ -291,3 +292,159 @@ def test_an_acquisition_waits_out_a_burst_of_503s(proxied):
     with semaphore.acquire(timeout=60) as slot:
         assert slot.slot == 0 and slot.held
     assert proxy.http_failures_served == 8
+
+
+# Waits for a slot in a process of its own; says when it counts as a waiter (its first round
+# found every slot held), then which slot it got.
+WAITER = """
+import json, sys, threading, time
+from blob_lock import BlobSemaphore, stats
+
+prefix, options, asked = sys.argv[1], json.loads(sys.argv[2]) or None, int(sys.argv[3])
+got = {}
+def wait():
+    semaphore = BlobSemaphore(prefix, asked, expire=3, storage_options=options)
+    slot = semaphore.acquire(timeout=120)
+    got["slot"] = slot.slot
+    slot.release()
+waiter = threading.Thread(target=wait)
+waiter.start()
+while stats()["semaphore_waiters"] < 1 and waiter.is_alive():
+    time.sleep(0.01)
+print("waiting", flush=True)
+waiter.join()
+print(json.dumps(got), flush=True)
+"""
+
+
+def start_waiter(prefix: str, options_json: str, asked: int) -> subprocess.Popen:
+    waiter = subprocess.Popen(
+        [sys.executable, "-c", WAITER, prefix, options_json, str(asked)],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert waiter.stdout is not None and waiter.stdout.readline().strip() == "waiting"
+    return waiter
+
+
+def test_a_waiter_through_a_lowering_never_takes_a_slot_at_or_above_the_new_number(
+    shared_backend,
+):
+    """All 8 slots held, a waiter in another process; the number is lowered to 1, then
+    slots 1 to 7 are released: the waiter never takes them (it did, when it read the number
+    only once every 8 polls), and takes slot 0 once that is free."""
+    prefix = shared_backend.uri()
+    options = shared_backend.storage_options or None
+    held = {}
+    semaphore = BlobSemaphore(prefix, 8, expire=3, storage_options=options)
+    for _ in range(8):
+        slot = semaphore.acquire(timeout=60)
+        held[slot.slot] = slot
+    assert sorted(held) == list(range(8))
+    waiter = start_waiter(prefix, shared_backend.options_json(), 8)
+    try:
+        # Past its first polls (at most 0.3 s apart at expire 3), into its steady reading.
+        time.sleep(1)
+        assert semaphore.set_slots(1).slots == 1
+        for i in range(7, 0, -1):
+            held.pop(i).release()
+        # Slots 1 to 7 stay free while the waiter polls, reading the number each time:
+        # looked at for 3 s, then slot 0 is let go.
+        deadline = time.monotonic() + 3
+        while time.monotonic() < deadline:
+            for i in range(1, 8):
+                seen = inspect(f"{prefix}/slot-{i}", storage_options=options)
+                assert seen.state == "released", f"slot {i} taken after the lowering to 1: {seen}"
+        held.pop(0).release()
+        assert waiter.stdout is not None
+        got = json.loads(waiter.stdout.readline())
+        assert got == {"slot": 0}, got
+        assert waiter.wait(60) == 0
+    finally:
+        waiter.kill()
+        waiter.wait()
+        for slot in held.values():
+            slot.release()
+
+
+def test_a_raised_number_lets_a_waiter_in_within_a_poll(tmp_path):
+    prefix = str(tmp_path / "quota")
+    semaphore = BlobSemaphore(prefix, 1, expire=3)
+    held = semaphore.acquire(timeout=10)
+    waiter = start_waiter(prefix, "null", 1)
+    try:
+        semaphore.set_slots(2)
+        # Slot 1 is new: the waiter takes it at its next poll, while slot 0 stays held.
+        assert waiter.stdout is not None
+        got = json.loads(waiter.stdout.readline())
+        assert got == {"slot": 1}, got
+        assert not held.lost
+    finally:
+        waiter.kill()
+        waiter.wait()
+        held.release()
+
+
+def test_a_lost_configuration_is_refused_never_written_again(shared_backend):
+    """semaphore.json deleted (by hand, by a lifecycle rule) after slots were taken: the next
+    caller is refused with the fix, not given the number it asks for, and the number stored
+    again with `blob-lock slots` serves every caller."""
+    prefix = shared_backend.uri()
+    options = shared_backend.storage_options or None
+    BlobSemaphore(prefix, 64, storage_options=options).set_slots(8)
+    with BlobSemaphore(prefix, 8, storage_options=options):
+        pass
+    assert shared_backend.raw_delete is not None
+    shared_backend.raw_delete(f"{prefix}/semaphore.json")
+    with pytest.raises(StoreError) as refused:
+        BlobSemaphore(prefix, 64, storage_options=options).acquire(timeout=10)
+    message = str(refused.value)
+    assert "semaphore.json" in message and f"blob-lock slots {prefix} N" in message, message
+    assert not refused.value.transient
+    assert BlobSemaphore(prefix, 64, storage_options=options).stored() is None, "written again"
+    done = cli("slots", prefix, "8", *[f"-o{k}={v}" for k, v in (options or {}).items()])
+    assert done.returncode == 0, done.stderr
+    with BlobSemaphore(prefix, 64, storage_options=options) as slot:
+        assert slot.slot < 8
+    assert BlobSemaphore(prefix, 64, storage_options=options).stored().slots == 8
+
+
+def test_a_new_semaphore_is_written_by_its_first_caller(tmp_path):
+    # No slot was ever taken there: nothing was lost, the first caller's number is stored.
+    prefix = str(tmp_path / "never-used")
+    with BlobSemaphore(prefix, 5) as slot:
+        assert slot.slot < 5
+    assert BlobSemaphore(prefix, 9).stored().slots == 5
+
+
+def first_comers_agree(prefix: str, options: dict | None) -> None:
+    """Eight first-comers on a new semaphore at once, asking 1 to 8 slots: one number is
+    stored, and each of them uses it."""
+    import threading
+
+    asked = range(1, 9)
+    barrier = threading.Barrier(len(asked))
+    seen: dict[int, int] = {}
+
+    def first(n: int) -> None:
+        semaphore = BlobSemaphore(prefix, n, storage_options=options)
+        barrier.wait()
+        seen[n] = semaphore.configuration().slots
+
+    threads = [threading.Thread(target=first, args=(n,)) for n in asked]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    stored = BlobSemaphore(prefix, 1, storage_options=options).stored()
+    assert stored is not None and set(seen.values()) == {stored.slots}, (seen, stored)
+
+
+def test_first_comers_asking_different_numbers_agree_on_one(shared_backend):
+    first_comers_agree(shared_backend.uri(), shared_backend.storage_options or None)
+
+
+def test_first_comers_agree_on_a_store_that_ignores_conditional_writes(s3rver):
+    # s3rver lands every create: each first-comer waits out the others and takes what is
+    # there then.
+    first_comers_agree(s3rver.uri(), s3rver.options)

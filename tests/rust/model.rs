@@ -402,11 +402,38 @@ fn no_revival(world: &World) -> Vec<String> {
 }
 
 /// What is explored: a lock's scenario (two orchestrators, a remote, an operator's prune), or
-/// a semaphore's (three contenders on two slots, tests/rust/sim/semaphore.rs).
+/// a semaphore's (three contenders on two slots, with one change to its configuration,
+/// tests/rust/sim/semaphore.rs).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Subject {
     Lock,
-    Semaphore,
+    Semaphore(Change),
+}
+
+impl Subject {
+    /// `MODEL_SUBJECT`'s value for it: `semaphore:<change>`.
+    fn name(&self) -> Option<String> {
+        match self {
+            Subject::Lock => None,
+            Subject::Semaphore(change) => Some(format!("semaphore:{change:?}")),
+        }
+    }
+
+    fn named(name: &str) -> Subject {
+        match name.strip_prefix("semaphore") {
+            None => Subject::Lock,
+            Some(rest) => {
+                let change = rest.strip_prefix(':').unwrap_or("Steady");
+                let change = Change::ALL.into_iter().find(|c| format!("{c:?}") == change);
+                Subject::Semaphore(change.unwrap_or_else(|| {
+                    panic!(
+                        "MODEL_SUBJECT {name:?}: the change is one of {:?}",
+                        Change::ALL
+                    )
+                }))
+            }
+        }
+    }
 }
 
 fn run(
@@ -432,9 +459,9 @@ fn run_on(
         .unwrap();
     let (violations, trace) = match subject {
         Subject::Lock => runtime.block_on(scenario(protocol, bounds, shared)),
-        Subject::Semaphore => runtime.block_on(async {
+        Subject::Semaphore(change) => runtime.block_on(async {
             let world = World::with_explorer(Some(shared.clone()));
-            semaphore_scenario(protocol, faults(), bounds.rounds, shared, world).await
+            semaphore_scenario(protocol, faults(), bounds.rounds, shared, world, change).await
         }),
     };
     let points = std::mem::take(&mut dfs.lock().unwrap().points);
@@ -520,8 +547,8 @@ fn print_counterexample_on(subject: Subject, protocol: Protocol, c: &Counterexam
     } else {
         String::new()
     };
-    if subject == Subject::Semaphore {
-        protocol_env.push_str("MODEL_SUBJECT=semaphore ");
+    if let Some(name) = subject.name() {
+        protocol_env.push_str(&format!("MODEL_SUBJECT={name} "));
     }
     println!(
         "{}: {}\nreplay: {protocol_env}MODEL_REPLAY={} cargo test --release --test model replay -- --ignored --nocapture",
@@ -600,23 +627,29 @@ fn the_explorer_finds_lwws_documented_violation_and_its_trace_replays() {
 }
 
 /// A semaphore on the same lockfiles and protocol: three contenders on two slots (two of
-/// them tasks of one process), with every fault within the bounds, never have more than
-/// two holders, never two on one slot, and each slot's tokens grow; a crashed holder's slot
-/// is taken within a lock's lifetime once the faults heal.
+/// them tasks of one process), with every fault within the bounds and each change to its
+/// configuration in turn (none; lowered to 1 and raised again while they wait; deleted;
+/// corrupted; racing first writes), never have more holders than the stored number allows
+/// (no slot at or above a lowered number taken anew), never two on one slot, each slot's
+/// tokens grow, the configuration is never written again by a contender once lost; a
+/// crashed holder's slot is taken within a lock's lifetime once the faults heal.
 #[test]
 fn a_semaphore_keeps_its_bound_in_every_schedule_within_the_bounds() {
     let bounds = Bounds::from_env();
-    let began = std::time::Instant::now();
-    let found = explore_on(Subject::Semaphore, Protocol::Cas, bounds);
-    println!(
-        "model semaphore: {bounds:?}: {} schedules, up to {} choice points each, {:.1}s",
-        found.schedules,
-        found.most_points,
-        began.elapsed().as_secs_f64()
-    );
-    if let Some(c) = &found.counterexample {
-        print_counterexample_on(Subject::Semaphore, Protocol::Cas, c);
-        panic!("semaphore: {}", c.1[0]);
+    for change in Change::ALL {
+        let began = std::time::Instant::now();
+        let subject = Subject::Semaphore(change);
+        let found = explore_on(subject, Protocol::Cas, bounds);
+        println!(
+            "model semaphore ({change:?}): {bounds:?}: {} schedules, up to {} choice points each, {:.1}s",
+            found.schedules,
+            found.most_points,
+            began.elapsed().as_secs_f64()
+        );
+        if let Some(c) = &found.counterexample {
+            print_counterexample_on(subject, Protocol::Cas, c);
+            panic!("semaphore ({change:?}): {}", c.1[0]);
+        }
     }
 }
 
@@ -642,10 +675,7 @@ fn replay() {
             panic!("MODEL_MUTATION {name:?} is none of {:?}", Mutation::ALL)
         })));
     }
-    let subject = match std::env::var("MODEL_SUBJECT").as_deref() {
-        Ok("semaphore") => Subject::Semaphore,
-        _ => Subject::Lock,
-    };
+    let subject = Subject::named(&std::env::var("MODEL_SUBJECT").unwrap_or_default());
     let (points, violations, trace) = run_on(subject, protocol, Bounds::from_env(), choices);
     for line in trace {
         println!("  {line}");
@@ -670,8 +700,12 @@ fn every_seeded_bug_is_caught() {
         use blob_lock::mutation::{seeded, Mutation};
         let subject = match seeded() {
             Some(Mutation::SemaphoreSharedOwner | Mutation::SemaphoreAskedNumber) => {
-                Subject::Semaphore
+                Subject::Semaphore(Change::Steady)
             }
+            Some(Mutation::SemaphoreUncheckedSlot) => Subject::Semaphore(Change::Lowered),
+            Some(Mutation::SemaphoreConfigRecreated) => Subject::Semaphore(Change::Deleted),
+            Some(Mutation::SemaphoreConfigReplaced) => Subject::Semaphore(Change::Corrupted),
+            Some(Mutation::SemaphoreConfigOverwritten) => Subject::Semaphore(Change::FirstWrites),
             _ => Subject::Lock,
         };
         loop {

@@ -405,6 +405,7 @@ fn semaphore_campaign(print_failures: bool) -> (u64, Vec<u64>) {
                 3,
                 choose,
                 World::new(),
+                Change::of_seed(seed),
             ));
         if !violations.is_empty() {
             if print_failures && bad.is_empty() {
@@ -615,9 +616,14 @@ fn seeded_bugs_in_the_random_campaign() {
     use blob_lock::mutation::{seeded, Mutation};
     // The semaphore's bugs against the semaphore's campaign, the lock's against the lock's.
     let found = each_seeded_bug(|| match seeded() {
-        Some(Mutation::SemaphoreSharedOwner | Mutation::SemaphoreAskedNumber) => {
-            semaphore_campaign(false)
-        }
+        Some(
+            Mutation::SemaphoreSharedOwner
+            | Mutation::SemaphoreAskedNumber
+            | Mutation::SemaphoreUncheckedSlot
+            | Mutation::SemaphoreConfigRecreated
+            | Mutation::SemaphoreConfigReplaced
+            | Mutation::SemaphoreConfigOverwritten,
+        ) => semaphore_campaign(false),
         _ => campaign(Protocol::Cas, false),
     });
     for (m, (n, bad)) in found {

@@ -99,8 +99,11 @@ class _Handler(BaseHTTPRequestHandler):
             f"</LastModified></Contents>"
             for k, (data, _gen, mtime) in page
         )
-        token = f"<NextContinuationToken>{escape(page[-1][0])}</NextContinuationToken>"
-        body = f"<ListBucketResult>{items}{token if more else ''}</ListBucketResult>"
+        # (An empty listing has no last key: a prefix with nothing under it yet.)
+        token = (
+            f"<NextContinuationToken>{escape(page[-1][0])}</NextContinuationToken>" if more else ""
+        )
+        body = f"<ListBucketResult>{items}{token}</ListBucketResult>"
         self._reply(200, body.encode(), {"Content-Type": "application/xml"})
 
     def do_GET(self) -> None:
@@ -190,6 +193,10 @@ class FakeGcs:
         with self.store.lock:
             obj = self.store.objects.get((bucket, key))
         return obj[0] if obj else None
+
+    def delete(self, bucket: str, key: str) -> None:
+        with self.store.lock:
+            self.store.objects.pop((bucket, key), None)
 
     def storage_options(self) -> dict[str, str]:
         import json

@@ -22,6 +22,7 @@ mod choice;
 mod faults;
 mod oracle;
 mod semaphore;
+mod semaphore_oracle;
 mod store;
 #[allow(unused_imports)] // each test uses a part
 pub use choice::*;
@@ -30,6 +31,7 @@ pub use faults::*;
 pub use oracle::*;
 #[allow(unused_imports)] // the simulation and the model only
 pub use semaphore::*;
+pub use semaphore_oracle::*;
 pub use store::*;
 
 pub const EXPIRE: f64 = 3.0;
@@ -94,6 +96,15 @@ pub enum Event {
     },
     /// A delete landed at `at` (the store's true history): tokens start again at 1.
     Deleted {
+        at: f64,
+    },
+    /// The operator wrote a semaphore's configuration (set it, or wrote it unreadable), its
+    /// write landed by `at`.
+    ConfigWritten {
+        at: f64,
+    },
+    /// The operator deleted the configuration, or wrote it unreadable, at `at`.
+    ConfigLost {
         at: f64,
     },
     /// The acquisition `who` of a semaphore took `slot` with `token` at `at`.

@@ -3,12 +3,52 @@
 //! threads or tasks of one orchestrator do), the third in another process that asks for
 //! three slots where two are stored. Each acquires a slot, holds it (checking its lease as
 //! a holder does), and releases it or crashes; then, every fault healed, a last process
-//! must get a slot within a lock's lifetime. The oracle: never more holders than the stored
-//! number, never two on one slot, each slot's tokens growing.
+//! must get a slot within a lock's lifetime. The oracle (`semaphore_oracle.rs`): never more
+//! holders than the stored number, never two on one slot, each slot's tokens growing.
+//!
+//! Each run makes one [`Change`] to the configuration while the contenders work: none, the
+//! number lowered and raised again by an operator, the configuration deleted or corrupted
+//! (and stored again by the operator before the last process comes), or no configuration at
+//! first, so that the two processes' first writes race with different numbers.
+//!
+//! The configuration is read without lag here (the slots keep every fault): the bound on a
+//! lowered number rests on a read after `set_slots` returned seeing it, as it does on S3,
+//! Azure Blob, GCS and local files.
 
 use super::*;
+use blob_lock::semaphore::config::CONFIG_NAME;
 use blob_lock::semaphore::Opener;
 use blob_lock::Semaphore;
+
+/// What happens to the configuration during a run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Change {
+    /// Nothing.
+    Steady,
+    /// An operator lowers the number to 1 while the contenders work, then raises it to 2.
+    Lowered,
+    /// An operator deletes the configuration, and stores it again once the contenders end.
+    Deleted,
+    /// An operator writes something unreadable over it, and stores it again at the end.
+    Corrupted,
+    /// No configuration at first: the two processes' first writes (2 and 3 asked) race.
+    FirstWrites,
+}
+
+impl Change {
+    pub const ALL: [Change; 5] = [
+        Change::Steady,
+        Change::Lowered,
+        Change::Deleted,
+        Change::Corrupted,
+        Change::FirstWrites,
+    ];
+
+    /// The change of a campaign's seed.
+    pub fn of_seed(seed: u64) -> Change {
+        Change::ALL[(seed / 3 % Change::ALL.len() as u64) as usize]
+    }
+}
 
 /// The number of slots stored before the contenders start.
 pub const SLOTS: usize = 2;
@@ -21,7 +61,12 @@ pub fn semaphore(p: &Arc<Process>, asked: usize, protocol: Protocol) -> Arc<Sema
         let salt = name
             .bytes()
             .fold(7u64, |h, b| h.wrapping_mul(31).wrapping_add(b as u64));
-        views.store_of(name, salt) as Arc<dyn LockStore>
+        let mut store = views.store_of(name, salt);
+        if name == CONFIG_NAME {
+            let view = Arc::get_mut(&mut store).expect("just made");
+            view.faults.stale_for = Duration::ZERO;
+        }
+        store as Arc<dyn LockStore>
     });
     Arc::new(Semaphore::with_stores("sim/sem", asked, &p.options(protocol), open).unwrap())
 }
@@ -32,15 +77,11 @@ pub fn store_configuration(world: &World) {
     let body = serde_json::json!({
         "semaphore": 1, "slots": SLOTS, "set_by": "setup", "set_at": "2026-01-01T00:00:00Z"
     });
-    world
-        .object(blob_lock::semaphore::config::CONFIG_NAME)
-        .lock()
-        .unwrap()
-        .push(Stored {
-            bytes: Bytes::from(body.to_string()),
-            version: 1,
-            at: Instant::now(),
-        });
+    world.object(CONFIG_NAME).lock().unwrap().push(Stored {
+        bytes: Bytes::from(body.to_string()),
+        version: 1,
+        at: Instant::now(),
+    });
 }
 
 /// A contender: `rounds` acquisitions as `who.<round>`, each held for a while, then released,
@@ -113,25 +154,79 @@ pub async fn contender(
     }
 }
 
-/// One run: the contenders, then the last acquisition once every fault is healed; what the
-/// oracle found, and the trace.
+/// The operator's change while the contenders work, on a healthy process of its own (each
+/// of its writes lands once, and is counted as the operator's: `Event::ConfigWritten`).
+async fn operator(p: Arc<Process>, protocol: Protocol, change: Change, choose: Shared) {
+    let world = p.world.clone();
+    let sem = semaphore(&p, SLOTS, protocol);
+    // (Its `within` draws are the choices of when; made where they are used.)
+    let wait = |lo: f64, hi: f64, what: &'static str| {
+        let f = choose.lock().unwrap().within(lo, hi, false, what);
+        tokio::time::sleep(Duration::from_secs_f64(f * EXPIRE))
+    };
+    match change {
+        Change::Steady | Change::FirstWrites => {}
+        Change::Lowered => {
+            wait(0.1, 1.5, "when the number is lowered").await;
+            set(&world, &sem, 1).await;
+            wait(0.5, 2.0, "when it is raised again").await;
+            set(&world, &sem, SLOTS).await;
+        }
+        Change::Deleted | Change::Corrupted => {
+            wait(0.1, 1.5, "when the configuration is lost").await;
+            let store = p.store_of(CONFIG_NAME, 0);
+            let lost = match change {
+                Change::Deleted => store.delete().await.map(|_| "deleted"),
+                _ => store
+                    .overwrite(Bytes::from_static(b"{\"semaphore\": 1, \"slo"))
+                    .await
+                    .map(|_| "corrupted"),
+            };
+            world.log(&p.name, format!("the configuration: {lost:?}"));
+            world.event(Event::ConfigLost { at: world.t() });
+            world.event(Event::ConfigWritten { at: world.t() });
+        }
+    }
+}
+
+/// The operator's `set_slots(n)`, noted.
+async fn set(world: &World, sem: &Semaphore, n: usize) {
+    let set = sem.set_slots(n).await;
+    world.log("op", format!("set_slots({n}): {:?}", set.map(|s| s.slots)));
+    world.event(Event::ConfigWritten { at: world.t() });
+}
+
+/// One run: the contenders (and the operator's `change`), then the last acquisition once
+/// every fault is healed; what the oracle found, and the trace.
 pub async fn semaphore_scenario(
     protocol: Protocol,
     faults: Faults,
     rounds: u32,
     choose: Shared,
     world: Arc<World>,
+    change: Change,
 ) -> (Vec<String>, Vec<String>) {
-    store_configuration(&world);
-    let process = |name: &str| {
+    if change != Change::FirstWrites {
+        store_configuration(&world);
+    }
+    let process = |name: &str, faults: &Faults| {
         let mut c = choose.lock().unwrap();
-        Arc::new(Process::new(&world, name, &faults, &mut *c))
+        Arc::new(Process::new(&world, name, faults, &mut *c))
     };
-    let (a, b) = (process("a"), process("b"));
+    let (a, b) = (process("a", &faults), process("b", &faults));
+    // An operator only where it changes something: each process makes choices (its clock).
+    let op = matches!(
+        change,
+        Change::Lowered | Change::Deleted | Change::Corrupted
+    )
+    .then(|| process("op", &Faults::of(Mode::Healthy)));
     let (shared, other) = (
         semaphore(&a, SLOTS, protocol),
         semaphore(&b, SLOTS + 1, protocol),
     );
+    let operating = op
+        .clone()
+        .map(|op| tokio::spawn(operator(op, protocol, change, choose.clone())));
     let tasks = [
         (a.clone(), shared.clone(), "a1"),
         (a.clone(), shared, "a2"),
@@ -140,6 +235,13 @@ pub async fn semaphore_scenario(
     .map(|(p, s, who)| tokio::spawn(contender(p, s, who.into(), rounds, choose.clone())));
     for t in tasks {
         t.await.unwrap();
+    }
+    if let Some(operating) = operating {
+        operating.await.unwrap();
+    }
+    if let (Some(op), Change::Deleted | Change::Corrupted) = (&op, change) {
+        // The operator stores the number again, as the error told everyone to.
+        set(&world, &semaphore(op, SLOTS, protocol), SLOTS).await;
     }
     world
         .healed
@@ -178,79 +280,7 @@ pub async fn semaphore_scenario(
         }
         Err(e) => violations.push(format!("the last acquisition failed: {e}")),
     }
-    violations.extend(check_slots(&world.events.lock().unwrap(), SLOTS));
+    violations.extend(check_semaphore(&world, change, faults.stale_for));
     let trace = world.trace.lock().unwrap().clone();
     (violations, trace)
-}
-
-/// The semaphore's oracle: at most `limit` holders at any moment, at most one per slot,
-/// and each slot's tokens growing (checked on the events of true time).
-pub fn check_slots(events: &[Event], limit: usize) -> Vec<String> {
-    // Each acquisition's belief: its slot, token and first and last moment.
-    let mut spans: Vec<(&str, usize, u64, f64, f64)> = Vec::new();
-    for e in events {
-        if let Event::SlotBelief {
-            who,
-            slot,
-            token,
-            at,
-        } = e
-        {
-            match spans.iter_mut().find(|s| s.0 == who.as_str()) {
-                Some(s) => s.4 = s.4.max(*at),
-                None => spans.push((who, *slot, *token, *at, *at)),
-            }
-        }
-    }
-    let mut v = Vec::new();
-    for (i, a) in spans.iter().enumerate() {
-        for b in &spans[i + 1..] {
-            if a.1 == b.1 && a.3 <= b.4 && b.3 <= a.4 {
-                v.push(format!(
-                    "{} (token {}) and {} (token {}) both held slot {} in [{:.3}s, {:.3}s]",
-                    a.0,
-                    a.2,
-                    b.0,
-                    b.2,
-                    a.1,
-                    a.3.max(b.3),
-                    a.4.min(b.4)
-                ));
-            }
-        }
-        let at_once: Vec<_> = (spans.iter())
-            .filter(|b| b.3 <= a.3 && a.3 <= b.4)
-            .map(|b| format!("{} on slot {}", b.0, b.1))
-            .collect();
-        if at_once.len() > limit {
-            v.push(format!(
-                "{} holders of {limit} slots at {:.3}s: {}",
-                at_once.len(),
-                a.3,
-                at_once.join(", ")
-            ));
-        }
-    }
-    let mut acquired: Vec<(f64, &str, usize, u64)> = (events.iter())
-        .filter_map(|e| match e {
-            Event::SlotAcquired {
-                who,
-                slot,
-                token,
-                at,
-            } => Some((*at, who.as_str(), *slot, *token)),
-            _ => None,
-        })
-        .collect();
-    acquired.sort_by(|a, b| a.0.total_cmp(&b.0));
-    for (i, later) in acquired.iter().enumerate() {
-        let earlier = acquired[..i].iter().rev().find(|e| e.2 == later.2);
-        if let Some(earlier) = earlier.filter(|e| later.3 <= e.3) {
-            v.push(format!(
-                "slot {}'s token did not grow: {} got {} at {:.3}s after {} got {} at {:.3}s",
-                later.2, later.1, later.3, later.0, earlier.1, earlier.3, earlier.0
-            ));
-        }
-    }
-    v
 }
