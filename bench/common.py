@@ -55,6 +55,7 @@ class Sizes:
     semaphore_procs: int = 16
     semaphore_slots: int = 4
     semaphore_hold: float = 0.05
+    prefect_cycles: int = 1000  # acquire+release per Prefect lock manager and case
     load_locks_6: int = 3000  # past the store's capacity at expire 6 (bench/load.py)
     load_locks_30: int = 8000  # and at the default expire
     load_heartbeats: float = 3.0  # held for this many heartbeats
@@ -91,6 +92,7 @@ class Sizes:
             load_locks_6=1500,
             load_locks_30=3000,
             load_heartbeats=2.0,
+            prefect_cycles=100,
         )
 
 
@@ -216,9 +218,12 @@ def met(ok: bool | None) -> str:
 # -- running workers ----------------------------------------------------------------------
 
 
-def run_worker(*args: object, timeout: float = 600, env: dict | None = None) -> dict:
+def run_worker(
+    *args: object, timeout: float = 600, env: dict | None = None, script: str = WORKER
+) -> dict:
+    """Runs ``script`` (bench/worker.py unless told) with ``args``: its last result line."""
     out = subprocess.run(
-        [sys.executable, WORKER, *map(str, args)],
+        [sys.executable, script, *map(str, args)],
         capture_output=True,
         text=True,
         timeout=timeout,

@@ -9,7 +9,7 @@ Notes under the table say how each figure was taken. ``make bench`` builds a rel
 extension first; figures of a debug build mean nothing (the header says which it is).
 
 Sections (``--only``): headline, requests, latency, clients, handover, scale, contention,
-semaphore, load.
+semaphore, load, prefect.
 Every measurement runs in a process of its own (bench/worker.py); moto's S3 server and the
 proxies in front of it (bench/moto_store.py) run here.
 """
@@ -34,6 +34,7 @@ from common import (
 )
 from costs import clients, headline, latency, requests
 from load import load
+from prefect_managers import prefect
 from quotas import semaphore
 from scale import scale
 from waits import contention, handover
@@ -48,6 +49,7 @@ SECTIONS = [
     "contention",
     "semaphore",
     "load",
+    "prefect",
 ]
 
 
@@ -114,7 +116,7 @@ def main() -> None:
     rep = Report()
     moto = None
     try:
-        if {"headline", "requests", "latency", "clients", "semaphore"} & set(sections):
+        if {"headline", "requests", "latency", "clients", "semaphore", "prefect"} & set(sections):
             from moto_store import Moto
 
             moto = Moto(link=not args.serial_delay)
@@ -140,6 +142,8 @@ def main() -> None:
                     semaphore(rep, sz, tmp, moto)
                 elif section == "load":
                     load(rep, sz, tmp)
+                elif section == "prefect":
+                    prefect(rep, sz, tmp, moto)
             except Exception as e:  # one section's failure leaves the others' figures
                 rep.failed(section, e)
             rep.took[section] = time.monotonic() - began

@@ -4,8 +4,10 @@ configure it). Each block marked ``<!-- readme-test -->`` runs in a namespace th
 the user's own functions (``launch_remote``, ``wait_for_result``, ...); a block marked
 ``<!-- readme-test: remote -->`` runs while an orchestrator holds its lock, with that
 orchestrator's ``owner``; the block marked ``<!-- readme-test: mops -->`` is a module a real
-mops pipeline imports. An example shown in several places (the README's and the docs' home
-page's) runs once, under a test id that names every place it appears."""
+mops pipeline imports, and the one marked ``<!-- readme-test: prefect -->`` a module of
+Prefect flows that tests/python/test_prefect_processes.py runs. An example shown in several
+places (the README's and the docs' home page's) runs once, under a test id that names every
+place it appears."""
 
 from __future__ import annotations
 
@@ -38,7 +40,13 @@ def marked_blocks() -> dict[tuple[str, str], list[str]]:
 
 
 FOUND = marked_blocks()
-BLOCKS = [(kind, code, "+".join(where)) for (kind, code), where in FOUND.items() if kind != "mops"]
+# The mops and Prefect examples are modules their own tests run in real pipelines
+# (below, and tests/python/test_prefect_processes.py).
+BLOCKS = [
+    (kind, code, "+".join(where))
+    for (kind, code), where in FOUND.items()
+    if kind not in ("mops", "prefect")
+]
 MOPS_BLOCKS = [code for kind, code in FOUND if kind == "mops"]
 MEMO = "s3://bucket/memo/abc"
 

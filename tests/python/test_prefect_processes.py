@@ -1,0 +1,354 @@
+"""blob_lock.prefect across processes, on local files, S3 on moto and Azure on Azurite: a
+SERIALIZABLE cached task started in several processes at once runs once and every process
+gets its result (and, without the lock manager, runs in each); a result store shipped with
+cloudpickle to another process sees the lock taken here; a holder killed with SIGKILL
+frees its lock after its expiry; a lock lost in a store outage is logged and the task's
+write under it refused; docs/prefect.md's example runs as written. The flows report to one
+Prefect server of this module's own, on loopback (tests/processes/prefect_roles.py)."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+import select
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+from uuid import uuid4
+
+import pytest
+
+os.environ["PREFECT_HOME"] = tempfile.mkdtemp(prefix="prefect-home-")
+os.environ.pop("PREFECT_API_URL", None)
+os.environ["DO_NOT_TRACK"] = "1"
+os.environ["PREFECT_SERVER_ANALYTICS_ENABLED"] = "false"
+
+import cloudpickle
+from blob_lock.prefect import BlobLockManager
+from conftest import _make_backend
+from prefect.filesystems import LocalFileSystem
+from prefect.results import ResultStore
+from servers import ROOT, free_port, stop
+
+ROLES = str(ROOT / "tests" / "processes" / "prefect_roles.py")
+
+
+@pytest.fixture(params=["file", "s3", "az"])
+def shared_backend(request, tmp_path):
+    """Local files, S3 on moto, Azure on Azurite."""
+    return _make_backend(request.param, request, tmp_path)
+
+
+def prefect_env(home: Path, api: str | None = None, **more: str) -> dict[str, str]:
+    """A process's environment for Prefect: a home of its own, no telemetry, this module's
+    server (a process without one would start an ephemeral server of its own: 15 s here)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}
+    env.update(
+        PREFECT_HOME=str(home),
+        DO_NOT_TRACK="1",
+        PREFECT_SERVER_ANALYTICS_ENABLED="false",
+        PREFECT_LOGGING_TO_API_ENABLED="false",
+        PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS="180",
+        **more,
+    )
+    if api is not None:
+        env["PREFECT_API_URL"] = api
+    return env
+
+
+@pytest.fixture(scope="module")
+def prefect_api(tmp_path_factory):
+    """A Prefect server (API only: no UI, no services) on a free loopback port."""
+    home = tmp_path_factory.mktemp("prefect-server")
+    port = free_port()
+    log = open(home / "server.log", "w")
+    command = ["server", "start", "--host", "127.0.0.1", "--port", str(port)]
+    proc = subprocess.Popen(
+        [str(Path(sys.executable).parent / "prefect"), *command, "--no-ui", "--no-services"],
+        env=prefect_env(home / "home"),
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+    api = f"http://127.0.0.1:{port}/api"
+    deadline = time.monotonic() + 180  # 14 s alone; longer beside the rest of the suite
+    while True:
+        assert proc.poll() is None, (home / "server.log").read_text()[-5000:]
+        assert time.monotonic() < deadline, "the Prefect server did not start in 180 s"
+        try:
+            with urllib.request.urlopen(f"{api}/health", timeout=2) as answer:
+                if answer.status == 200:
+                    break
+        except OSError:
+            time.sleep(0.2)
+    yield api
+    stop(proc)
+
+
+class Role:
+    """tests/processes/prefect_roles.py in a process of its own, its JSON lines read here."""
+
+    def __init__(self, *args: str, env: dict[str, str], stdin: bool = False) -> None:
+        self.err = tempfile.TemporaryFile("w+")  # a file: a pipe nobody reads would fill
+        self.proc = subprocess.Popen(
+            [sys.executable, ROLES, *args],
+            stdin=subprocess.PIPE if stdin else subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=self.err,
+            env=env,
+        )
+        self.out = b""
+
+    def line(self, timeout: float = 120.0) -> dict:
+        """The next JSON line, read from the pipe itself (a buffered readline could take two
+        lines at once, and select would then see nothing left)."""
+        assert self.proc.stdout is not None
+        deadline, fd = time.monotonic() + timeout, self.proc.stdout.fileno()
+        while b"\n" not in self.out:
+            left = max(0.0, deadline - time.monotonic())
+            chunk = os.read(fd, 65536) if select.select([fd], [], [], left)[0] else b""
+            if not chunk:
+                self.end()
+                self.err.seek(0)
+                raise AssertionError(f"no line in {timeout:g} s:\n{self.err.read()[-8000:]}")
+            self.out += chunk
+        line, _, self.out = self.out.partition(b"\n")
+        return json.loads(line)
+
+    def send(self, text: str) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(text.encode() + b"\n")
+        self.proc.stdin.flush()
+
+    def end(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait()
+
+
+@pytest.fixture
+def roles():
+    started: list[Role] = []
+
+    def start(*args: str, env: dict[str, str], stdin: bool = False) -> Role:
+        started.append(Role(*args, env=env, stdin=stdin))
+        return started[-1]
+
+    yield start
+    for role in started:
+        role.end()
+
+
+def run_task_everywhere(roles, backend, tmp_path, api, n: int, locked: bool) -> list[dict]:
+    """``n`` processes told to start the flow at once: each one's result."""
+    shared = tmp_path / "shared"
+    (shared / "keys").mkdir(parents=True)
+    (shared / "arrived").write_text("")
+    prefix, options = backend.uri(), backend.options_json()
+    env = {"PREFECT_LOCAL_STORAGE_PATH": str(shared / "results")}
+    procs = [
+        roles(
+            *("task", prefix, options, str(shared), str(n), "1" if locked else "0"),
+            env=prefect_env(tmp_path / f"home-{i}", api, **env),
+            stdin=True,
+        )
+        for i in range(n)
+    ]
+    for p in procs:
+        assert p.line()["event"] == "ready"
+    for p in procs:
+        p.send("go")
+    done = [p.line(timeout=240) for p in procs]
+    assert all(d["event"] == "done" for d in done), done
+    return done
+
+
+@pytest.mark.heavy
+def test_a_serializable_cached_task_runs_once_among_processes(
+    shared_backend, roles, tmp_path, prefect_api
+):
+    n = 4
+    done = run_task_everywhere(roles, shared_backend, tmp_path, prefect_api, n, locked=True)
+    ran = (tmp_path / "shared" / "ran").read_text().split()
+    assert len(ran) == 1, f"the task ran {len(ran)} times: in {ran}"
+    results = [d["result"] for d in done]
+    assert results[0]["value"] == 49 and results[0]["pid"] == int(ran[0])
+    assert all(r == results[0] for r in results), results  # the one run's result, everywhere
+
+
+@pytest.mark.heavy
+def test_without_the_lock_manager_every_process_runs_it(roles, tmp_path, prefect_api):
+    """The race the test above wins is real: under Prefect's default isolation the same
+    processes each run the task."""
+    backend = _make_backend("file", None, tmp_path)
+    n = 3
+    done = run_task_everywhere(roles, backend, tmp_path, prefect_api, n, locked=False)
+    assert len((tmp_path / "shared" / "ran").read_text().split()) == n
+    assert len({d["result"]["token"] for d in done}) == n
+
+
+def test_a_store_shipped_to_another_process_sees_the_lock(shared_backend, roles, tmp_path):
+    options = shared_backend.storage_options or None
+    manager = BlobLockManager(shared_backend.uri(), expire=4, storage_options=options)
+    store = ResultStore(
+        result_storage=LocalFileSystem(basepath=str(tmp_path / "results")), lock_manager=manager
+    )
+    k = str(uuid4())
+    assert store.acquire_lock(k, holder="holder1")
+    pickled = tmp_path / "store.pickle"
+    pickled.write_bytes(cloudpickle.dumps(store))  # as Prefect ships it to its workers
+    seen = roles("look", str(pickled), k, env=prefect_env(tmp_path / "home")).line()
+    assert seen.pop("event") == "seen"
+    assert seen.pop("holder2_released").startswith(
+        f"No lock held by holder2 for transaction with key {k}"
+    )
+    assert seen.pop("holder2_wrote").startswith(f"Cannot write to result record with key {k}")
+    assert seen == {
+        "is_locked": True,
+        "holder1": True,
+        "holder2": False,
+        "holder2_takes_it": False,
+        "holder1_takes_it_again": True,  # the same holder, elsewhere
+        "free_within_0.2s": False,
+    }
+    assert manager.is_lock_holder(k, holder="holder1")  # nothing changed here
+    manager.release_lock(k, holder="holder1")
+
+
+def test_a_killed_holders_lock_is_taken_after_its_expiry(shared_backend, roles, tmp_path):
+    prefix, expire, k = shared_backend.uri(), 2.0, str(uuid4())
+    args = ("hold", prefix, shared_backend.options_json(), k, "doomed", str(expire))
+    holder = roles(*args, env=prefect_env(tmp_path / "home"))
+    assert holder.line()["event"] == "ready"
+    options = shared_backend.storage_options or None
+    manager = BlobLockManager(prefix, expire=expire, storage_options=options)
+    assert manager.is_locked(k) and manager.is_lock_holder(k, holder="doomed")
+    holder.end()  # SIGKILL: nothing released
+    killed = time.monotonic()
+    assert manager.is_lock_holder(k, holder="doomed")  # until it expires
+    # Free within expire plus a poll (expire / 10) after the last renewal, which came before
+    # the kill; the bound here is a generous one for a loaded machine.
+    assert manager.acquire_lock(k, holder="next", acquire_timeout=expire * 5 + 5)
+    waited = time.monotonic() - killed
+    assert waited >= expire * 0.5  # watched, not taken at once
+    assert manager.is_lock_holder(k, holder="next")
+    assert not manager.is_lock_holder(k, holder="doomed")
+    manager.release_lock(k, holder="next")
+
+
+def eventually(check, what: str, within: float = 60.0) -> None:
+    began = time.monotonic()
+    while not check():
+        assert time.monotonic() - began < within, f"{what}: not within {within:g} s"
+        time.sleep(0.02)
+
+
+def test_a_lock_lost_in_an_outage_is_logged_and_its_write_refused(moto_endpoint, tmp_path, caplog):
+    """Nobody has taken the lock when its holder learns it lost it: Prefect would write,
+    as the lock looks free, but the manager says it is locked until the holder releases."""
+    from urllib.parse import urlsplit
+
+    from conftest import _s3_backend
+    from fault_proxy import FaultProxy
+
+    backend = _s3_backend(moto_endpoint)
+    where = urlsplit(moto_endpoint)
+    proxy = FaultProxy(where.hostname or "127.0.0.1", where.port or 80)
+    try:
+        options = dict(backend.storage_options, aws_endpoint=proxy.url)
+        lost: list[Exception] = []
+        manager = BlobLockManager(
+            backend.uri(), expire=2, storage_options=options, on_lost=lost.append
+        )
+        results = LocalFileSystem(basepath=str(tmp_path / "results"))
+        store = ResultStore(result_storage=results, lock_manager=manager)
+        k = str(uuid4())
+        caplog.set_level(logging.WARNING, logger="blob_lock.prefect")
+        assert store.acquire_lock(k, holder="holder1")
+        proxy.reset()  # every connection reset: the store is out of reach past the lease
+        eventually(lambda: bool(lost), "the loss reported")
+        proxy.heal()
+        assert f"Prefect lock {k!r} of holder holder1 was lost while held" in caplog.text
+        assert not manager.is_lock_holder(k, holder="holder1")
+        assert manager.is_locked(k)
+        with pytest.raises(RuntimeError, match=f"Cannot write to result record with key {k}"):
+            store.write(key=k, obj={"late": True}, holder="holder1")
+        store.release_lock(k, holder="holder1")  # the rollback's release
+        assert not manager.is_locked(k)
+        assert manager.acquire_lock(k, holder="holder2", acquire_timeout=30)
+        manager.release_lock(k, holder="holder2")
+    finally:
+        proxy.close()
+
+
+def test_a_lock_broken_and_taken_over_refuses_the_first_holders_write(tmp_path, caplog):
+    from blob_lock import break_lock
+
+    manager = BlobLockManager(tmp_path / "locks", expire=2)
+    store = ResultStore(
+        result_storage=LocalFileSystem(basepath=str(tmp_path / "results")), lock_manager=manager
+    )
+    k = str(uuid4())
+    caplog.set_level(logging.WARNING, logger="blob_lock.prefect")
+    assert store.acquire_lock(k, holder="holder1")
+    break_lock(f"{manager.prefix}/{k}")  # an operator's: holder1 learns it at its next renewal
+    eventually(lambda: "was lost while held" in caplog.text, "the loss logged")
+    assert manager.acquire_lock(k, holder="holder2", acquire_timeout=0)
+    with pytest.raises(RuntimeError, match=f"Cannot write to result record with key {k}"):
+        store.write(key=k, obj={"late": True}, holder="holder1")
+    with pytest.raises(ValueError, match=r"No lock held by holder1 .*: holder2 holds it"):
+        store.release_lock(k, holder="holder1")
+    store.write(key=k, obj={"on": "time"}, holder="holder2")
+    store.release_lock(k, holder="holder2")
+    assert store.read(k).result == {"on": "time"}
+
+
+DOCS = ROOT / "docs" / "prefect.md"
+EXAMPLE = re.compile(r"<!-- readme-test: prefect -->\n```python\n(.*?)```", re.S)
+
+
+def test_the_docs_example_runs_as_written(moto_endpoint, tmp_path, prefect_api):
+    """docs/prefect.md's flow, run twice against moto as ``s3://bucket``: the second run finds
+    the first's result; the lock of its key was taken twice and released each time."""
+    from blob_lock import LockState, list_locks
+    from servers import boto3_s3
+
+    (example,) = EXAMPLE.findall(DOCS.read_text())
+    (tmp_path / "flows.py").write_text(example)
+    client = boto3_s3(moto_endpoint)
+    try:
+        client.create_bucket(Bucket="bucket")
+    except client.exceptions.BucketAlreadyOwnedByYou:
+        pass
+    aws = {
+        "AWS_ENDPOINT": moto_endpoint,
+        "AWS_ALLOW_HTTP": "true",
+        "AWS_REGION": "us-east-1",
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+    }
+    outputs = []
+    for run in range(2):
+        env = prefect_env(
+            tmp_path / f"home-{run}",
+            prefect_api,
+            PREFECT_LOCAL_STORAGE_PATH=str(tmp_path / "results"),
+            **aws,
+        )
+        done = subprocess.run(
+            [sys.executable, "-c", "import flows; print(flows.pipeline(3))"],
+            cwd=tmp_path, env=env, capture_output=True, text=True, timeout=240,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr[-5000:]
+        outputs.append(done.stdout.strip().splitlines()[-1])
+    assert outputs[0] == outputs[1], outputs
+    s3 = {k.lower(): v for k, v in aws.items() if k != "AWS_ENDPOINT"}
+    s3["aws_endpoint"] = moto_endpoint
+    locks = [e for e in list_locks("s3://bucket/prefect-locks", storage_options=s3)]
+    assert len(locks) == 1, locks
+    assert locks[0].state is LockState.RELEASED and locks[0].token == 2
+    assert "prefect.holder" in locks[0].labels
