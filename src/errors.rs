@@ -22,7 +22,7 @@ pub enum Error {
     InvalidArgument(String),
 
     /// The lock was not acquired within the timeout.
-    #[error("timed out after {:.3}s waiting for lock {uri}; it is held by {holder}", waited.as_secs_f64())]
+    #[error("{}", timeout_text(uri, waited, holder, saturated.as_deref()))]
     Timeout {
         /// The lock URI.
         uri: String,
@@ -30,6 +30,9 @@ pub enum Error {
         waited: Duration,
         /// Who holds the lock, as the lockfile says.
         holder: String,
+        /// Why no attempt was made at the end, when the store was saturated then (its
+        /// figures, [`Error::Saturated`]'s message): the lock was not tried, not found held.
+        saturated: Option<String>,
     },
 
     /// A held lock stopped being ours: stolen after expiry, released by someone else, or our
@@ -140,3 +143,48 @@ impl Error {
 
 /// Result with the lock core's error.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// [`Error::Timeout`]'s message: who held the lock, or, when the store was saturated at the
+/// end, that no new lock was tried and why.
+fn timeout_text(uri: &str, waited: &Duration, holder: &str, saturated: Option<&str>) -> String {
+    let waited = waited.as_secs_f64();
+    match saturated {
+        Some(why) => format!(
+            "timed out after {waited:.3}s waiting for lock {uri}: no new lock was tried while the store was saturated (the locks held there renew first): {why}"
+        ),
+        None => format!("timed out after {waited:.3}s waiting for lock {uri}; it is held by {holder}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_timeout_on_a_saturated_store_says_so_and_names_no_holder() {
+        let e = Error::Timeout {
+            uri: "s3://b/k".into(),
+            waited: Duration::from_secs(5),
+            holder: "not known".into(),
+            saturated: Some("s3://b is saturated: it asked this process to slow down".into()),
+        };
+        let text = e.to_string();
+        assert!(
+            text.contains("no new lock was tried while the store was saturated"),
+            "{text}"
+        );
+        assert!(
+            text.contains("slow down") && !text.contains("held by"),
+            "{text}"
+        );
+        let e = Error::Timeout {
+            uri: "s3://b/k".into(),
+            waited: Duration::from_secs(5),
+            holder: "owner o on h (pid 1)".into(),
+            saturated: None,
+        };
+        assert!(e
+            .to_string()
+            .ends_with("it is held by owner o on h (pid 1)"));
+    }
+}

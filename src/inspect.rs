@@ -137,6 +137,7 @@ pub async fn wait_free(engine: &Engine, timeout: Option<Duration>) -> Result<Ins
                 uri: engine.lock_uri(),
                 waited: now - began,
                 holder: who,
+                saturated: None,
             });
         }
         let pause = polls.pause(clock.jitter(), expires_in, deadline.map(|d| d - now));

@@ -88,8 +88,8 @@ class BlobLock(LockFacts):
 
     # Thousands of held locks in one process: no per-instance __dict__.
     __slots__ = (
-        "__weakref__", "_forks", "_holder", "_native_lock", "_options", "_raise_on_lost",
-        "_timeout",
+        "__weakref__", "_forks", "_holder", "_last_timeout", "_native_lock", "_options",
+        "_raise_on_lost", "_timeout",
     )  # fmt: skip
 
     def __init__(self, uri: str | os.PathLike[str], **options: Unpack[LockOptions]) -> None:
@@ -125,7 +125,18 @@ class BlobLock(LockFacts):
         first; the thread that holds it gets an error (locks are not reentrant).
         """
         t = self._timeout if timeout is None else seconds("timeout", timeout)
-        return self._acquire(t, raise_timeout=False)
+        try:
+            return self._acquire(t, raise_timeout=True)
+        except LockTimeout as e:
+            self._last_timeout = e
+            return False
+
+    @property
+    def last_timeout(self) -> LockTimeout | None:
+        """Why the last ``acquire`` (or ``acquire_async``) that returned False did: the
+        ``LockTimeout`` it would have raised, which names the holder, or says that the store
+        was saturated (``last_timeout.saturated``). None until one returns False."""
+        return getattr(self, "_last_timeout", None)
 
     def _acquire(self, t: float | None, raise_timeout: bool) -> bool:
         native, began = self._native, 0.0
@@ -192,7 +203,11 @@ class BlobLock(LockFacts):
         ``task.cancel()``) stops the wait and releases whatever it may have written. Another
         task acquiring through this same object waits for its turn."""
         t = self._timeout if timeout is None else seconds("timeout", timeout)
-        return await self._acquire_async(t, raise_timeout=False)
+        try:
+            return await self._acquire_async(t, raise_timeout=True)
+        except LockTimeout as e:
+            self._last_timeout = e
+            return False
 
     async def try_acquire_async(self) -> bool:
         """``try_acquire`` without blocking the event loop."""

@@ -31,7 +31,16 @@ class LockError(Exception):
 
 
 class LockTimeout(LockError, TimeoutError):
-    """The lock was not acquired within the timeout."""
+    """The lock was not acquired within the timeout. The message says who held it, or, when
+    the store was saturated at the end (no new lock is tried then), that and the store's
+    figures: ``saturated`` is then the ``StoreSaturated`` error, also its ``__cause__``.
+    ``acquire()`` returns False instead of raising it, and keeps it in ``last_timeout``."""
+
+    @property
+    def saturated(self) -> StoreSaturated | None:
+        """Why no new lock was tried at the end, when the store was saturated; else None."""
+        cause = self.__cause__
+        return cause if isinstance(cause, StoreSaturated) else None
 
 
 class LockLost(LockError):
@@ -80,12 +89,16 @@ class StoreError(LockError):
 
 class StoreSaturated(StoreError):
     """The store is taking all this process can send it, so a new lock was not taken: the
-    renewals of the locks already held there come first. Raised by ``try_acquire`` (and by
-    an acquisition with a timeout, as the reason of its ``LockTimeout``) while renewals wait
-    for the store, while it asks to slow down (throttling), or while the held locks' renewals
-    would need more than 80 % of what it has shown it can answer. The message gives the
-    figures. Always ``transient``: retry later, hold fewer locks on the store, or raise
-    ``expire`` (each lock then renews less often). Held locks are not affected.
+    renewals of the locks already held there come first. Raised by ``try_acquire`` while
+    renewals wait for the store, while it asks to slow down (throttling), or while the held
+    locks' renewals need 80 % or more of what it has been measured to answer (the measure
+    grows as the store answers more, so locks taken earlier may be above it now). An
+    acquisition that waits retries; if its timeout passes while the store is saturated, its
+    ``LockTimeout`` carries this error as ``saturated`` (and ``__cause__``), and
+    ``acquire()``, which returns False, keeps that ``LockTimeout`` in the lock's
+    ``last_timeout``. The message gives the figures. Always ``transient``: retry later, hold
+    fewer locks on the store, or raise ``expire`` (each lock then renews less often). Held
+    locks are not affected.
     """
 
     def __init__(self, message: str, uri: str | None = None, transient: bool = True) -> None:

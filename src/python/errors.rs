@@ -21,7 +21,16 @@ pub(crate) fn to_py(e: Error) -> PyErr {
     let msg = e.to_string();
     match e {
         Error::InvalidArgument(_) => PyValueError::new_err(msg),
-        Error::Timeout { uri, .. } => LockTimeout::new_err((msg, uri)),
+        Error::Timeout { uri, saturated, .. } => {
+            let timeout = LockTimeout::new_err((msg, uri.clone()));
+            // Its reason, where the store was saturated: `LockTimeout.saturated`.
+            if let Some(why) = saturated {
+                pyo3::Python::attach(|py| {
+                    timeout.set_cause(py, Some(StoreSaturated::new_err((why, uri, true))));
+                });
+            }
+            timeout
+        }
         Error::Lost { uri, .. } => LockLost::new_err((msg, uri)),
         Error::Stolen { uri, .. } => LockStolen::new_err((msg, uri)),
         Error::NotFound { uri } => LockNotFound::new_err((msg, uri)),

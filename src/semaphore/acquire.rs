@@ -160,12 +160,18 @@ impl Semaphore {
             if deadline.is_some_and(|d| now >= d) {
                 let holder = match &last_error {
                     Some(e) => format!("unknown: the last read failed ({e})"),
-                    None => format!("every one of its {n} slot{}", if n == 1 { "" } else { "s" }),
+                    None if n == 1 => "the holder of its 1 slot".to_string(),
+                    None => format!("the holders of all {n} of its slots"),
+                };
+                let saturated = match &last_error {
+                    Some(Error::Saturated { message, .. }) => Some(message.clone()),
+                    _ => None,
                 };
                 return Err(Error::Timeout {
                     uri: self.prefix.to_string(),
                     waited: now - began,
                     holder,
+                    saturated,
                 });
             }
             // Every slot read was held: from here on it is a waiter.

@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 
 import pytest
-from blob_lock import BlobLock, StoreSaturated, break_lock, inspect, stats
+from blob_lock import BlobLock, LockTimeout, StoreSaturated, break_lock, inspect, stats
 from conftest import _az_backend
 
 # -- past the store's capacity ----------------------------------------------------------
@@ -163,6 +163,17 @@ def test_a_throttling_store_refuses_new_locks_and_keeps_the_held_one(
         with pytest.raises(StoreSaturated) as refused:
             other.try_acquire()
         assert "slow down" in str(refused.value) and refused.value.transient
+        # A wait that ends while the store is saturated says so, not that someone held it:
+        # the bool API keeps the reason, the with form raises it.
+        assert other.acquire(timeout=2) is False
+        why = other.last_timeout
+        assert why is not None and why.saturated is not None, why
+        assert "slow down" in str(why.saturated) and "saturated" in str(why), why
+        assert "held by" not in str(why), why
+        with pytest.raises(LockTimeout) as waited:
+            with BlobLock(backend.uri(), expire=EXPIRE, timeout=2, storage_options=options):
+                pass
+        assert waited.value.saturated is not None, waited.value
         # The held lock's next renewal meets the 503s and is retried.
         deadline = time.monotonic() + 60
         while stats()["renewals"]["retried"] == before["renewals"]["retried"]:

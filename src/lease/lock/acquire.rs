@@ -38,11 +38,12 @@ impl Lock {
         let wake = self.engine.wake.as_ref().map(waker);
         // Where the store hears of other processes' writes, from the first time we wait.
         let mut watching: Option<Option<Box<dyn std::any::Any + Send + Sync>>> = None;
-        let timed_out = |claim: &Claim, holder: &str| {
+        let timed_out = |claim: &Claim, holder: &str, saturated: Option<String>| {
             let timeout = Error::Timeout {
                 uri: self.uri.to_string(),
                 waited: clock.now() - began,
                 holder: holder.to_string(),
+                saturated,
             };
             claim.enter(State::Failed, &timeout);
             timeout
@@ -53,6 +54,7 @@ impl Lock {
             return Err(timed_out(
                 &claim,
                 "ourselves (what an interrupted acquisition wrote is still being released)",
+                None,
             ));
         }
         let mut seniority = Seniority::default();
@@ -80,16 +82,21 @@ impl Lock {
                     outcome = attempt => outcome,
                     _ = clock.sleep_until(cutoff) => {
                         self.release_in_background();
-                        return Err(timed_out(&claim, "unknown (the last attempt did not finish in time)"));
+                        return Err(timed_out(&claim, "unknown (the last attempt did not finish in time)", None));
                     }
                 },
             };
             let seen_holder = matches!(outcome, Ok((_, Attempt::Busy { .. })));
-            let (who, expires_in) = match self.after(outcome, &claim, &mut seniority).await {
-                Next::Held(lease) => return Ok(lease),
-                Next::Wait { who, expires_in } => (who, expires_in),
-                Next::Fail(e) => return Err(e),
-            };
+            let (who, expires_in, saturated) =
+                match self.after(outcome, &claim, &mut seniority).await {
+                    Next::Held(lease) => return Ok(lease),
+                    Next::Wait {
+                        who,
+                        expires_in,
+                        saturated,
+                    } => (who, expires_in, saturated),
+                    Next::Fail(e) => return Err(e),
+                };
             if who != logged_holder {
                 log::debug!("{}: held by {who}, waiting", self.uri);
                 logged_holder = who.clone();
@@ -108,7 +115,7 @@ impl Lock {
                     // The last attempt failed or came too late: a write of it may be there.
                     self.release_if_written(&acquisition);
                 }
-                return Err(timed_out(&claim, &who));
+                return Err(timed_out(&claim, &who, saturated));
             }
             let pause = polls.pause(clock.jitter(), expires_in, deadline.map(|d| d - now));
             woken_up = match woken {
@@ -160,6 +167,7 @@ impl Lock {
                     Next::Wait {
                         who: "ourselves, too late to claim".to_string(),
                         expires_in: None,
+                        saturated: None,
                     }
                 }
             },
@@ -169,14 +177,19 @@ impl Lock {
                 }
                 let who = holder.as_ref().map(LockFile::describe).unwrap_or_default();
                 claim.enter(State::Waiting, format_args!("held by {who}"));
-                Next::Wait { who, expires_in }
+                Next::Wait {
+                    who,
+                    expires_in,
+                    saturated: None,
+                }
             }
             Err(Error::Saturated { message, .. }) => {
                 // Waits for the store to catch up, as for a holder to leave.
                 claim.enter(State::Retrying, &message);
                 Next::Wait {
-                    who: format!("nobody this process could see: {message}"),
+                    who: "not known: no new lock is tried while the store is saturated".into(),
                     expires_in: None,
+                    saturated: Some(message),
                 }
             }
             Err(e) if e.is_transient() => {
@@ -186,6 +199,7 @@ impl Lock {
                 Next::Wait {
                     who: format!("unknown ({e})"),
                     expires_in: None,
+                    saturated: None,
                 }
             }
             Err(e) => {
@@ -302,10 +316,11 @@ enum Next {
     /// The lock is ours.
     Held(Lease),
     /// Wait, for the holder described (`who`) or the store; `expires_in`, when known, is
-    /// when the holder's last write expires.
+    /// when the holder's last write expires; `saturated`, why no attempt was made.
     Wait {
         who: String,
         expires_in: Option<Duration>,
+        saturated: Option<String>,
     },
     /// The wait ends with this error.
     Fail(Error),

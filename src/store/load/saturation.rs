@@ -48,7 +48,7 @@ impl State {
             let needed = self.renewals_per_second;
             if needed >= HEADROOM * capacity {
                 return Some(format!(
-                    "{name} is saturated: the {} leases held there need {needed:.0} renewals a second, {:.0} % of the {capacity:.0} requests a second it answers this process when kept busy (a new lock is taken below {:.0} %)",
+                    "{name} is saturated: the {} leases held there need {needed:.0} renewals a second, {:.0} % of the {capacity:.0} requests a second it answers this process when kept busy, as measured now (new locks wait while the renewals need {:.0} % or more of it; the measure grows as the store answers more, so locks taken earlier may be above it)",
                     self.leases,
                     100.0 * needed / capacity,
                     100.0 * HEADROOM
