@@ -335,13 +335,30 @@ try:
     BlobLock(uri + "x", credential_provider=refused).acquire(timeout=5)
 except Exception as e:
     print(repr(e))
+import os
+os.environ.pop("AWS_ENDPOINT_URL")  # with it, the profile's services line is never read
+try:  # a services name with no section
+    BlobLock(uri, storage_options={"aws_profile": "svc"}).acquire(timeout=5)
+except Exception as e:
+    print(repr(e))
 """
 
 
 def test_secrets_never_appear_in_logs_reprs_or_errors(aws_home, recorder):
     write(
         aws_home / "credentials",
-        f"[default]\naws_access_key_id = {PROFILE_KEY}\naws_secret_access_key = {PROFILE_SECRET}\n",
+        f"""
+        [default]
+        aws_access_key_id = {PROFILE_KEY}
+        aws_secret_access_key = {PROFILE_SECRET}
+        [svc]
+        aws_access_key_id = {NAMED_KEY}
+        aws_secret_access_key = {NAMED_SECRET}
+        """,
+    )
+    write(
+        aws_home / "config",
+        f"[profile svc]\nservices = nothere\nendpoint_url = {recorder.endpoint}\n",
     )
     secret_token = "provider-token-do-not-print"
     uri, _ = lock_uri(recorder)
@@ -352,7 +369,8 @@ def test_secrets_never_appear_in_logs_reprs_or_errors(aws_home, recorder):
     assert done.returncode == 0, done.stderr
     text = done.stdout + done.stderr
     assert "DEBUG" in done.stderr and "AWS profile 'default' via botocore" in done.stdout
-    assert done.stdout.count("Error(") >= 3, done.stdout
+    assert done.stdout.count("Error(") >= 4, done.stdout
+    assert "[services nothere]" in done.stdout, done.stdout
     for secret in (PROFILE_SECRET, NAMED_SECRET, secret_token):
         assert secret not in text
 
@@ -451,3 +469,175 @@ def test_a_variable_set_while_the_process_runs_is_seen_by_the_next_lock(monkeypa
     assert _credentials._env_key() == changed  # only the chains' variables count
     monkeypatch.delenv("AWS_PROFILE")
     assert _credentials._env_key() == before
+
+
+# Where a reading of ~/.aws could differ from the AWS CLI v2's (its bundled botocore), each
+# case on both paths: a default install's reader ("bare") and the `aws` extra's botocore.
+CLI_PARITY = """
+import json, sys
+if sys.argv[2] == "bare":
+    sys.modules["botocore"] = None  # as if blob-lock[aws] were not installed
+import blob_lock
+from blob_lock import BlobLock, CredentialsError
+out = {"source": blob_lock.credential_source(sys.argv[1]), "error": None}
+try:
+    with BlobLock(sys.argv[1]):
+        pass
+except CredentialsError as e:
+    out["error"] = str(e)
+print(json.dumps(out))
+"""
+
+
+def lock_as_the_cli_would(recorder, path: str) -> tuple[str, dict]:
+    """Takes and releases a lock with no options at all, with or without botocore
+    (``path``), in a process of its own: the lock's name, and where its credentials came
+    from and the CredentialsError it raised, if any."""
+    uri, name = lock_uri(recorder)
+    done = subprocess.run(
+        [sys.executable, "-c", CLI_PARITY, uri, path], capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    return name, json.loads(done.stdout.splitlines()[-1])
+
+
+@pytest.mark.parametrize("path", ["bare", "botocore"])
+def test_aws_default_profile_names_the_profile_after_aws_profile(
+    aws_home, recorder, monkeypatch, path
+):
+    """The AWS CLI v2 takes AWS_PROFILE, then AWS_DEFAULT_PROFILE (botocore alone takes them
+    the other way round: the profile chosen here is the one it is given)."""
+    write(
+        aws_home / "credentials",
+        f"""
+        [default]
+        aws_access_key_id = {PROFILE_KEY}
+        aws_secret_access_key = {PROFILE_SECRET}
+        [named]
+        aws_access_key_id = {NAMED_KEY}
+        aws_secret_access_key = {NAMED_SECRET}
+        """,
+    )
+    monkeypatch.setenv("AWS_DEFAULT_PROFILE", "named")
+    name, got = lock_as_the_cli_would(recorder, path)
+    assert got["error"] is None and "'named'" in got["source"], got
+    assert recorder.keys(name) == {NAMED_KEY}
+    monkeypatch.setenv("AWS_PROFILE", "default")  # both set: AWS_PROFILE wins, as in the CLI
+    name, got = lock_as_the_cli_would(recorder, path)
+    assert got["error"] is None and "'default'" in got["source"], got
+    assert recorder.keys(name) == {PROFILE_KEY}
+    # An empty AWS_PROFILE counts as unset (the one difference kept: the CLI would look for
+    # a profile named "", docs/credentials.md).
+    monkeypatch.setenv("AWS_PROFILE", "")
+    name, got = lock_as_the_cli_would(recorder, path)
+    assert got["error"] is None and "'named'" in got["source"], got
+    assert recorder.keys(name) == {NAMED_KEY}
+    monkeypatch.delenv("AWS_PROFILE")
+    monkeypatch.setenv("AWS_DEFAULT_PROFILE", "nope")  # named, so it must exist
+    name, got = lock_as_the_cli_would(recorder, path)
+    assert "profile 'nope' does not exist" in got["error"], got
+    assert recorder.keys(name) == set()
+
+
+def signing_regions(recorder, name: str) -> set[str]:
+    """The regions in the signatures of the requests on the lock ``name``."""
+    return {
+        r["headers"]["Authorization"].split("Credential=", 1)[1].split("/")[2]
+        for r in recorder.requests(name)
+        if "Credential=" in r["headers"].get("Authorization", "")
+    }
+
+
+@pytest.mark.parametrize("path", ["bare", "botocore"])
+def test_a_region_in_the_credentials_file_is_the_profiles_region(
+    aws_home, recorder, monkeypatch, path
+):
+    """botocore (and so the AWS CLI) reads a profile's settings from both files, the
+    credentials file's over the config file's: a region there is the profile's region."""
+    write(
+        aws_home / "credentials",
+        f"""
+        [default]
+        aws_access_key_id = {PROFILE_KEY}
+        aws_secret_access_key = {PROFILE_SECRET}
+        region = eu-west-1
+        """,
+    )
+    name, got = lock_as_the_cli_would(recorder, path)
+    assert got["error"] is None, got
+    assert recorder.keys(name) == {PROFILE_KEY}
+    assert signing_regions(recorder, name) == {"eu-west-1"}
+    write(aws_home / "config", "[default]\nregion = us-west-2\n")  # both: the credentials file's
+    name, got = lock_as_the_cli_would(recorder, path)
+    assert signing_regions(recorder, name) == {"eu-west-1"}, got
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "ap-south-1")  # the environment over both files
+    name, got = lock_as_the_cli_would(recorder, path)
+    assert signing_regions(recorder, name) == {"ap-south-1"}, got
+
+
+@pytest.mark.parametrize("path", ["bare", "botocore"])
+def test_a_services_name_with_no_section_is_refused_as_the_cli_does(
+    aws_home, recorder, monkeypatch, path
+):
+    """The AWS CLI refuses a profile whose ``services = NAME`` has no ``[services NAME]``
+    section with settings (InvalidConfigError), when it looks there: after the storage
+    options, AWS_ENDPOINT_URL_S3 and AWS_ENDPOINT_URL, unless configured endpoints are
+    ignored. The profile's own endpoint_url is moto: were the line ignored, the lock would
+    be taken there."""
+    monkeypatch.delenv("AWS_ENDPOINT_URL")
+    write(
+        aws_home / "credentials",
+        f"[default]\naws_access_key_id = {PROFILE_KEY}\naws_secret_access_key = {PROFILE_SECRET}\n",
+    )
+    for missing, extra in (("nothere", ""), ("empty", "[services empty]\n")):
+        write(
+            aws_home / "config",
+            f"[default]\nregion = us-east-1\nservices = {missing}\n"
+            f"endpoint_url = {recorder.endpoint}\n{extra}",
+        )
+        name, got = lock_as_the_cli_would(recorder, path)
+        error = got["error"] or ""
+        for part in ("AWS profile 'default'", f"services = {missing}",
+                     f"[services {missing}]", str(aws_home / "config")):  # fmt: skip
+            assert part in error, got
+        assert PROFILE_SECRET not in error and PROFILE_KEY not in error
+        assert recorder.keys(name) == set()  # refused before any request
+    # Where the CLI finds an endpoint before it looks at services, the line is not read.
+    monkeypatch.setenv("AWS_ENDPOINT_URL", recorder.endpoint)
+    name, got = lock_as_the_cli_would(recorder, path)
+    assert got["error"] is None and recorder.keys(name) == {PROFILE_KEY}, got
+    # And a section that is there gives its s3 endpoint_url.
+    monkeypatch.delenv("AWS_ENDPOINT_URL")
+    write(
+        aws_home / "config",
+        f"[default]\nregion = us-east-1\nservices = here\n"
+        f"[services here]\ns3 =\n  endpoint_url = {recorder.endpoint}\n",
+    )
+    name, got = lock_as_the_cli_would(recorder, path)
+    assert got["error"] is None and recorder.keys(name) == {PROFILE_KEY}, got
+
+
+def test_a_botocore_session_whose_services_section_is_missing_is_refused(
+    aws_home, recorder, monkeypatch, caplog
+):
+    import botocore.session
+
+    monkeypatch.delenv("AWS_ENDPOINT_URL")
+    write(
+        aws_home / "credentials",
+        f"[svc]\naws_access_key_id = {NAMED_KEY}\naws_secret_access_key = {NAMED_SECRET}\n",
+    )
+    write(
+        aws_home / "config",
+        "[profile svc]\nregion = us-east-1\nservices = nothere\n"
+        f"endpoint_url = {recorder.endpoint}\n",
+    )
+    uri, name = lock_uri(recorder)
+    caplog.set_level("DEBUG")
+    with pytest.raises(CredentialsError) as e:
+        with BlobLock(uri, credential_provider=botocore.session.Session(profile="svc")):
+            pass
+    assert "AWS profile 'svc'" in str(e.value) and "[services nothere]" in str(e.value)
+    for text in (str(e.value), repr(e.value), caplog.text):
+        assert NAMED_SECRET not in text
+    assert recorder.keys(name) == set()

@@ -1,6 +1,7 @@
 """AWS credentials as the AWS CLI finds them: keys in the storage options or
-AWS_ACCESS_KEY_ID, then AWS_PROFILE or the default profile in AWS_SHARED_CREDENTIALS_FILE /
-AWS_CONFIG_FILE (``~/.aws``), with the profile's region and endpoint_url. With botocore
+AWS_ACCESS_KEY_ID, then the profile named by AWS_PROFILE, else AWS_DEFAULT_PROFILE, else
+``default``, in AWS_SHARED_CREDENTIALS_FILE / AWS_CONFIG_FILE (``~/.aws``), with the
+profile's region and endpoint_url. With botocore
 (``pip install 'blob-lock[aws]'``) its whole chain: static keys, assumed roles,
 credential_process, SSO, web identity, container credentials, instance metadata. Without
 it, the profile's static keys (``_aws_files``), else object_store's chain (web identity,
@@ -26,7 +27,7 @@ _ENDPOINT_VARS = ("AWS_ENDPOINT_URL", "AWS_ENDPOINT")
 
 
 def _where(profile: str | None) -> str:
-    name = profile or os.environ.get("AWS_PROFILE") or "default"
+    name = _aws_files.profile_name(profile)[0]
     return (
         "looked in the AWS_ACCESS_KEY_ID variables, the profile "
         f"{name!r} in {_aws_files.describe()} (keys, role_arn, credential_process, "
@@ -35,9 +36,14 @@ def _where(profile: str | None) -> str:
     )
 
 
+def _flag(profile: str | None) -> str:
+    """`` --profile NAME`` for the commands a message suggests, when a profile was named."""
+    name, named = _aws_files.profile_name(profile)
+    return f" --profile {name}" if named else ""
+
+
 def _fix(profile: str | None) -> str:
-    name = profile or os.environ.get("AWS_PROFILE")
-    flag = f" --profile {name}" if name else ""
+    flag = _flag(profile)
     return (
         f"run `aws configure{flag}` (keys) or `aws sso login{flag}` (SSO), set "
         "AWS_PROFILE, or pass credentials in storage_options or credential_provider"
@@ -51,11 +57,7 @@ def no_credentials(profile: str | None) -> CredentialsError:
 def _hint(e: BaseException, profile: str | None) -> str:
     """What a botocore error while fetching means for the user, and what to do."""
     name = type(e).__name__
-    flag = (
-        f" --profile {profile or os.environ.get('AWS_PROFILE')}"
-        if (profile or os.environ.get("AWS_PROFILE"))
-        else ""
-    )
+    flag = _flag(profile)
     if "SSO" in name or "sso" in str(e).lower():
         return (
             f"the AWS SSO session has expired or was never started ({e}); run `aws sso login{flag}`"
@@ -94,15 +96,21 @@ def place(
     config: Mapping[str, Any],
     services: Mapping[str, Any],
     region: str | None = None,
+    *,
+    profile: str,
+    config_file: str,
 ) -> None:
     """Puts a profile's region and endpoint into ``options``, where nothing stronger sets
-    them, in botocore's order. The region: the storage options, then AWS_REGION or
-    AWS_DEFAULT_REGION, then ``region`` (a session's, which has read them already) or the
-    profile's. The endpoint: the storage options, then AWS_ENDPOINT_URL_S3, AWS_ENDPOINT_URL,
-    the ``[services]`` section's ``s3`` endpoint_url, the profile's ``s3`` section, its
-    ``endpoint_url``; none of these but the options when ignore_configured_endpoint_urls is
-    set. Plain ``http://`` endpoints are allowed wherever they come from (the store's
-    configuration applies that rule, for every source)."""
+    them, in botocore's order. ``config`` is the profile's settings (both files, as botocore
+    scopes them), ``services`` every ``[services NAME]`` section by NAME. The region: the
+    storage options, then AWS_REGION or AWS_DEFAULT_REGION, then ``region`` (a session's,
+    which has read them already) or the profile's. The endpoint: the storage options, then
+    AWS_ENDPOINT_URL_S3, AWS_ENDPOINT_URL, the ``s3`` endpoint_url of the ``[services NAME]``
+    section the profile names (a NAME with no section, or an empty one, is an error, as in
+    botocore), the profile's ``s3`` section, its ``endpoint_url``; none of these but the
+    options when ignore_configured_endpoint_urls is set. ``profile`` and ``config_file``
+    are for the error. Plain ``http://`` endpoints are allowed wherever they come from (the
+    store's configuration applies that rule, for every source)."""
     if not any(k in options for k in _REGIONS):
         if region is None and not any(os.environ.get(v) for v in _REGION_VARS):
             region = config.get("region") if isinstance(config.get("region"), str) else None
@@ -120,7 +128,20 @@ def place(
         return
     if any(os.environ.get(v) for v in _ENDPOINT_VARS):
         return  # object_store reads it from the environment
-    for section in (services.get("s3"), config.get("s3")):
+    wanted = config.get("services")
+    chosen: Mapping[str, Any] = {}
+    if isinstance(wanted, str):
+        section = services.get(wanted)
+        if not isinstance(section, Mapping) or not section:
+            # botocore's InvalidConfigError, which the AWS CLI shows: not passed over.
+            raise CredentialsError(
+                f"the AWS profile {profile!r} has services = {wanted}, but {config_file} has "
+                f"no [services {wanted}] section with settings in it, and the AWS CLI refuses "
+                "such a profile; add the section (with `s3 =` and an indented `endpoint_url = "
+                "...`), or remove the profile's services line"
+            )
+        chosen = section
+    for section in (chosen.get("s3"), config.get("s3")):
         if isinstance(section, Mapping) and section.get("endpoint_url"):
             options["aws_endpoint"] = str(section["endpoint_url"])
             return
@@ -135,13 +156,12 @@ def session_settings(session: Any, options: dict[str, str]) -> None:
     try:
         config = inner.get_scoped_config()
         region = inner.get_config_variable("region")
-        name = config.get("services")
-        services = (
-            inner.full_config.get("services", {}).get(name, {}) if isinstance(name, str) else {}
-        )
+        services = inner.full_config.get("services", {})
+        config_file = os.path.expanduser(str(inner.get_config_variable("config_file")))
+        profile = inner.profile or "default"
     except Exception as e:
         raise CredentialsError(_hint(e, getattr(inner, "profile", None))) from None
-    place(options, config, services, region or None)
+    place(options, config, services, region or None, profile=profile, config_file=config_file)
 
 
 def default(options: dict[str, str]) -> Found:
@@ -149,15 +169,20 @@ def default(options: dict[str, str]) -> Found:
     them. Without botocore, a profile's static keys, region and endpoint_url are read from
     the AWS files here; what needs more (SSO, roles, credential_process) names the extra."""
     profile = options.pop(PROFILE_OPTION, None)
-    name = profile or os.environ.get("AWS_PROFILE") or "default"
-    named = bool(profile or os.environ.get("AWS_PROFILE"))
+    name, named = _aws_files.profile_name(profile)
     found = _aws_files.read(name)
     if found is None and named:
         raise CredentialsError(
             f"the AWS profile {name!r} does not exist in {_aws_files.describe()}; "
             f"run `aws configure --profile {name}` or name another profile"
         )
-    place(options, found.config if found else {}, found.services if found else {})
+    place(
+        options,
+        found.settings if found else {},
+        found.services if found else {},
+        profile=name,
+        config_file=_aws_files.paths()[1],
+    )
     if any(k in options for k in _UNSIGNED):
         return Found(options, None, "none: requests are not signed (skip_signature)")
     if any(k in options for k in _KEYS):
@@ -170,7 +195,9 @@ def default(options: dict[str, str]) -> Found:
     except ImportError:
         return _without_botocore(options, name, found)
     try:
-        session = botocore.session.Session(profile=profile)
+        # The profile chosen above, by name: botocore alone would take AWS_DEFAULT_PROFILE
+        # over AWS_PROFILE, where the AWS CLI v2 takes AWS_PROFILE.
+        session = botocore.session.Session(profile=name if named else None)
     except Exception as e:
         raise CredentialsError(_hint(e, profile)) from None
     source = f"AWS profile {name!r} via botocore"

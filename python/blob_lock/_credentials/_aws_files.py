@@ -1,14 +1,17 @@
 """The AWS CLI's two files, ``~/.aws/config`` and ``~/.aws/credentials`` (or where
-AWS_CONFIG_FILE and AWS_SHARED_CREDENTIALS_FILE point), read as botocore reads them: a
-profile's section in each, its nested sections (``s3 =`` followed by indented keys), and
-the ``[services NAME]`` section it names. A default install (no botocore) takes static keys,
-the region and ``endpoint_url`` from here; botocore, where installed, fetches every other
-kind of credential. Read with the standard library's configparser: the format is INI with
-indented continuation lines, which is what configparser parses."""
+AWS_CONFIG_FILE and AWS_SHARED_CREDENTIALS_FILE point), read as the AWS CLI v2 (its bundled
+botocore) reads them: the profile that AWS_PROFILE or AWS_DEFAULT_PROFILE names, its section
+in each file (the credentials file's settings over the config file's), its nested sections
+(``s3 =`` followed by indented keys), and the config file's ``[services NAME]`` sections.
+A default install (no botocore) takes static keys, the region and ``endpoint_url`` from
+here; botocore, where installed, fetches every other kind of credential. Read with the
+standard library's configparser: the format is INI with indented continuation lines, which
+is what configparser parses."""
 
 from __future__ import annotations
 
 import os
+import shlex
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -33,8 +36,27 @@ class Profile:
     name: str
     config: dict[str, Any] = field(default_factory=dict)
     credentials: dict[str, Any] = field(default_factory=dict)
-    #: The ``[services NAME]`` section the profile names (``services = NAME``).
-    services: dict[str, Any] = field(default_factory=dict)
+    #: Every ``[services NAME]`` section of the config file, by NAME: the profile's
+    #: ``services = NAME`` picks one.
+    services: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    @property
+    def settings(self) -> dict[str, Any]:
+        """The profile's settings as botocore scopes them: the config file's section with
+        the credentials file's over it (botocore merges the two files into one profile), so
+        that a ``region`` or ``endpoint_url`` in the credentials file counts, and wins."""
+        return {**self.config, **self.credentials}
+
+
+def profile_name(option: str | None) -> tuple[str, bool]:
+    """The profile to read, and whether one was named: the storage option ``aws_profile``,
+    else AWS_PROFILE, else AWS_DEFAULT_PROFILE, else ``default``. This is the AWS CLI v2's
+    order; botocore alone reads AWS_DEFAULT_PROFILE first, so it is given the name chosen
+    here. An empty value counts as unset."""
+    for given in (option, os.environ.get("AWS_PROFILE"), os.environ.get("AWS_DEFAULT_PROFILE")):
+        if given:
+            return given, True
+    return "default", False
 
 
 def paths() -> tuple[str, str]:
@@ -96,10 +118,23 @@ def read(name: str) -> Profile | None:
     keys = credentials.get(name)
     if section is None and keys is None:
         return None
-    section = section or {}
-    services_name = section.get("services")
-    services = config.get(f"services {services_name}", {}) if isinstance(services_name, str) else {}
-    return Profile(name, section, keys or {}, services)
+    return Profile(name, section or {}, keys or {}, services_sections(config))
+
+
+def services_sections(config: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """The ``[services NAME]`` sections of a parsed config file, by NAME, as botocore's
+    configloader names them."""
+    found = {}
+    for section, values in config.items():
+        if not section.startswith("services"):
+            continue
+        try:
+            parts = shlex.split(section)
+        except ValueError:
+            continue
+        if len(parts) == 2:
+            found[parts[1]] = values
+    return found
 
 
 def needs_botocore(profile: Profile) -> tuple[str, str, str] | None:
