@@ -243,7 +243,8 @@ def test_azure_connection_strings_and_account_keys(azure_env, monkeypatch):
     monkeypatch.setenv("AZURE_STORAGE_CONNECTION_STRING", conn)
     with BlobLock(f"az://{container}/b") as held:
         assert blob_lock.inspect(f"az://{container}/b").owner == held.owner
-    assert "Azure credentials given" in blob_lock.doctor(f"az://{container}/c").credentials
+    given = blob_lock.doctor(f"az://{container}/c").credentials
+    assert "an Azure connection string given in AZURE_STORAGE_CONNECTION_STRING" in given, given
     monkeypatch.delenv("AZURE_STORAGE_CONNECTION_STRING")
     # ... and an account name and key.
     keys = {
@@ -290,7 +291,8 @@ def test_a_store_that_refuses_the_credentials_says_so(azure_env):
     with pytest.raises(blob_lock.StoreError) as e:
         BlobLock(f"az://{container}/x", storage_options=wrong).acquire(timeout=5)
     msg = str(e.value)
-    assert "refused the credentials, which came from Azure credentials given" in msg, msg
+    source = "Azure credentials given in the storage option azure_storage_account_key"
+    assert f"refused the credentials, which came from {source}" in msg, msg
     assert "has not answered" not in msg and "<?xml" not in msg
     assert not isinstance(e.value, CredentialsError)
     # The command line names them too: ls in its error, doctor before its first request.
@@ -298,13 +300,39 @@ def test_a_store_that_refuses_the_credentials_says_so(azure_env):
     args = [f"-o{k}={v}" for k, v in wrong.items()]
     ls = subprocess.run([*cli, "ls", f"az://{container}", *args], capture_output=True,
                         text=True, timeout=120)  # fmt: skip
-    assert ls.returncode == 1 and "which came from Azure credentials given" in ls.stderr
+    assert ls.returncode == 1 and f"which came from {source}" in ls.stderr
     doctor = subprocess.run([*cli, "doctor", f"az://{container}/x", *args], capture_output=True,
                             text=True, timeout=120)  # fmt: skip
     assert doctor.returncode == 1 and "refused the credentials" in doctor.stderr
-    assert "credentials: Azure credentials given" in doctor.stdout, doctor.stdout
+    assert f"credentials: {source}" in doctor.stdout, doctor.stdout
     for out in (msg, ls.stdout, ls.stderr, doctor.stdout, doctor.stderr):
         assert wrong["azure_storage_account_key"] not in out
+
+
+def test_no_account_says_where_an_account_comes_from(azure_env):
+    """No account anywhere (no variable, option, connection string or URL host): a
+    CredentialsError that names what to set and how to sign in, from Python and the CLI."""
+    with pytest.raises(CredentialsError) as e:
+        BlobLock("az://container/x")
+    cli = [sys.executable, "-m", "blob_lock", "status", "az://container/x"]
+    status = subprocess.run(cli, capture_output=True, text=True, timeout=120)
+    assert status.returncode != 0
+    for said in (str(e.value), status.stderr):
+        for part in ("AZURE_STORAGE_ACCOUNT_NAME", "AZURE_STORAGE_CONNECTION_STRING", "az login"):
+            assert part in said, said
+        assert "Generic MicrosoftAzure error" not in said, said
+
+
+def test_a_wrong_key_in_the_connection_string_variable_is_named(azure_env, monkeypatch):
+    # Refused by the store (403): the error names the variable to fix.
+    container = new_container(azure_env)
+    wrong = azurite_string(azure_env).replace(AZURITE_KEY, "d3Jvbmcta2V5LW5vdC10aGUtYWNjb3VudHM=")
+    monkeypatch.setenv("AZURE_STORAGE_CONNECTION_STRING", wrong)
+    with pytest.raises(blob_lock.StoreError) as e:
+        BlobLock(f"az://{container}/x").acquire(timeout=5)
+    msg = str(e.value)
+    assert "refused the credentials" in msg and "AZURE_STORAGE_CONNECTION_STRING" in msg, msg
+    assert "d3Jvbmcta2V5" not in msg
 
 
 def test_a_connection_string_from_the_environment_is_named_as_such(azure_env, monkeypatch):

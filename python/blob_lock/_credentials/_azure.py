@@ -27,9 +27,19 @@ _guard = threading.Lock()
 
 
 def explicit(options: dict[str, str]) -> bool:
-    if any(k in options for k in _EXPLICIT_OPTIONS):
-        return True
-    return any(k.lower() in _EXPLICIT_OPTIONS for k in os.environ if k.startswith("AZURE_"))
+    return _given(options) is not None
+
+
+def _given(options: dict[str, str]) -> str | None:
+    """Where the credentials given come from, named as the user wrote them: the storage
+    option, else the variable (a 403 then names what to fix), or None."""
+    for k in options:
+        if k in _EXPLICIT_OPTIONS:
+            return f"the storage option {k}"
+    for k in os.environ:
+        if k.startswith("AZURE_") and k.lower() in _EXPLICIT_OPTIONS:
+            return k
+    return None
 
 
 def _identity() -> Any:
@@ -55,8 +65,12 @@ _FIX = (
 
 def default(options: dict[str, str]) -> Found:
     """As ``_aws.default``, for Azure."""
-    if explicit(options):
-        return Found(options, None, "Azure credentials given (object_store)")
+    given = _given(options)
+    if given is not None:
+        what = "an Azure connection string" if "connection_string" in given.lower() else None
+        return Found(
+            options, None, f"{what or 'Azure credentials'} given in {given} (object_store)"
+        )
     try:
         credential = _identity()
     except ImportError:

@@ -171,10 +171,14 @@ fn configure<B: Builder>(
         _ => b.chain_uses(),
     };
     let deleter_options = conditional_delete::client_options(|k| b.get(&B::client_key(k)));
-    let built = b.finish(env).map_err(|e| {
-        Error::InvalidArgument(format!(
+    let built = b.finish(env).map_err(|e| match missing_account::<B>(&e) {
+        Some(message) => Error::Credentials {
+            uri: url.to_string(),
+            message,
+        },
+        None => Error::InvalidArgument(format!(
             "cannot configure the store for {url}: {e} ({sources}; the rest comes from the environment)"
-        ))
+        )),
     })?;
     let (store, provider, signer) = built;
     let signing = match (credentials, chain_uses) {
@@ -192,6 +196,15 @@ fn configure<B: Builder>(
         name,
         signing,
         deleter: Deleter::new(B::CLOUD, signer, deleter_options),
+    })
+}
+
+/// Where an Azure storage account comes from, when object_store found none: a credentials
+/// problem (what to set, and how to sign in), not a configuration one. (object_store names
+/// it only in words: its `MissingAccount` is private.)
+fn missing_account<B: Builder>(e: &object_store::Error) -> Option<String> {
+    (B::CLOUD == Cloud::Azure && e.to_string().contains("Account must be specified")).then(|| {
+        "no Azure storage account given: set AZURE_STORAGE_ACCOUNT_NAME (or the storage option azure_storage_account_name), or give a connection string in AZURE_STORAGE_CONNECTION_STRING (AccountName=...;AccountKey=...), or name it in the URL (abfs://container@ACCOUNT.dfs.core.windows.net/...); then sign in with `az login` (docs/credentials.md)".to_string()
     })
 }
 
