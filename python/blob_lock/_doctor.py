@@ -44,18 +44,30 @@ class RaceReport:
     cas_safe: bool
 
     def verdict(self) -> str:
-        """A sentence for people."""
+        """A sentence for people: what the race saw, and, when it found no double, what
+        that does not prove."""
         if self.cas_safe:
-            return (
-                f"no round of {self.rounds} had two winners ({self.racers} racers, "
-                f"{self.seconds:.1f}s): conditional writes held under races"
-            )
+            return f"{self._seen()}; {_NOT_PROOF}"
         if self.first_double is not None:
             return f"conditional writes are NOT atomic under races: {self.first_double}"
         return (
             f"inconclusive: in {self.inconclusive} of {self.rounds} rounds no write landed "
             f"({self.errors} failed); check the store's health and run the race again"
         )
+
+    def _seen(self) -> str:
+        """What a race without a double saw: ``100 rounds of 16 racers: one winner each
+        time``."""
+        failed = f" ({self.errors} failed writes)" if self.errors else ""
+        return f"{self.rounds} rounds of {self.racers} racers: one winner each time{failed}"
+
+
+#: What a race without a double does not prove: a store that checks a condition and then
+#: writes in a second step lets two writers in only when they meet inside that window.
+_NOT_PROOF = (
+    "this does not prove the store's conditional writes are atomic: a rarer race can still let "
+    "two writers in; race again with more racers and rounds (docs/stores/s3.md)"
+)
 
 
 @dataclass(frozen=True)
@@ -88,8 +100,8 @@ class DoctorReport:
             why.append("conditional writes are not atomic under races")
         if not why and self.race is not None:
             return (
-                "cas is safe here: conditional writes are honoured and reads see writes, also "
-                f"under races ({self.race.racers} clients, {self.race.rounds} rounds)"
+                "no check failed: conditional writes are honoured and reads see writes; under "
+                f"races, {self.race._seen()}; {_NOT_PROOF}"
             )
         if not why:
             return (

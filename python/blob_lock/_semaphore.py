@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
+import difflib
+import inspect
 import os
 from dataclasses import dataclass
 from types import TracebackType
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from blob_lock import _process
 from blob_lock._args import Seconds, lock_uri, seconds
 from blob_lock._blob_lock import NativeLock, NativeSemaphore, NativeSemaphoreConfig
 from blob_lock._lock import BlobLock
-from blob_lock._options import LockOptions
+from blob_lock._options import LOCK_OPTIONS, LockOptions, signature
 from blob_lock._turn import current
 
 if TYPE_CHECKING:
@@ -67,6 +69,26 @@ class HeldSlot(BlobLock):
 def _whole(slots: object) -> None:
     if isinstance(slots, bool) or not isinstance(slots, int):
         raise TypeError(f"slots must be a whole number, got {slots!r}")
+    if slots < 0:  # would not convert; 0 and the upper bound are the native side's to refuse
+        raise ValueError(f"slots must be at least 1, got {slots}")
+
+
+#: The keywords ``BlobSemaphore`` takes: its own, then a lock's options.
+_KEYWORDS = ("prefix", "slots", *(o.name for o in LOCK_OPTIONS))
+
+
+def _check_keywords(given: dict[str, Any]) -> None:
+    """An unknown keyword named, with the nearest known one, as ``BlobLock`` names its own:
+    before Python's "missing 'slots'", which ``slot=3`` would otherwise get."""
+    for name in given:
+        if name in _KEYWORDS:
+            continue
+        near = difflib.get_close_matches(name, _KEYWORDS, n=1, cutoff=0.6)
+        meant = f' did you mean "{near[0]}"?' if near else ""
+        raise TypeError(
+            f'BlobSemaphore() got an unknown option "{name}":{meant} it takes prefix and '
+            f"slots, and the options {', '.join(_KEYWORDS[2:])}"
+        )
 
 
 def _held(index: int, native: NativeLock, options: LockOptions | None) -> HeldSlot:
@@ -106,6 +128,13 @@ class BlobSemaphore:
     """
 
     __slots__ = ("__weakref__", "_entered", "_forks", "_native_semaphore", "_options", "_slots")
+    #: What help() and inspect.signature show (set below the class).
+    __signature__: ClassVar[inspect.Signature]
+
+    def __new__(cls, *args: Any, **kwargs: Any) -> BlobSemaphore:
+        # Keywords are checked here, before Python binds them to ``__init__``'s parameters.
+        _check_keywords(kwargs)
+        return super().__new__(cls)
 
     def __init__(
         self, prefix: str | os.PathLike[str], slots: int, **options: Unpack[LockOptions]
@@ -217,3 +246,15 @@ class BlobSemaphore:
 
     def __repr__(self) -> str:
         return f"BlobSemaphore({self.prefix!r}, slots={self._slots})"
+
+
+# What help() and inspect.signature show (``__new__`` takes anything, to check keywords
+# first): the prefix, the number and every option with its default.
+BlobSemaphore.__signature__ = signature(
+    [
+        inspect.Parameter(
+            "prefix", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation="str | os.PathLike[str]"
+        ),
+        inspect.Parameter("slots", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation="int"),
+    ]
+)

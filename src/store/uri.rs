@@ -67,7 +67,7 @@ impl Cloud {
 }
 
 /// The schemes of lock URIs, for messages.
-const SCHEMES: &str = "s3://, az://, gs://, file:// (or a plain path) and memory://";
+const SCHEMES: &str = "s3:// (or s3a://), az:// (or azure://, abfs://, abfss://, adl://), gs://, file:// (or a plain path) and memory://";
 
 pub(super) fn cloud_of(scheme: &str) -> Option<Cloud> {
     match scheme {

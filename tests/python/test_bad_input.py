@@ -322,7 +322,7 @@ def cli_fails_cleanly(args: list[str], env: dict[str, str] | None = None) -> Non
     assert error.startswith("blob-lock:"), what
 
 
-PROGRESS = re.compile(r"^\d\d:\d\d:\d\d blob-lock: waiting \d+s.*\n", re.M)
+PROGRESS = re.compile(r"^\d\d:\d\d:\d\d blob-lock: waited \d+s.*\n", re.M)
 
 
 def option_args(options: dict[str, str]) -> list[str]:

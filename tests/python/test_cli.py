@@ -218,7 +218,9 @@ def test_wait_shows_the_holder_on_a_terminal_and_in_lines_elsewhere(tmp_path):
         # No terminal: a line naming the holder (the first after a second).
         done = run("wait", uri, "--timeout", "2.5")
         assert done.returncode == 75
-        assert "waiting" in done.stderr and held.owner in done.stderr
+        # What it waited so far and the most it waits, never a promise of when it ends.
+        assert re.search(r"waited \d+s of at most 2\.5s for .*: held", done.stderr), done.stderr
+        assert held.owner in done.stderr
         # A terminal: one line rewritten in place.
         leader, follower = pty.openpty()
         try:
@@ -461,3 +463,86 @@ def test_a_command_that_does_not_wait_never_loads_asyncio(tmp_path):
     )
     assert done.stdout.strip().splitlines()[-1] == "[]", done.stdout + done.stderr
     assert "unlocked" in done.stdout, done.stdout + done.stderr
+
+
+def test_the_waiting_line_says_what_was_waited_and_the_most_it_waits(tmp_path):
+    """The line used to say "waiting 1s for ...", which read as a promise of one second: it
+    says the time waited so far, and the most it will wait when there is a --timeout."""
+    uri = str(tmp_path / "lock")
+    with BlobLock(uri, expire=30) as held:
+        done = run("run", "--timeout", "2.5", uri, "--", "true")
+        assert done.returncode == 75
+        line = next(s for s in done.stderr.splitlines() if " blob-lock: " in s)
+        assert re.search(r"blob-lock: waited \d+s of at most 2\.5s for ", line), line
+        assert held.owner in line
+        # Without --timeout: how long so far, and nothing about an end.
+        proc = subprocess.Popen(
+            [BLOB_LOCK, "run", uri, "--", "true"], stderr=subprocess.PIPE, text=True
+        )
+        try:
+            first = proc.stderr.readline()
+        finally:
+            held.release()
+            assert proc.wait(60) == 0
+    assert re.search(r"blob-lock: waited \d+s so far for .*: held", first), first
+    assert "at most" not in first and "up to" not in first, first
+
+
+@pytest.mark.parametrize(
+    ("args", "meant"),
+    [
+        (["run", "--expiry", "3", "{uri}", "--", "touch", "{mark}"], "--expire"),
+        (["run", "--no-wiat", "{uri}", "--", "touch", "{mark}"], "--no-wait"),
+        (["run", "--expire=3", "--lable", "a=b", "{uri}", "--", "touch", "{mark}"], "--label"),
+        (["status", "--jsn", "{uri}"], "--json"),
+        (["wait", "--timout", "3", "{uri}"], "--timeout"),
+        (["break", "--yse", "{uri}"], "--yes"),
+        (["doctor", "--rase", "{uri}"], "--race"),
+        (["ls", "--sate", "held", "{uri}"], "--state"),
+        (["prune", "--older-then", "3d", "{uri}"], "--older-than"),
+        (["slots", "--proflie", "x", "{uri}", "3"], "--profile"),
+        (["--verbsoe", "status", "{uri}"], "--verbose"),
+    ],
+    ids=lambda a: " ".join(a) if isinstance(a, list) else a,
+)
+def test_an_unknown_option_names_the_nearest_known_one(tmp_path, args, meant):
+    uri, mark = tmp_path / "lock", tmp_path / "ran"
+    given = [a.replace("{uri}", str(uri)).replace("{mark}", str(mark)) for a in args]
+    done = run(*given)
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert f"did you mean {meant}?" in done.stderr, done.stderr
+    command = args[0] if not args[0].startswith("-") else None
+    usage = done.stderr.splitlines()[0]
+    # The command's own usage, not the top level's (which lists no command's options).
+    assert usage.startswith(f"usage: blob-lock {command} " if command else "usage: blob-lock "), (
+        done.stderr
+    )
+    assert not mark.exists() and not uri.exists(), "nothing ran, nothing was written"
+
+
+def test_an_unknown_option_with_no_near_one_is_refused_by_its_command(tmp_path):
+    done = run("status", "--zzzzzz", str(tmp_path / "lock"))
+    assert done.returncode == 2
+    assert done.stderr.startswith("usage: blob-lock status "), done.stderr
+    assert "--zzzzzz" in done.stderr and "did you mean" not in done.stderr, done.stderr
+    # A negative number is a value, not an option.
+    done = run("slots", str(tmp_path / "quota"), "-1")
+    assert done.returncode == 2 and "unknown option" not in done.stderr, done.stderr
+    assert "slots must be" in done.stderr, done.stderr
+
+
+def test_a_race_that_found_no_double_says_what_it_does_not_prove(tmp_path):
+    """One winner in every round is what was seen; it does not prove the store's conditional
+    writes atomic (a rarer race can still let two in), so the verdict says both."""
+    uri = str(tmp_path / "lock")
+    done = run("doctor", "--race", "--racers", "4", "--rounds", "3", uri)
+    assert done.returncode == 0, done.stdout + done.stderr
+    verdict = done.stdout.splitlines()[-1]
+    assert "3 rounds of 4 racers: one winner each time" in verdict, verdict
+    assert "does not prove" in verdict and "docs/stores/s3.md" in verdict, verdict
+    assert "cas is safe" not in done.stdout, done.stdout
+    report = json.loads(
+        run("doctor", "--race", "--racers", "4", "--rounds", "3", "--json", uri).stdout
+    )
+    assert report["cas_safe"] and "does not prove" in report["verdict"], report
+    assert "does not prove" in report["race"]["verdict"], report

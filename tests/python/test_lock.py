@@ -298,6 +298,15 @@ def test_bad_uris_are_refused(uri, match):
         BlobLock(uri)
 
 
+def test_an_unknown_scheme_lists_every_scheme_accepted():
+    with pytest.raises(ValueError) as e:
+        BlobLock("ftp://host/x")
+    for scheme in ("s3://", "s3a://", "az://", "azure://", "abfs://", "abfss://", "adl://"):
+        assert scheme in str(e.value), e.value
+    for scheme in ("gs://", "file://", "memory://"):
+        assert scheme in str(e.value), e.value
+
+
 def test_unknown_storage_option_is_refused():
     with pytest.raises(ValueError, match="aws_no_such_thing"):
         BlobLock("s3://bucket/x", storage_options={"aws_no_such_thing": "1"})

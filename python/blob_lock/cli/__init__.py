@@ -21,8 +21,10 @@ hands; ``doctor`` exits 3 when ``cas`` is not safe on the store.
 command has ended, so that nobody else starts while it is still cleaning up. (A Ctrl-C at a
 terminal reaches the command from the terminal as well, so it sees SIGINT twice.)
 
-While ``run`` or ``wait`` waits, it shows who holds the lock and for how long: on a terminal
-one line on standard error, updated in place each second; otherwise a line every 30 s.
+While ``run`` or ``wait`` waits, it shows who holds the lock, how long it has waited and the
+most it will (``--timeout``): on a terminal one line on standard error, updated in place each
+second; otherwise a line every 30 s. At a semaphore's prefix (``PREFIX/semaphore.json``),
+``run`` without ``--slots``, ``wait`` and ``break`` refuse (exit 2), naming the command meant.
 """
 
 from __future__ import annotations

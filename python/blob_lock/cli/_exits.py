@@ -44,7 +44,7 @@ BY_COMMAND: dict[str, list[tuple[str, str]]] = {
         (str(EXIT_REFUSED), "declined, or the lock changed hands meanwhile"),
     ],
     "doctor": [
-        ("0", "cas is safe"),
+        ("0", "no check failed (evidence that cas is safe, not proof)"),
         (str(EXIT_REFUSED), "cas is not safe"),
         (str(EXIT_ERROR), "the store cannot be used at all"),
     ],

@@ -21,7 +21,7 @@ from blob_lock import (
 from blob_lock.cli._exits import EXIT_REFUSED, EXIT_TIMEOUT
 from blob_lock.cli._parser import storage_options
 from blob_lock.cli._progress import Progress
-from blob_lock.cli._semaphore import show_semaphore
+from blob_lock.cli._semaphore import refused_at_semaphore, show_semaphore
 from blob_lock.cli._signals import Signalled, handle_signals, raise_signalled, restore
 
 
@@ -49,9 +49,12 @@ def status_command(args: argparse.Namespace) -> int:
 def wait_command(args: argparse.Namespace) -> int:
     """``blob-lock wait``: until the lock is free, taking nothing."""
     options = storage_options(args)
+    refused = refused_at_semaphore("wait", args.uri, options)
+    if refused is not None:
+        return refused
     previous = handle_signals(raise_signalled)
     try:
-        with Progress(args.uri, options):
+        with Progress(args.uri, options, timeout=args.timeout):
             seen = wait_free(args.uri, timeout=args.timeout, storage_options=options)
     except LockTimeout as e:
         print(f"blob-lock: {e}", file=sys.stderr)
@@ -80,6 +83,9 @@ def _ask(question: str) -> bool:
 def break_command(args: argparse.Namespace) -> int:
     """``blob-lock break``: the acquisition that one read shows, if it still holds."""
     options = storage_options(args)
+    refused = refused_at_semaphore("break", args.uri, options)
+    if refused is not None:
+        return refused
     seen = inspect(args.uri, storage_options=options)
     if seen.owner is None or seen.state.value == "released":
         print(f"nothing to break: {seen.describe()}")
@@ -118,7 +124,11 @@ def doctor_command(args: argparse.Namespace) -> int:
     if args.json:
         out = {k: v for k, v in report.__dict__.items() if k not in ("probes", "race")}
         out["probes"] = [p.__dict__ for p in report.probes]
-        out["race"] = report.race.__dict__ if report.race is not None else None
+        out["race"] = (
+            {**report.race.__dict__, "verdict": report.race.verdict()}
+            if report.race is not None
+            else None
+        )
         out["verdict"] = report.verdict()
         print(json.dumps(out, indent=2))
     else:

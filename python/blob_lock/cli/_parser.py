@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import difflib
 import re
+from collections.abc import Mapping, Sequence
+from typing import Any, NoReturn
 
 from blob_lock import LOCK_OPTIONS, LockOption, __version__
 from blob_lock.cli._exits import COMMON, help_text, sentence
@@ -101,7 +104,14 @@ def _common(p: argparse.ArgumentParser, dest: str) -> None:
 def parse(argv: list[str]) -> argparse.Namespace:
     """The command line parsed, with the options given before the command merged into the
     command's: storage options from both places, the profile and -v from either."""
-    args = parser().parse_args(argv)
+    p = parser()
+    args, rest = p.parse_known_args(argv)
+    if rest:  # before the command: unknown to the top level (a command's were refused)
+        unknown = p.unknown(rest)
+        if unknown:
+            commands = next(a for a in p._actions if isinstance(a, _Commands)).choices
+            p.refuse(unknown, commands)
+        p.error(f"unrecognized arguments: {' '.join(rest)}")
     before: list[str] = getattr(args, f"{_GLOBAL}storage_option") or []
     after: list[str] = args.storage_option or []
     args.storage_option = [*before, *after] or None
@@ -112,13 +122,112 @@ def parse(argv: list[str]) -> argparse.Namespace:
     return args
 
 
+# What argparse takes for a negative number, a value rather than an option.
+_NEGATIVE_NUMBER = re.compile(r"^-\d+$|^-\d*\.\d+$")
+
+
+def _nearest(word: str, known: list[str]) -> str | None:
+    near = difflib.get_close_matches(word, known, n=1, cutoff=0.6)
+    return near[0] if near else None
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse's parser, which names the nearest known option for an unknown one and the
+    nearest choice for an invalid one (``--expiry``: did you mean ``--expire``?). A
+    command's arguments are checked for unknown options before they are parsed
+    (``_Commands``), so that an unknown option is what its command reports, with its own
+    usage, rather than a positional argument or a required option it seemed to lack; what
+    is left before the command is checked by ``parse``."""
+
+    def known(self, arg: str) -> bool:
+        """Whether ``arg``, which starts like an option, is one of ours (whole, with its
+        value after ``=`` or joined to a short option, or a long one abbreviated, as argparse
+        takes them)."""
+        name = arg.split("=", 1)[0]
+        if name in self._option_string_actions:
+            return True
+        if arg.startswith("--"):
+            return self.allow_abbrev and any(
+                o.startswith(name) for o in self._option_string_actions if o.startswith("--")
+            )
+        return arg[:2] in self._option_string_actions
+
+    def unknown(self, args: Sequence[str]) -> list[str]:
+        """The options in ``args`` that this parser does not know, as argparse reads them."""
+        out = []
+        for arg in args:
+            if arg == "--":
+                break
+            if len(arg) < 2 or arg[0] not in self.prefix_chars or " " in arg:
+                continue  # a positional argument, as argparse reads it
+            if _NEGATIVE_NUMBER.match(arg) or self.known(arg):
+                continue
+            out.append(arg.split("=", 1)[0])
+        return out
+
+    def refuse(
+        self, unknown: list[str], commands: Mapping[str, argparse.ArgumentParser]
+    ) -> NoReturn:
+        """Exits 2, naming each unknown option with the nearest known one, or the commands
+        that take it when given before them."""
+        known = sorted(o for o in self._option_string_actions if o.startswith("--"))
+        said = []
+        for name in unknown:
+            elsewhere = [c for c, p in commands.items() if name in p._option_string_actions]
+            near = _nearest(name, known)
+            if near is not None:
+                said.append(f"unknown option {name}: did you mean {near}?")
+            elif elsewhere:
+                said.append(
+                    f"{name} is an option of {', '.join(elsewhere)}: put it after the command"
+                )
+            else:
+                said.append(f"unknown option {name} ({self.prog} --help lists them)")
+        if self.prog.endswith(" run") and not any("did you mean" in s for s in said):
+            said.append("the command to run goes after --: blob-lock run URI -- COMMAND ...")
+        self.error("; ".join(said))
+
+    def error(self, message: str) -> NoReturn:
+        choice = re.search(r"invalid choice: '?([^'\s]*)'? \(choose from (.*)\)$", message)
+        if choice and "did you mean" not in message and "maybe you meant" not in message:
+            choices = [c.strip().strip("'\"") for c in choice.group(2).split(",")]
+            near = _nearest(choice.group(1), choices)
+            if near is not None:
+                message += f"; did you mean {near}?"
+        super().error(message)
+
+
+class _Commands(argparse._SubParsersAction):  # type: ignore[type-arg]
+    """The commands: each command's arguments are checked for unknown options before its
+    parser reads them, and what it leaves unread is refused with its usage, not the top
+    level's."""
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: str | Sequence[Any] | None,
+        option_string: str | None = None,
+    ) -> None:
+        given = [values] if isinstance(values, str) else list(values or [])
+        command = self._name_parser_map.get(given[0]) if given else None
+        if isinstance(command, _Parser):
+            unknown = command.unknown(given[1:])
+            if unknown:
+                command.refuse(unknown, {})
+        super().__call__(parser, namespace, values, option_string)
+        rest = getattr(namespace, argparse._UNRECOGNIZED_ARGS_ATTR, None)
+        if command is not None and rest:
+            command.error(f"unrecognized arguments: {' '.join(rest)}")
+
+
 #: What PREFIX is to ``ls`` and ``prune``.
 EVERY_LOCKFILE_UNDER = "a URI or folder: every lockfile anywhere under it"
 
 
-def parser() -> argparse.ArgumentParser:
+def parser() -> _Parser:
     """The `blob-lock` command line, with every command and its options."""
-    p = argparse.ArgumentParser(
+    p = _Parser(
         prog="blob-lock",
         description=(
             "A lease lock on blob stores (s3://, az://, gs://, file:// or a path, memory://). "
@@ -127,7 +236,7 @@ def parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     _common(p, _GLOBAL)
-    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND", action=_Commands)
 
     def command(
         name: str, help: str, description: str, prefix: str | None = None
@@ -230,7 +339,8 @@ def parser() -> argparse.ArgumentParser:
         "create-if-absent twice, read-after-write, update-if-match, a stale If-Match; show "
         "the latency of each call and whether the cas protocol is safe there. With --race, "
         "independent clients then race both conditional writes on scratch keys, round after "
-        "round: more than one winner in a round means cas is not safe.",
+        "round: more than one winner in a round means cas is not safe; one winner in every "
+        "round is evidence that it is, not proof.",
     )
     doc.add_argument("--json", action="store_true", help="print one JSON object")
     ls = command(

@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, TextIO
 
-from blob_lock import Inspection, inspect_async
+from blob_lock import Inspection, duration_text, inspect_async
 
 if TYPE_CHECKING:
     import asyncio
@@ -24,17 +24,21 @@ class Progress:
     place each second, otherwise a line every ``LOG_EVERY`` seconds. Reads the lockfile on
     a thread of its own (one read a second); never writes. Its reads are awaitables on an
     event loop of its own, cancelled at the end: a read hanging on a store that does not
-    answer holds up nothing (a Ctrl-C ends the command at once)."""
+    answer holds up nothing (a Ctrl-C ends the command at once). Each line says how long it
+    has waited so far and, given ``timeout``, the most it waits: ``waited 3s of at most 10s
+    for URI: held by ...``, never a promise of when the wait ends."""
 
     def __init__(
         self,
         uri: str,
         storage_options: Mapping[str, str] | None,
         out: TextIO | None = None,
+        timeout: float | None = None,
     ) -> None:
         # None when the command started with standard error closed: then nothing is shown.
         out = sys.stderr if out is None else out
         self._uri, self._storage_options, self._out = uri, storage_options, out
+        self._limit = "" if timeout is None else f" of at most {duration_text(timeout)}"
         try:
             self._tty = out is not None and out.isatty()
         except ValueError:  # standard error is closed
@@ -98,7 +102,7 @@ class Progress:
             except asyncio.CancelledError:
                 return
             except Exception as e:  # a failed look must not end the wait
-                line = f"waiting {time.monotonic() - self._began:.0f}s; cannot read the lock: {e}"
+                line = f"{self._waited()}; cannot read the lock: {e}"
             try:
                 if self._tty:
                     out.write("\r\x1b[K" + line[:200])
@@ -112,6 +116,10 @@ class Progress:
             if not self._tty and self._stop.wait(every - 1.0):
                 return
 
+    def _waited(self) -> str:
+        """``waited 3s of at most 10s`` (with a timeout), ``waited 3s so far`` (without)."""
+        waited = f"waited {time.monotonic() - self._began:.0f}s"
+        return waited + (self._limit or " so far")
+
     def _line(self, seen: Inspection) -> str:
-        waited = time.monotonic() - self._began
-        return f"waiting {waited:.0f}s for {seen.describe()}"
+        return f"{self._waited()} for {seen.describe()}"

@@ -12,6 +12,7 @@ from blob_lock import BlobLock, BlobSemaphore, LockTimeout
 from blob_lock.cli._exits import EXIT_CANNOT_RUN, EXIT_LOST, EXIT_TIMEOUT, EXIT_USAGE
 from blob_lock.cli._parser import labels, run_options, storage_options
 from blob_lock.cli._progress import Progress
+from blob_lock.cli._semaphore import refused_at_semaphore
 from blob_lock.cli._signals import Signalled, handle_signals, restore
 
 
@@ -33,6 +34,10 @@ def run(args: argparse.Namespace, cmd: list[str]) -> int:
         semaphore = BlobSemaphore(args.uri, args.slots, **settings)  # type: ignore[arg-type]
     else:
         lock = BlobLock(args.uri, **settings)  # type: ignore[arg-type]
+        # A semaphore's prefix is no lock: one read of its semaphore.json says which.
+        refused = refused_at_semaphore("run", args.uri, options)
+        if refused is not None:
+            return refused
     # Before the lock is held a signal ends the wait; once it is held, signals go to the
     # command, or wait for it to start if they come first (never lost, never unlocked).
     child: subprocess.Popen[bytes] | None = None
@@ -67,7 +72,7 @@ def run(args: argparse.Namespace, cmd: list[str]) -> int:
                         return EXIT_TIMEOUT
                     holding.push(lock)
                 else:
-                    with Progress(args.uri, options):
+                    with Progress(args.uri, options, timeout=getattr(args, "timeout", None)):
                         holding.enter_context(lock)  # raises LockTimeout naming the holder
                 held = True
             except LockTimeout as e:

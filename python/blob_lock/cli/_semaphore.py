@@ -1,13 +1,50 @@
 """What the command line shows and does at a semaphore's prefix: ``status PREFIX`` shows its
-slots, ``slots PREFIX N`` changes their number. (``run --slots`` takes one: ``_run.py``.)"""
+slots, ``slots PREFIX N`` changes their number, and ``run`` (without ``--slots``), ``wait`` and
+``break`` refuse there. (``run --slots`` takes one: ``_run.py``.)"""
 
 from __future__ import annotations
 
 import argparse
 import json
+import sys
 
-from blob_lock import BlobSemaphore, LockState, SemaphoreConfig, list_locks
+from blob_lock import BlobSemaphore, Inspection, LockState, SemaphoreConfig, list_locks
+from blob_lock.cli._exits import EXIT_USAGE
 from blob_lock.cli._parser import storage_options
+
+
+def slots_text(n: int) -> str:
+    """``1 slot``, ``2 slots``."""
+    return "1 slot" if n == 1 else f"{n} slots"
+
+
+def refused_at_semaphore(command: str, uri: str, options: dict[str, str] | None) -> int | None:
+    """``run`` without ``--slots``, ``wait`` and ``break`` at a semaphore's prefix would take,
+    watch or break a plain lock there that no holder of a slot uses (``wait`` would say
+    "unlocked" while every slot is held, and a plain lockfile would hide the semaphore from
+    ``status``): they refuse, naming the semaphore and the command meant. One read of
+    ``URI/semaphore.json``, which writes nothing: all it costs a plain lock. EXIT_USAGE
+    after saying so, or None where there is no semaphore."""
+    stored = BlobSemaphore(uri, 1, storage_options=options).stored()
+    if stored is None:
+        return None
+    n, prefix = stored.slots, uri.rstrip("/") or uri
+    take = f"blob-lock run --slots {n} {prefix} -- COMMAND ..."
+    meant = {
+        "run": f"to hold one of its slots while a command runs: {take}",
+        "wait": (
+            "wait watches a plain lock, which no holder of a slot takes; to run a command "
+            f"once a slot is free: {take}; to wait for one slot: blob-lock wait {prefix}/slot-<i>"
+        ),
+        "break": f"to break one slot's holder: blob-lock break {prefix}/slot-<i>",
+    }[command]
+    print(
+        f"blob-lock {command}: {prefix} is a semaphore of {slots_text(n)} "
+        f"({prefix}/semaphore.json), not a lock: {meant}; its slots and their holders: "
+        f"blob-lock status {prefix}",
+        file=sys.stderr,
+    )
+    return EXIT_USAGE
 
 
 def slots_command(args: argparse.Namespace) -> int:
@@ -17,9 +54,9 @@ def slots_command(args: argparse.Namespace) -> int:
     before = semaphore.stored()
     now = semaphore.set_slots(args.number)
     if before is None:
-        print(f"{args.uri}: semaphore of {now.slots} slots (new)")
+        print(f"{args.uri}: semaphore of {slots_text(now.slots)} (new)")
     elif before.slots == now.slots:
-        print(f"{args.uri}: semaphore of {now.slots} slots (unchanged)")
+        print(f"{args.uri}: semaphore of {slots_text(now.slots)} (unchanged)")
     else:
         change = "raised" if now.slots > before.slots else "lowered"
         drain = (
@@ -29,8 +66,8 @@ def slots_command(args: argparse.Namespace) -> int:
             else ""
         )
         print(
-            f"{args.uri}: semaphore of {now.slots} slots ({change} from {before.slots}, set by "
-            f"{before.set_by} at {before.set_at}){drain}"
+            f"{args.uri}: semaphore of {slots_text(now.slots)} ({change} from {before.slots}, "
+            f"set by {before.set_by} at {before.set_at}){drain}"
         )
     return 0
 
@@ -38,29 +75,46 @@ def slots_command(args: argparse.Namespace) -> int:
 def show_semaphore(
     prefix: str, stored: SemaphoreConfig, options: dict[str, str] | None, as_json: bool = False
 ) -> None:
-    """A semaphore's number and its slots, each as one read shows it (a slot past a lowered
-    number still shows while its holder finishes); with ``as_json``, one JSON object: the
-    configuration, how many are held, and each slot's inspection as ``status --json``
-    prints a lock's."""
+    """A semaphore's number and its slots, each as one read shows it: a slot held at or
+    above the number (lowered while it was held) is marked draining, as its holder keeps it
+    until it releases and no one takes it anew. With ``as_json``, one JSON object: the
+    configuration, how many are held and draining, and each slot's inspection as ``status
+    --json`` prints a lock's, with its index and whether it drains."""
     listed = list_locks(prefix, storage_options=options)
     found = [(i, seen) for seen in listed if (i := _slot(prefix, seen.uri)) is not None]
-    slots = [seen for _, seen in sorted(found, key=lambda f: f[0])]
-    busy = sum(seen.state in (LockState.HELD, LockState.OURS) for seen in slots)
+    slots = sorted(found, key=lambda f: f[0])
+    n = stored.slots
+
+    def held(seen: Inspection) -> bool:
+        return seen.state in (LockState.HELD, LockState.OURS)
+
+    busy = sum(held(seen) for _, seen in slots)
+    draining = {i for i, seen in slots if i >= n and held(seen)}
     if as_json:
         body = {
             "uri": prefix,
-            "semaphore": {"slots": stored.slots, "set_by": stored.set_by, "set_at": stored.set_at},
+            "semaphore": {"slots": n, "set_by": stored.set_by, "set_at": stored.set_at},
             "held": busy,
-            "slot_locks": [seen.to_json() for seen in slots],
+            "draining": len(draining),
+            "slot_locks": [
+                {**seen.to_json(), "slot": i, "draining": i in draining} for i, seen in slots
+            ],
         }
         print(json.dumps(body, indent=2))
         return
+    also = f", {len(draining)} draining" if draining else ""
     print(
-        f"{prefix}: semaphore of {stored.slots} slots, {busy} held "
+        f"{prefix}: semaphore of {slots_text(n)}, {busy} held{also} "
         f"(set by {stored.set_by} at {stored.set_at})"
     )
-    for seen in slots:
-        print(f"  {seen.describe()}")
+    for i, seen in slots:
+        mark = (
+            f" (draining: the number stored is {n}; kept until its holder releases it, "
+            "then not taken anew)"
+            if i in draining
+            else ""
+        )
+        print(f"  {seen.describe()}{mark}")
 
 
 def _slot(prefix: str, uri: str) -> int | None:
