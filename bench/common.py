@@ -201,6 +201,9 @@ class Report:
     notes: list[str] = field(default_factory=list)
     took: dict[str, float] = field(default_factory=dict)  # seconds per section
     figures: dict[str, Figure] = field(default_factory=dict)  # by file name, without .svg
+    # Results one section leaves for another to set beside its own (the lock's contention
+    # beside the semaphore's).
+    measured: dict[str, dict] = field(default_factory=dict)
 
     def add(self, *a: str, **kw: str) -> None:
         self.rows.append(Row(*a, **kw))

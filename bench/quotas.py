@@ -17,10 +17,18 @@ def semaphore(rep: Report, sz: Sizes, tmp: str, moto: object | None) -> None:
     if moto is not None:
         places["S3 (moto)"] = (moto.uri("quota"), moto.storage_options)  # type: ignore[attr-defined]
     waits: dict[str, list[float]] = {}
+    # The lock's figures of the same loop, from this run's contention section (local files).
+    lock = rep.measured.get("lock contention")
     for where, (prefix, options) in places.items():
         r = contend(prefix, options, sz, f"{tmp}/inside-{len(waits)}")
         waits[where] = r["waits"]
         ok = r["most"] <= slots and r["starved"] == 0
+        beside = "no peer on blob storage"
+        if lock is not None and where == "local files":
+            beside = (
+                f"one lock, the same loop: {lock['acquired'] / secs:.1f}/s; "
+                f"{fmt_time(lock['longest'])} (contention section)"
+            )
         rep.add(
             f"semaphore: {n} processes on {slots} slots for {secs:g} s, {where}: "
             "acquisitions/s; longest wait; most holders at once",
@@ -29,7 +37,7 @@ def semaphore(rep: Report, sz: Sizes, tmp: str, moto: object | None) -> None:
             if r["starved"] == 0
             else f"{r['acquired'] / secs:.1f}/s; {fmt_time(r['longest'])}; {r['most']} "
             f"({n - r['starved']}/{n} acquired)",
-            "no peer on blob storage",
+            beside,
             f"≤ {slots} at once; all acquire",
             met(ok),
         )
@@ -48,8 +56,9 @@ def semaphore(rep: Report, sz: Sizes, tmp: str, moto: object | None) -> None:
         f"{sz.contention_gap * 1e3:g} ms, from one start time for {secs:g} s, expire "
         f"{sz.contention_expire:g} s. Each holder keeps a file in a shared folder while it "
         "holds a slot and counts the files there: the most it saw is the 'most holders' "
-        "figure. Waiters read one slot per poll; a release in the same process wakes them, "
-        "one in another process is found by the next poll."
+        "figure. Waiters read one slot and the number per poll; a release in the same process "
+        "wakes them, and on local files so does one in another process (inotify); on S3 it "
+        "is found by the next poll."
     )
 
 

@@ -146,6 +146,7 @@ def cross_process(kind: str, where: str, expire: float, rounds: int, rng: random
 def contention(rep: Report, sz: Sizes, tmp: str) -> None:
     res = {k: contend(k, sz, tmp) for k in ["blob-lock", *PEERS]}
     ours = res["blob-lock"]
+    rep.measured["lock contention"] = ours
     n, secs = sz.contention_procs, sz.contention_seconds
 
     def rate(r: dict) -> float:

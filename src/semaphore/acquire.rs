@@ -98,9 +98,9 @@ impl Semaphore {
         let began = clock.now();
         let deadline = timeout.map(|t| began + t);
         // Having just let go of a slot here, this process leaves it to waiters elsewhere
-        // for a poll of theirs first (`turns.rs`).
+        // first (`turns.rs`).
         if let Some(at) = self.turns.last_let_go() {
-            let until = at + self.options.timing.poll_max;
+            let until = at + self.turn()?;
             let until = deadline.map_or(until, |d| until.min(d));
             if clock.now() < until {
                 clock.sleep_until(until).await;
@@ -112,7 +112,10 @@ impl Semaphore {
         let mut polls = Polls::new(&self.options.timing);
         // Made once the first round found every slot held: an acquisition that takes a slot
         // at once looks up no waker, and is not counted as a waiter.
-        let mut wakers: Option<Vec<Arc<Notify>>> = None;
+        let mut wakers: Option<Vec<(usize, Arc<Notify>)>> = None;
+        // Where the store hears other processes' writes (local files), the watches that wake
+        // the waker of a slot written: kept while it waits.
+        let mut _watches: Vec<Box<dyn std::any::Any + Send + Sync>> = Vec::new();
         // Counted among the process's waiters from then until it ends, however it ends.
         let mut _waiting: Option<Waiting> = None;
         let mut last_error: Option<Error> = None;
@@ -123,7 +126,7 @@ impl Semaphore {
             let mut woken: Vec<_> = wakers
                 .iter()
                 .flatten()
-                .map(|w| Box::pin(w.notified()))
+                .map(|(_, w)| Box::pin(w.notified()))
                 .collect();
             for w in &mut woken {
                 w.as_mut().enable();
@@ -188,12 +191,23 @@ impl Semaphore {
             } else {
                 tokio::select! {
                     _ = clock.sleep_until(at) => round.push(slot),
-                    _ = futures_util::future::select_all(woken) => round.extend(rotation.round()),
+                    // A slot written (released here, or by another process where the store
+                    // hears it): that slot is read now.
+                    (_, i, _) = futures_util::future::select_all(woken) => {
+                        let written = wakers.as_ref().and_then(|w| w.get(i)).map(|(s, _)| *s);
+                        round.extend(written);
+                    }
                 }
             }
-            // (Made after the first pause, which has no in-process wake: `poll_min` at most.)
+            // (Made after the first pause, which has no wake: `poll_min` at most.)
             if wakers.is_none() {
-                wakers = Some(self.wakers(n)?);
+                let made = self.wakers(n)?;
+                _watches = self.watches(&made);
+                if !_watches.is_empty() {
+                    // A write between our reads and the watches would go unheard.
+                    round.extend(rotation.round());
+                }
+                wakers = Some(made);
             }
             // The number, read at every poll: a raised one takes effect within one (its new
             // slots are read at once), a lowered one's slots are read no more. A failed read
@@ -207,7 +221,9 @@ impl Semaphore {
                 let before = n;
                 n = stored;
                 rotation.resize(n);
-                wakers = Some(self.wakers(n)?);
+                let made = self.wakers(n)?;
+                _watches = self.watches(&made);
+                wakers = Some(made);
                 round.retain(|&s| s < n);
                 round.extend(before..n);
                 if round.is_empty() {
@@ -217,13 +233,44 @@ impl Semaphore {
         }
     }
 
-    /// What wakes a waiter when a lock of this process releases one of the first `n` slots.
-    fn wakers(&self, n: usize) -> Result<Vec<Arc<Notify>>> {
+    /// What wakes a waiter when one of the first `n` slots is released by a lock of this
+    /// process (or written by another process, with [`Semaphore::watches`]), by slot.
+    fn wakers(&self, n: usize) -> Result<Vec<(usize, Arc<Notify>)>> {
         let mut wakers = Vec::with_capacity(n);
         for i in 0..n {
-            wakers.extend(self.slot(i)?.waker());
+            wakers.extend(self.slot(i)?.waker().map(|w| (i, w)));
         }
         Ok(wakers)
+    }
+
+    /// Watches that wake each slot's waker when another process writes the slot, where
+    /// the store hears of that (local files); none elsewhere.
+    fn watches(
+        &self,
+        wakers: &[(usize, Arc<Notify>)],
+    ) -> Vec<Box<dyn std::any::Any + Send + Sync>> {
+        let slots = self.slots.lock().unwrap_or_else(|e| e.into_inner());
+        (wakers.iter())
+            .filter_map(|(i, w)| slots.get(*i)?.store().watch(w))
+            .collect()
+    }
+
+    /// How long this process leaves a slot it let go of to waiters elsewhere before it
+    /// takes one again (`turns.rs`): one longest poll, within which each of them reads some
+    /// slot; where they hear a release at once (a store that watches writes, local
+    /// files), only the shortest poll.
+    fn turn(&self) -> Result<Duration> {
+        let timing = &self.options.timing;
+        let heard = self
+            .slot(0)?
+            .store()
+            .watch(&Arc::new(Notify::new()))
+            .is_some();
+        Ok(if heard {
+            timing.poll_min
+        } else {
+            timing.poll_max
+        })
     }
 
     fn permit(&self, slot: usize, lock: &Lock, lease: Lease) -> Permit {

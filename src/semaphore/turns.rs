@@ -6,9 +6,13 @@
 //! another process took a slot of one 388 times).
 //!
 //! The pause is a waiter's longest poll interval (`poll_max`), counted from the let-go:
-//! every waiter reads some slot within it. It is paid only by a process acquiring again
-//! within that time of its own let-go; waiters in the same process are woken by the release
-//! at once and are not held back, nor is `try_acquire`, which never waits.
+//! every waiter reads some slot within it. Where the store tells waiters in other processes
+//! of a write at once (local files: `LockStore::watch`), they take a freed slot within
+//! milliseconds, and the pause is the shortest poll (`poll_min`) instead: fair, and the
+//! slots do not stand idle for a poll (`Semaphore::turn`). It is paid only by a process
+//! acquiring again within that time of its own let-go; waiters in the same process are
+//! woken by the release at once and are not held back, nor is `try_acquire`, which never
+//! waits.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
