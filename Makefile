@@ -12,7 +12,7 @@ AZURITE := .cache/azurite/node_modules/.bin/azurite-blob
 S3RVER_VERSION := 3.7.1
 S3RVER := .cache/s3rver/node_modules/.bin/s3rver
 
-.PHONY: cli-docs test-fast lint-rust lint-python test-rust test-python model options test test-steps sim-test install-test-deps rust-deps build-dev lint docs format rust-test typecheck py-test azurite s3rver
+.PHONY: cli-docs test-fast lint-rust lint-python model options test test-steps install-test-deps rust-deps build-dev lint docs format test-rust typecheck test-python azurite s3rver
 
 # `make test`: one graph of steps run side by side (make -j). The tools and the extension
 # first: pip, npm and the extension's Rust dependencies at once, then maturin. The checks
@@ -20,12 +20,12 @@ S3RVER := .cache/s3rver/node_modules/.bin/s3rver
 # processes, beside the linters, cargo's builds and the Rust tests. The simulation's
 # optimised build starts at once (it needs neither the virtualenv nor the extension, and
 # cargo locks each profile's directory apart), in the CPU that pip, npm and maturin leave.
-# Where the time goes: docs/development.md, "Where make test spends its time".
+# Where the time goes: docs/development.md, "How long make test takes"; the runs: BENCHMARKS.md.
 TEST_JOBS ?= 6
 test:
 	$(MAKE) --no-print-directory -j$(TEST_JOBS) --output-sync=target test-steps IN_TEST=1
 
-test-steps: sim-test lint docs rust-test typecheck py-test
+test-steps: test-sim lint docs test-rust typecheck test-python
 
 # In `make test` (IN_TEST=1), cargo's checks come after the extension's build (both use
 # target/debug, which cargo locks: a clippy first would hold the extension, and so every
@@ -35,9 +35,6 @@ test-steps: sim-test lint docs rust-test typecheck py-test
 after_build = $(if $(IN_TEST),| build-dev)
 NICE_CARGO := $(if $(IN_TEST),env -u MAKEFLAGS -u MFLAGS nice -n 19 cargo,cargo)
 
-# The halves, as pydantic-core names them: each language's linters and tests.
-test-rust: rust-test sim-test
-test-python: typecheck py-test
 
 # The inner loop, in under 3 minutes once built: the Rust unit tests, the conformance suite
 # on memory and files and the request counts, then the Python tests on memory:// and local
@@ -137,21 +134,21 @@ SIM_MATRIX_SEEDS ?= 100
 # Rust tests a closed loopback port; the Python tests point it at a trap (tests/python/conftest.py).
 # tests/servers/servers.py runs `cargo test` with moto, Azurite and the GCS fake up, on which the
 # store conformance suite (tests/rust/stores.rs) runs as on memory and files.
-rust-test: export AWS_METADATA_ENDPOINT = http://127.0.0.1:9
-rust-test: export AZURE_MSI_ENDPOINT = http://127.0.0.1:9/metadata/identity/oauth2/token
-rust-test: export GCE_METADATA_HOST = 127.0.0.1:9
-rust-test: export GCE_METADATA_IP = 127.0.0.1:9
-rust-test: install-test-deps azurite $(after_build)
+test-rust: export AWS_METADATA_ENDPOINT = http://127.0.0.1:9
+test-rust: export AZURE_MSI_ENDPOINT = http://127.0.0.1:9/metadata/identity/oauth2/token
+test-rust: export GCE_METADATA_HOST = 127.0.0.1:9
+test-rust: export GCE_METADATA_IP = 127.0.0.1:9
+test-rust: install-test-deps azurite $(after_build)
 	$(PY) tests/servers/servers.py $(NICE_CARGO) test
 
 # The simulation's campaigns and fault matrix and the model check at one fault, optimised
 # with debug assertions (the `sim` profile), built without the cloud stores' clients: they
 # bring their own store, and TLS and HTTP were half of the build.
-sim-test: export AWS_METADATA_ENDPOINT = http://127.0.0.1:9
-sim-test: export AZURE_MSI_ENDPOINT = http://127.0.0.1:9/metadata/identity/oauth2/token
-sim-test: export GCE_METADATA_HOST = 127.0.0.1:9
-sim-test: export GCE_METADATA_IP = 127.0.0.1:9
-sim-test:
+test-sim: export AWS_METADATA_ENDPOINT = http://127.0.0.1:9
+test-sim: export AZURE_MSI_ENDPOINT = http://127.0.0.1:9/metadata/identity/oauth2/token
+test-sim: export GCE_METADATA_HOST = 127.0.0.1:9
+test-sim: export GCE_METADATA_IP = 127.0.0.1:9
+test-sim:
 	SIM_SEEDS=$(SIM_SEEDS) SIM_MATRIX_SEEDS=$(SIM_MATRIX_SEEDS) MODEL_FAULTS=1 \
 		$(NICE_CARGO) test --profile sim --no-default-features --test simulation --test model -- --nocapture
 
@@ -191,7 +188,7 @@ PY_TEST_WORKERS ?= 6
 
 PY_TEST_ENV = AZURITE_BLOB=$(abspath $(AZURITE)) S3RVER=$(abspath $(S3RVER))
 
-py-test: build-dev azurite s3rver
+test-python: build-dev azurite s3rver
 	$(PY_TEST_ENV) timeout --signal=ABRT --kill-after=30 $(PY_TEST_BOUND) \
 		$(PY) -m pytest -q --durations=20 -m "not heavy" -n $(PY_TEST_WORKERS) --dist worksteal
 	$(PY_TEST_ENV) timeout --signal=ABRT --kill-after=30 $(PY_TEST_BOUND) \

@@ -64,7 +64,7 @@ HTTP_FIXTURES = {"moto_endpoint", "azurite_url", "own_azurite", "fake_gcs", "s3r
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if item.get_closest_marker("heavy"):
-            # Two lanes for the heavy tests (`make py-test`: -n 2 --dist loadgroup): those on
+            # Two lanes for the heavy tests (`make test-python`: -n 2 --dist loadgroup): those on
             # an Azurite of their own, whose node thread is their bottleneck, one after the
             # other; beside them, one after the other, those whose load is this machine's
             # other core (memory, files, moto, s3rver). Mostly holds, so two lanes shorten the
