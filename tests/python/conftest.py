@@ -39,25 +39,10 @@ os.environ.update(METADATA.environment())
 
 
 # What `make test-fast` leaves out (`-m "not slow"`): the stores over HTTP (their tests run
-# against moto, Azurite and the GCS fake), and the files whose tests start many processes,
-# kill them or hold thousands of locks. What stays runs on memory:// and local files.
-SLOW_FILES = {
-    "test_bad_input.py",
-    "test_cloud.py",
-    "test_credentials.py",
-    "test_credentials_azure.py",
-    "test_credentials_gcs.py",
-    "test_faults.py",
-    "test_launch_gap.py",
-    "test_mops.py",
-    "test_mops_adapter.py",
-    "test_pairing.py",
-    "test_prefect_processes.py",
-    "test_processes.py",
-    "test_readme.py",
-    "test_scale.py",
-    "test_unsafe_stores.py",
-}
+# against moto, Azurite and the GCS fake), found here by their fixtures and parameters; the
+# files whose tests start many processes, kill them or hold thousands of locks mark
+# themselves (`pytestmark = pytest.mark.slow`). What stays runs on memory:// and local files.
+SLOW_FILES = {"test_faults.py", "test_readme.py"}
 HTTP_FIXTURES = {"moto_endpoint", "azurite_url", "own_azurite", "fake_gcs", "s3rver"}
 
 

@@ -38,6 +38,9 @@ from blob_lock import (
 )
 from conftest import cli
 
+# Left out of `make test-fast` (-m "not slow"): the command line's bad input, a process per case
+pytestmark = pytest.mark.slow
+
 UNREACHABLE = "http://127.0.0.1:1"
 S3 = {
     "aws_allow_http": "true",

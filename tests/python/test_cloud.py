@@ -17,6 +17,10 @@ from blob_lock import BlobLock, keep_alive, write_once
 from conftest import METADATA
 from servers import AZURITE_ACCOUNT, AZURITE_KEY, boto3_s3
 
+# Left out of `make test-fast` (-m "not slow"): real clouds' code paths against moto, Azurite
+# and the GCS fake.
+pytestmark = pytest.mark.slow
+
 VARIABLES = {
     "s3": "BLOB_LOCK_TEST_S3",
     "azure": "BLOB_LOCK_TEST_AZURE",

@@ -28,6 +28,9 @@ from recorded_moto import (
 )
 from sso_portal import ROLE_KEY, SsoPortal
 
+# Left out of `make test-fast` (-m "not slow"): credentials through moto over HTTP
+pytestmark = pytest.mark.slow
+
 
 def test_the_default_profile_locks_with_no_options(aws_home, recorder):
     write(

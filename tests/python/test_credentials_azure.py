@@ -20,6 +20,9 @@ from blob_lock import BlobLock, CredentialsError
 from conftest import METADATA
 from servers import AZURITE_ACCOUNT, AZURITE_KEY, azurite_command, listening, stop
 
+# Left out of `make test-fast` (-m "not slow"): credentials through Azurite over HTTP
+pytestmark = pytest.mark.slow
+
 SERVERS = Path(__file__).resolve().parents[1] / "servers"
 
 

@@ -13,6 +13,9 @@ import pytest
 from blob_lock import BlobLock, CredentialsError
 from conftest import METADATA
 
+# Left out of `make test-fast` (-m "not slow"): credentials through the GCS fake over HTTP
+pytestmark = pytest.mark.slow
+
 
 @pytest.fixture
 def gcs_home(monkeypatch, tmp_path, fake_gcs):

@@ -14,6 +14,9 @@ import pytest
 from blob_lock import LockState, inspect
 from conftest import _make_backend
 
+# Left out of `make test-fast` (-m "not slow"): real processes killed with SIGKILL, on every store
+pytestmark = pytest.mark.slow
+
 ROLES = str(Path(__file__).parents[1] / "processes" / "launch_roles.py")
 EXPIRE = 1.5
 GRACE = 30.0

@@ -10,6 +10,9 @@ from datetime import timedelta
 import pytest
 from blob_lock import BlobLock, ReleaseStatus, inspect, keep_alive
 
+# Left out of `make test-fast` (-m "not slow"): real mops pipelines
+pytestmark = pytest.mark.slow
+
 lease = pytest.importorskip("thds.mops.pure.core.lease")
 
 

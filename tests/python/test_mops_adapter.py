@@ -15,6 +15,9 @@ from pathlib import Path
 
 import pytest
 
+# Left out of `make test-fast` (-m "not slow"): real mops pipelines through blob_lock.mops
+pytestmark = pytest.mark.slow
+
 pytest.importorskip("thds.mops.pure")
 
 PIPELINE = Path(__file__).parents[1] / "processes" / "mops_pipeline"

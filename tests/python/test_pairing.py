@@ -25,8 +25,12 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable, TypeVar
 
+import pytest
 from blob_lock import LockState, inspect
 from conftest import Worker
+
+# Left out of `make test-fast` (-m "not slow"): real processes killed with SIGKILL, on every store
+pytestmark = pytest.mark.slow
 
 ROLES = Path(__file__).parents[1] / "processes" / "pairing_roles.py"
 EXPIRE = 2.0

@@ -35,6 +35,10 @@ from prefect.filesystems import LocalFileSystem
 from prefect.results import ResultStore
 from servers import ROOT, free_port, stop
 
+# Left out of `make test-fast` (-m "not slow"): Prefect flows in many processes, against a
+# Prefect server.
+pytestmark = pytest.mark.slow
+
 ROLES = str(ROOT / "tests" / "processes" / "prefect_roles.py")
 
 

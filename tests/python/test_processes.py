@@ -7,8 +7,12 @@ import json
 import signal
 import time
 
+import pytest
 from blob_lock import ReleaseStatus
 from conftest import count_in_processes
+
+# Left out of `make test-fast` (-m "not slow"): many processes, killed with real signals
+pytestmark = pytest.mark.slow
 
 
 def test_processes_count_exactly_under_the_lock(shared_backend, workers, tmp_path):

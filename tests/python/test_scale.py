@@ -7,6 +7,9 @@ from __future__ import annotations
 import pytest
 from conftest import _az_backend, _file_backend
 
+# Left out of `make test-fast` (-m "not slow"): thousands of locks
+pytestmark = pytest.mark.slow
+
 # One client and connection pool per store, its requests in flight bounded: a client per
 # lock once took a socket per held lock and lost 2,032 of 3,000 Azure locks.
 LIMIT = 1024

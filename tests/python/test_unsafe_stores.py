@@ -15,6 +15,9 @@ from conftest import S3Server, cli, count_in_processes, proxied_moto
 from count_proxy import CountProxy
 from servers import boto3_s3
 
+# Left out of `make test-fast` (-m "not slow"): s3rver and plain moto over HTTP
+pytestmark = pytest.mark.slow
+
 
 def s3_client(server: S3Server):
     return boto3_s3(server.endpoint, server.options["aws_access_key_id"])
