@@ -124,8 +124,9 @@ class claim_memo:  # lower case: used as a function, as contextlib's managers ar
     orchestrator that died), the claim waits, checking ``done`` every ``poll`` seconds, and
     never launches; a lock nobody renews is taken over after ``expire``. Once this caller
     holds the lock and ``done`` is still false, ``claim.launch`` is True: launch the remote
-    with ``claim.owner``, call ``claim.hand_off(grace)`` with the longest the remote may take
-    to start, then ``claim.wait_done()`` (the lock is renewed meanwhile).
+    with ``claim.handover`` (its ``keep_alive(handover)`` keeps alive all the claim holds),
+    call ``claim.hand_off(grace)`` with the longest the remote may take to start, then
+    ``claim.wait_done()`` (the lock is renewed meanwhile).
     Leaving the block releases what the claim holds, and raises ``LockLost`` if the lock
     was lost while held (``raise_on_lost=False`` switches that off), as a ``BlobLock`` does.
     ``timeout`` bounds the wait (``LockTimeout``, naming the holder); other keyword
@@ -135,8 +136,8 @@ class claim_memo:  # lower case: used as a function, as contextlib's managers ar
     orchestrators: once the memo's lock is ours and the result does not exist, the claim
     also takes one of its slots, with the lock's owner id (``claim.slot``), waiting for one
     within ``timeout`` while it checks ``done``; the lock is released if none comes. The
-    remote keeps both alive, ``hand_off`` hands off both, and leaving the block releases
-    both.
+    remote keeps both alive with ``keep_alive(claim.handover)``, ``hand_off`` hands off
+    both, and leaving the block releases both.
     """
 
     def __init__(

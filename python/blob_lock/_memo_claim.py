@@ -8,6 +8,7 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Union
 
+from blob_lock import _handover
 from blob_lock._args import Seconds, seconds
 from blob_lock._lock import BlobLock
 from blob_lock._semaphore import HeldSlot
@@ -31,8 +32,9 @@ def _poll(poll: Seconds | None, expire: float) -> float:
 class MemoClaim:
     """What ``claim_memo`` found. ``launch`` is True when this caller holds the memo's lock
     and the result did not exist after it acquired: it must launch the invocation (hand
-    ``owner`` to the remote, whose ``keep_alive`` keeps the lock alive). False when the
-    result exists; then nothing is held and ``owner`` and ``token`` are None."""
+    ``handover`` to the remote, whose ``keep_alive(handover)`` keeps alive everything the
+    claim holds). False when the result exists; then nothing is held and ``owner``,
+    ``token`` and ``handover`` are None."""
 
     __slots__ = ("_done", "_launch", "_lock", "_lock_uri", "_poll", "_slot")
 
@@ -68,6 +70,22 @@ class MemoClaim:
         return self._lock.token if self._lock is not None else None
 
     @property
+    def handover(self) -> str | None:
+        """What to launch the remote with: one string naming the owner id and every lock
+        the claim holds (the memo's lock, then the quota's slot if it took one), for the
+        remote's ``keep_alive(handover)``, which keeps them all alive. None when nothing
+        is held.
+
+        One word of letters, digits, ``-``, ``_`` and ``:``, passed through a command line,
+        an environment variable or a Kubernetes job's args as it is; the URIs inside are
+        JSON, so none is misread whatever it holds. No credentials: the remote passes its
+        own options to ``keep_alive``."""
+        if self._lock is None:
+            return None
+        uris = [self._lock_uri] if self._slot is None else [self._lock_uri, self._slot.uri]
+        return _handover.encode(self._lock.owner, uris)
+
+    @property
     def lost(self) -> bool:
         """True once the held lock, or the quota's slot, was lost (taken over, or not
         renewed in time)."""
@@ -78,9 +96,8 @@ class MemoClaim:
     @property
     def slot(self) -> HeldSlot | None:
         """The ``quota``'s slot, held with the memo's lock under the same owner id, when a
-        quota was given and ``launch`` is True: the remote keeps both alive
-        (``keep_alive(claim.lock_uri, claim.owner)`` and
-        ``keep_alive(claim.slot.uri, claim.owner)``), and leaving the block releases both."""
+        quota was given and ``launch`` is True: the remote keeps both alive with
+        ``keep_alive(claim.handover)``, and leaving the block releases both."""
         return self._slot
 
     @property

@@ -9,6 +9,7 @@ between the client under test and the real server. Switch them at any time:
 - ``blackhole()``: a partition. Bytes in flight and new connections go nowhere and nothing
   answers; a connection that lost bytes stays dead after ``heal()`` (its HTTP framing is
   gone), so the client must time out and reconnect, as after a real partition;
+  ``requests_swallowed`` counts the reads of client bytes it swallowed (a request met it);
 - ``reset()``: every open connection is reset (RST), and so is each new one until ``heal()``;
 - ``fail_http(n, status)``: open connections are reset, and the next ``n`` requests (on new
   connections, as the client must make) are answered with ``status`` (503 by default)
@@ -45,6 +46,7 @@ class FaultProxy(LoopbackProxy):
         self.http_failures_served = 0
         self.conditions_stripped = 0
         self.accepted = 0  # connections taken from clients, for a test to wait on
+        self.requests_swallowed = 0  # reads of client bytes lost in a blackhole
         self._strip = False
         self._interval = 0.0  # throughput(): seconds between two requests passed on
         self._lose: bytes | None = None
@@ -110,7 +112,9 @@ class FaultProxy(LoopbackProxy):
                 await self._answer_http(reader, writer)
                 return
             if self._mode == "blackhole":
-                await reader.read()  # accept, never answer: the client times out
+                # Accept, never answer: the client times out.
+                while await reader.read(65536):
+                    self.requests_swallowed += 1
                 return
             try:
                 up_reader, up_writer = await asyncio.open_connection(*self.target)
@@ -163,6 +167,8 @@ class FaultProxy(LoopbackProxy):
                 if self._mode == "blackhole":
                     dead = True
                 if dead:
+                    if upstream:
+                        self.requests_swallowed += 1
                     continue
                 dst.write(data)
                 await dst.drain()

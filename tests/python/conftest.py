@@ -42,7 +42,6 @@ os.environ.update(METADATA.environment())
 # against moto, Azurite and the GCS fake), found here by their fixtures and parameters; the
 # files whose tests start many processes, kill them or hold thousands of locks mark
 # themselves (`pytestmark = pytest.mark.slow`). What stays runs on memory:// and local files.
-SLOW_FILES = {"test_faults.py", "test_readme.py"}
 HTTP_FIXTURES = {"moto_endpoint", "azurite_url", "own_azurite", "fake_gcs", "s3rver"}
 
 
@@ -62,11 +61,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             "az",
             "gs",
         }
-        if (
-            item.path.name in SLOW_FILES
-            or over_http
-            or HTTP_FIXTURES & set(getattr(item, "fixturenames", ()))
-        ):
+        if over_http or HTTP_FIXTURES & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.slow)
     # The slow tests first: on pytest-xdist's workers (`--dist worksteal`) the long ones then
     # start early, and the short ones fill the gaps at the end instead of a long one alone.

@@ -22,6 +22,7 @@ from blob_lock import (
     claim_memo_async,
     inspect,
     keep_alive,
+    keep_alive_async,
     write_once,
 )
 from conftest import Backend
@@ -295,3 +296,164 @@ def test_claim_memo_async_takes_a_quota_slot_and_releases_both(tmp_path):
 def test_a_quota_that_is_no_semaphore_is_refused(tmp_path):
     with pytest.raises(TypeError, match="quota must be a BlobSemaphore"):
         claim_memo(str(tmp_path / "memo"), done=lambda: False, quota=3)
+
+
+# The hand-over: one string that the orchestrator launches its remote with, and that the
+# remote's keep_alive takes whole, keeping every lock the claim holds (issue 58).
+
+# An orchestrator that claims a memo under a quota, prints the claim's hand-over and waits to
+# be killed: then only the remote renews the memo's lock and the slot.
+ORCHESTRATOR = """
+import sys, time
+from blob_lock import BlobSemaphore, claim_memo
+memo, prefix = sys.argv[1], sys.argv[2]
+quota = BlobSemaphore(prefix, 1, expire=1.5)
+with claim_memo(memo, done=lambda: False, quota=quota, expire=1.5) as claim:
+    print(claim.handover, flush=True)
+    time.sleep(3600)
+"""
+
+
+def orchestrator_with_a_quota(tmp_path: Path) -> tuple[subprocess.Popen, str, str, str]:
+    """The orchestrator's process, its hand-over, the memo's lock URI and the slot's."""
+    memo, prefix = str(tmp_path / "memo"), str(tmp_path / "quota")
+    proc = subprocess.Popen(
+        [sys.executable, "-c", ORCHESTRATOR, memo, prefix], stdout=subprocess.PIPE, text=True
+    )
+    assert proc.stdout is not None
+    handover = proc.stdout.readline().strip()
+    if not handover:
+        proc.kill()
+        pytest.fail(f"the orchestrator printed no hand-over (exit {proc.wait()})")
+    return proc, handover, f"{memo}/lock", f"{prefix}/slot-0"
+
+
+def test_the_claims_handover_keeps_the_lock_and_the_slot_after_the_orchestrator_dies(tmp_path):
+    orchestrator, handover, lock_uri, slot_uri = orchestrator_with_a_quota(tmp_path)
+    try:
+        with keep_alive(handover) as kept:  # the remote, launched with one string
+            orchestrator.kill()  # SIGKILL: no release, no more renewals from it
+            orchestrator.wait()
+            assert kept.uris == (lock_uri, slot_uri) and kept.uri == lock_uri
+            time.sleep(1.5 * 3)  # three lifetimes of both leases: only the remote renews
+            assert not kept.lost, kept.lost_reason
+            # A restarted orchestrator finds both held: the memo is not launched again, and
+            # the slot is not given to another invocation.
+            with pytest.raises(LockTimeout):
+                with claim_memo(str(tmp_path / "memo"), done=lambda: False, timeout=3):
+                    pytest.fail("launched again while the remote keeps the lock")
+            with pytest.raises(LockTimeout):
+                BlobSemaphore(str(tmp_path / "quota"), 1, expire=1.5).acquire(timeout=3)
+            assert not kept.lost, kept.lost_reason
+        assert kept.lost is False  # stopped, not lost; nothing was released
+        assert inspect(lock_uri).state is not LockState.RELEASED
+    finally:
+        orchestrator.kill()
+        orchestrator.wait()
+
+
+def test_a_handover_with_a_lock_no_longer_ours_is_refused_and_keeps_nothing(tmp_path):
+    from blob_lock import LockStolen, break_lock
+
+    orchestrator, handover, lock_uri, slot_uri = orchestrator_with_a_quota(tmp_path)
+    orchestrator.kill()
+    orchestrator.wait()
+    break_lock(slot_uri)  # the slot is not this owner's any more
+    with pytest.raises(LockStolen, match="slot-0"):
+        keep_alive(handover)
+
+    async def started() -> None:
+        async with keep_alive_async(handover):
+            pytest.fail("kept alive a hand-over whose slot is gone")
+
+    with pytest.raises(LockStolen, match="slot-0"):
+        asyncio.run(started())
+    # The memo's lock, kept first (one write each time), was let go again: nobody renews it.
+    writes = inspect(lock_uri).write_count
+    time.sleep(1.5)  # three of its heartbeats (expire 1.5 s)
+    assert inspect(lock_uri).write_count == writes
+
+
+@pytest.mark.parametrize("which", ["lock", "slot"])
+def test_a_handover_keep_alive_reports_the_loss_of_either_lock_once(tmp_path, which):
+    from blob_lock import break_lock
+
+    quota = BlobSemaphore(str(tmp_path / "quota"), 1, expire=1.5, raise_on_lost=False)
+    memo, losses = str(tmp_path / "memo"), []
+    with claim_memo(
+        memo, done=lambda: False, quota=quota, expire=1.5, raise_on_lost=False
+    ) as claim:
+        assert claim.slot is not None and claim.handover is not None
+        with keep_alive(claim.handover, on_lost=losses.append) as kept:
+            assert kept.uris == (claim.lock_uri, claim.slot.uri) and kept.owner == claim.owner
+            assert not kept.lost and kept.lost_reason is None
+            gone, other = (claim.lock_uri, claim.slot.uri)[:: 1 if which == "lock" else -1]
+            break_lock(gone)
+            deadline = time.monotonic() + 60
+            while not (kept.lost and losses):
+                assert time.monotonic() < deadline, "the loss was never reported"
+                time.sleep(0.05)
+            assert kept.lost_reason is not None and gone in kept.lost_reason
+            assert len(losses) == 1 and isinstance(losses[0], LockLost)
+            assert losses[0].uri is not None and losses[0].uri.startswith(gone), losses
+            assert "lost" in repr(kept)
+            break_lock(other)  # the other one lost too: still the first loss, told once
+            time.sleep(1.5)  # three heartbeats: the other's loss is seen
+            assert kept.lost_reason is not None and gone in kept.lost_reason
+            assert len(losses) == 1 and losses[0].uri.startswith(gone), losses
+
+
+def test_keep_alive_async_takes_the_handover(tmp_path):
+    quota = BlobSemaphore(str(tmp_path / "quota"), 2)
+
+    async def main() -> None:
+        async with claim_memo_async(str(tmp_path / "memo"), done=lambda: False, quota=quota) as c:
+            assert c.handover is not None and c.slot is not None
+            async with keep_alive_async(c.handover) as kept:
+                assert kept.uris == (c.lock_uri, c.slot.uri) and not kept.lost
+            started = await keep_alive_async(c.handover)  # the other spelling
+            assert started.uris == kept.uris and not started.lost
+            await started.stop_async()
+
+    asyncio.run(main())
+
+
+AWKWARD = ["a,b", "c#d", "e f", "g'h\"i", "j;k&l", "ü", "m%2Cn", "o?p=q"]
+
+
+def test_a_handover_is_one_shell_safe_word_whatever_the_uris_hold(tmp_path):
+    import shlex
+
+    quota = BlobSemaphore(str(tmp_path / ",".join(AWKWARD) / "quota"), 1)
+    memo = str(tmp_path / "#".join(AWKWARD) / "memo")
+    with claim_memo(memo, done=lambda: False, quota=quota) as claim:
+        assert claim.handover is not None and claim.slot is not None
+        # Passed on a command line, in an environment variable or a Kubernetes job's args
+        # as it is: no quoting, no splitting.
+        assert shlex.quote(claim.handover) == claim.handover
+        assert shlex.split(f"remote --handover {claim.handover}")[-1] == claim.handover
+        with keep_alive(claim.handover) as kept:
+            assert kept.uris == (claim.lock_uri, claim.slot.uri)
+            assert kept.owner == claim.owner
+    with claim_memo(str(tmp_path / "plain"), done=lambda: False) as plain:
+        assert plain.handover is not None
+        with keep_alive(plain.handover) as kept:  # no quota: the memo's lock alone
+            assert kept.uris == (plain.lock_uri,)
+    with claim_memo(str(tmp_path / "plain"), done=lambda: True) as nothing:
+        assert nothing.handover is None  # nothing held, nothing to hand over
+
+
+def test_a_handover_is_not_mistaken_for_a_uri_nor_a_uri_for_a_handover(tmp_path):
+    with claim_memo(str(tmp_path / "memo"), done=lambda: False) as claim:
+        assert claim.handover is not None and claim.owner is not None
+        with pytest.raises(TypeError, match="carries its owner"):
+            keep_alive(claim.handover, claim.owner)
+        with pytest.raises(TypeError, match=r"keep_alive\(uri, owner\).*handover"):
+            keep_alive(claim.lock_uri)
+        with pytest.raises(TypeError, match=r"keep_alive\(uri, owner\).*handover"):
+            keep_alive_async(claim.lock_uri)
+        for mangled in (claim.handover[:-5], claim.handover + "x!", claim.handover[:25]):
+            with pytest.raises(ValueError, match="hand-over"):
+                keep_alive(mangled)
+            with pytest.raises(ValueError, match="hand-over"):
+                keep_alive_async(mangled)

@@ -20,16 +20,21 @@ from conftest import _az_backend
 # -- past the store's capacity ----------------------------------------------------------
 
 
-def take_past_capacity(workers, backend, env, n: int, expire: float, hold: float) -> dict:
+def take_past_capacity(
+    workers, backend, env, n: int, expire: float, hold: float, floor: int
+) -> dict:
     """Runs tests/processes/worker.py's ``saturate``: ``n`` try_acquire in a loop, a hold of
-    ``hold`` seconds, then the releases. Checks what a user relies on: every lock taken stays held
-    and renews; every lock not taken was refused as saturated, saying why."""
+    ``hold`` seconds, then the releases. Checks what a user relies on: at least ``floor``
+    locks are taken (an admission that refused everything would keep every other promise
+    here), every lock taken stays held and renews; every lock not taken was refused as
+    saturated, saying why."""
     proc = workers(
         "saturate", backend.uri(), backend.options_json(), str(n), str(expire), str(hold), env=env
     )
     took = proc.line(timeout=600)
     assert took["other"] == [] and took["busy"] == 0, took
     assert took["held"] + took["saturated"] == n, took
+    assert took["held"] >= floor, f"only {took['held']} of {n} taken (at least {floor}): {took}"
     if took["saturated"]:
         example = took["example"]
         assert "is saturated" in example and "renewals" in example, example
@@ -44,12 +49,22 @@ def take_past_capacity(workers, backend, env, n: int, expire: float, hold: float
     return took
 
 
+# The floors on the locks taken: a quarter of what `make bench` measured on this 2-core VM
+# (docs/figures/table.md, an Azurite of its own: 1,441 held at expire 6, 3,203 at expire 30;
+# BENCHMARKS.md's run before it, 1,377 and 3,135), rounded down. A quarter leaves room for
+# the heavy test beside this one in `make test-python` (the other lane takes the other core from
+# Azurite's one Node.js thread) and for a slower run, and is still hundreds of locks: an
+# admission that refuses everything, or all but a few, fails here.
+FLOOR_EXPIRE_6 = 350
+FLOOR_EXPIRE_30 = 800
+
+
 @pytest.mark.heavy
 @pytest.mark.timeout(900)
 def test_2000_locks_at_expire_6_on_azurite_lose_none_of_those_taken(own_azurite, workers):
     backend = _az_backend(own_azurite)
     env = {"AZURITE_BLOB_STORAGE_URL": own_azurite}
-    take_past_capacity(workers, backend, env, 2000, 6.0, 20.0)
+    take_past_capacity(workers, backend, env, 2000, 6.0, 20.0, floor=FLOOR_EXPIRE_6)
 
 
 @pytest.mark.heavy
@@ -57,7 +72,7 @@ def test_2000_locks_at_expire_6_on_azurite_lose_none_of_those_taken(own_azurite,
 def test_5000_locks_at_the_default_expire_on_azurite_lose_none_of_those_taken(own_azurite, workers):
     backend = _az_backend(own_azurite)
     env = {"AZURITE_BLOB_STORAGE_URL": own_azurite}
-    take_past_capacity(workers, backend, env, 5000, 30.0, 35.0)
+    take_past_capacity(workers, backend, env, 5000, 30.0, 35.0, floor=FLOOR_EXPIRE_30)
 
 
 # -- a store that answers slowly, or asks to slow down ------------------------------------

@@ -2,8 +2,9 @@
 against moto's S3 server as ``s3://bucket`` (through the ``AWS_*`` environment, as users
 configure it). Each block marked ``<!-- readme-test -->`` runs in a namespace that supplies
 the user's own functions (``launch_remote``, ``wait_for_result``, ...); a block marked
-``<!-- readme-test: remote -->`` runs while an orchestrator holds its lock, with that
-orchestrator's ``owner``; the block marked ``<!-- readme-test: mops -->`` is a module a real
+``<!-- readme-test: remote -->`` runs while an orchestrator holds its claim on the memo (its
+lock, and a slot of the quota ``s3://bucket/quotas/gpu``), with that orchestrator's ``owner``
+and the claim's ``handover``; the block marked ``<!-- readme-test: mops -->`` is a module a real
 mops pipeline imports, and the one marked ``<!-- readme-test: prefect -->`` a module of
 Prefect flows that tests/python/test_prefect_processes.py runs. An example shown in several
 places (the README's and the docs' home page's) runs once, under a test id that names every
@@ -19,7 +20,11 @@ import sys
 from pathlib import Path
 
 import pytest
-from blob_lock import BlobLock, LockState, inspect
+from blob_lock import BlobSemaphore, LockState, claim_memo, inspect, keep_alive
+
+# Left out of `make test-fast` (-m "not slow"): the examples run against moto, Azurite and
+# real processes.
+pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).resolve().parents[2]
 SOURCES = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
@@ -87,11 +92,22 @@ def s3_env(moto_endpoint, monkeypatch):
 def test_readme_example_runs(kind, code, where, s3_env):
     launched: list[tuple[str, str]] = []
     results: dict[str, object] = {}
+    kept_uris: list[str] = []
 
-    def launch_remote(memo_uri: str, owner: str) -> None:
+    def launch_remote(memo_uri: str, handed: str) -> None:
         # The lock is held while the orchestrator launches; the remote "runs" at once.
-        assert inspect(f"{memo_uri}/lock").state is LockState.OURS
-        launched.append((memo_uri, owner))
+        seen = inspect(f"{memo_uri}/lock")
+        assert seen.state is LockState.OURS
+        if handed != seen.owner:
+            # Not the owner id: a claim's hand-over, which the remote keeps alive whole.
+            with keep_alive(handed) as kept:
+                assert kept.uri == f"{memo_uri}/lock" and kept.owner == seen.owner
+                for uri in kept.uris:
+                    assert inspect(uri, owner=seen.owner).state is LockState.OURS, uri
+                kept_uris.extend(kept.uris)
+        if "quota=" in code:  # the remote must be able to keep the slot as well as the lock
+            assert len(kept_uris) == 2, f"the remote was handed {kept_uris or 'the owner alone'}"
+        launched.append((memo_uri, handed))
         results[memo_uri] = "result"
 
     namespace = {
@@ -104,16 +120,24 @@ def test_readme_example_runs(kind, code, where, s3_env):
         "read_result": lambda memo_uri: results[memo_uri],
     }
     if kind == "remote":
-        with BlobLock(f"{MEMO}/lock") as orchestrator:
-            namespace["owner"] = orchestrator.owner
+        # The orchestrator's claim: the memo's lock and a slot of the docs' quota.
+        quota = BlobSemaphore("s3://bucket/quotas/gpu", slots=64)
+        with claim_memo(MEMO, done=lambda: False, quota=quota) as claim:
+            assert claim.slot is not None
+            namespace["owner"], namespace["handover"] = claim.owner, claim.handover
             exec(compile(code, f"{where} ({kind})", "exec"), namespace)
-            assert not orchestrator.lost
+            assert not claim.lost
+            kept = namespace.get("kept")
+            if kept is not None:  # `with keep_alive(handover) as kept:` kept both, then stopped
+                assert kept.uris == (claim.lock_uri, claim.slot.uri), kept
+                assert not kept.lost, kept.lost_reason
+            kept_uris.append(claim.slot.uri)
     else:
         exec(compile(code, f"{where} ({kind})", "exec"), namespace)
     if "launch_remote(" in code:
         assert len(launched) == 1, "the example launched its remote not exactly once"
     # Every example leaves its locks released (or never took one).
-    for uri in (f"{MEMO}/lock", "s3://bucket/reports/lock"):
+    for uri in (f"{MEMO}/lock", "s3://bucket/reports/lock", *kept_uris):
         assert inspect(uri).state in (LockState.RELEASED, LockState.UNLOCKED), uri
 
 

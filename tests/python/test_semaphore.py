@@ -206,13 +206,20 @@ def test_slots_changes_the_number_every_process_uses(tmp_path):
     assert done.returncode == 2 and "slots must be between 1 and 4096" in done.stderr
 
 
-# Takes the one slot again and again, holding it 50 ms each time, until killed.
+# Takes the one slot again and again, holding it 50 ms each time, until killed; writes how
+# many times it took it to the file named, after each time (atomically: a reader never sees
+# half a number).
 HOG = """
-import sys, time
+import os, sys, time
 from blob_lock import BlobSemaphore
-print("ready", flush=True)
+prefix, count = sys.argv[1], sys.argv[2]
+taken = 0
 while True:
-    with BlobSemaphore(sys.argv[1], 1, expire=5):
+    with BlobSemaphore(prefix, 1, expire=5):
+        taken += 1
+        with open(count + ".new", "w") as f:
+            f.write(str(taken))
+        os.replace(count + ".new", count)
         time.sleep(0.05)
 """
 
@@ -220,11 +227,20 @@ while True:
 def test_a_waiter_is_not_starved_by_a_process_that_takes_the_slot_again_and_again(tmp_path):
     # Before a process that let go of a slot paused before taking one again, a waiter in
     # another process timed out after 15 s while the loop took the slot 388 times.
-    prefix = str(tmp_path / "quota")
-    hog = subprocess.Popen([sys.executable, "-c", HOG, prefix], stdout=subprocess.PIPE, text=True)
+    prefix, count = str(tmp_path / "quota"), tmp_path / "taken"
+    hog = subprocess.Popen([sys.executable, "-c", HOG, prefix, str(count)])
+
+    def taken() -> int:
+        return int(count.read_text()) if count.exists() else 0
+
     try:
-        assert hog.stdout is not None and hog.stdout.readline().strip() == "ready"
-        time.sleep(1)  # the loop is going
+        # The loop is going: it has taken the slot, released it and taken it again.
+        deadline = time.monotonic() + 60
+        while taken() < 3:
+            assert hog.poll() is None, f"the loop exited {hog.returncode}"
+            assert time.monotonic() < deadline, f"the loop took the slot {taken()} times in 60 s"
+            time.sleep(0.02)
+        before = taken()
         waits = []
         for _ in range(3):
             began = time.monotonic()
@@ -232,6 +248,8 @@ def test_a_waiter_is_not_starved_by_a_process_that_takes_the_slot_again_and_agai
             waits.append(time.monotonic() - began)
             slot.release()
             time.sleep(0.6)  # past this process's own pause: a waiter again, not a re-taker
+        # The loop kept taking the slot between these waits: they were waits beside it.
+        assert hog.poll() is None and taken() > before, (before, taken())
         # A waiter polls at most every 0.5 s at expire 5; the loop leaves the slot that long.
         assert max(waits) < 10, waits
     finally:

@@ -124,7 +124,12 @@ def looking_usage() -> None:
         assert_type(claim.launch, bool)
         assert_type(claim.owner, Optional[str])
         assert_type(claim.token, Optional[int])
+        assert_type(claim.handover, Optional[str])
         assert_type(claim.wait_done(poll=1.0), bool)
+        if claim.handover is not None:  # the remote's side: one string keeps all it holds
+            with blob_lock.keep_alive(claim.handover, storage_options={}) as whole:
+                assert_type(whole, KeepAlive)
+                assert_type(whole.uris, tuple[str, ...])
     broken = blob_lock.break_lock(URI, owner="owner-id", token=3)
     assert_type(broken, Broken)
     assert_type(broken.outcome, BreakOutcome)
@@ -183,6 +188,9 @@ async def async_usage() -> None:
 
     async with blob_lock.claim_memo_async(URI, done=exists, poll=0.5) as claim:
         assert_type(await claim.wait_done_async(), bool)
+        if claim.handover is not None:
+            async with blob_lock.keep_alive_async(claim.handover) as whole:
+                assert_type(whole, KeepAlive)
 
 
 def credentials_usage() -> None:
