@@ -33,7 +33,7 @@ pub trait Clock: Send + Sync + Debug + 'static {
     }
     /// True if [`Clock::now`] and [`Clock::sleep_until`] are tokio's own, so that a timer
     /// elsewhere on the runtime agrees with this clock (the shared runtime's starter of
-    /// heartbeats, `crate::starter`).
+    /// heartbeats, `crate::lease::starter`).
     fn is_tokio(&self) -> bool {
         false
     }

@@ -13,6 +13,44 @@ pub enum StoreErrorKind {
     Permanent,
 }
 
+/// Why a held lease was lost: carried by [`Error::Lost`] and by a lease's loss, and what
+/// the loss metrics count by ([`crate::metrics::Snapshot::losses`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LossCause {
+    /// Another owner took the lock over.
+    TakenOver,
+    /// Someone else released it (`break`).
+    ReleasedByOther,
+    /// The lockfile was deleted.
+    Deleted,
+    /// No renewal succeeded before the lease deadline.
+    Deadline,
+    /// A renewal failed in a way no retry can mend (credentials, a deleted bucket).
+    RenewalFailed,
+}
+
+impl LossCause {
+    /// Every cause, in the order of [`crate::metrics::Snapshot::losses`].
+    pub const ALL: [LossCause; 5] = [
+        LossCause::TakenOver,
+        LossCause::ReleasedByOther,
+        LossCause::Deleted,
+        LossCause::Deadline,
+        LossCause::RenewalFailed,
+    ];
+
+    /// The cause's name, as `stats()` and the exporters show it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            LossCause::TakenOver => "taken_over",
+            LossCause::ReleasedByOther => "released_by_other",
+            LossCause::Deleted => "deleted",
+            LossCause::Deadline => "deadline",
+            LossCause::RenewalFailed => "renewal_failed",
+        }
+    }
+}
+
 /// Every failure of the lock core.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -41,7 +79,9 @@ pub enum Error {
     Lost {
         /// The lock URI.
         uri: String,
-        /// Why, in words.
+        /// Why, as a cause (what the loss metrics count by).
+        cause: LossCause,
+        /// Why, in words, with the details (who took it over, when it was released).
         reason: String,
     },
 

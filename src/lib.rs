@@ -12,12 +12,11 @@
 //! a late writer cannot overwrite; one [`Error`]. Below them [`store`] (the
 //! [`store::LockStore`] trait and [`store::open`]), [`protocol`] (the single steps),
 //! [`clock`] and [`runtime`] are public for tests, simulations and stores of your own.
-//! Before a Rust program exits it should call [`cleanup::drain`] (releases left running in
+//! Before a Rust program exits it should call [`owed::drain`] (releases left running in
 //! the background) and [`store::file::sweeper::flush`] (replaced lockfiles not yet removed).
 #![deny(unsafe_code)]
 #![warn(missing_docs, unreachable_pub)]
 
-pub mod cleanup;
 pub mod clock;
 pub mod doctor;
 pub mod errors;
@@ -28,12 +27,12 @@ pub mod lockfile;
 pub mod metrics;
 pub mod mutation;
 mod nearest;
+pub mod owed;
 mod per_process;
 pub mod protocol;
 pub mod race;
 pub mod runtime;
 pub mod semaphore;
-mod starter;
 pub mod store;
 
 pub mod timing;
@@ -42,7 +41,7 @@ pub mod write_once;
 #[cfg(feature = "python")]
 mod python;
 
-pub use errors::{Error, Result, StoreErrorKind};
+pub use errors::{Error, LossCause, Result, StoreErrorKind};
 pub use inspect::{Inspection, LockState};
 pub use lease::{keep_alive, keep_alive_on, new_owner_id, Lease, Lock, LockOptions};
 pub use lockfile::LockFile;

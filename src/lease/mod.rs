@@ -5,25 +5,28 @@
 //! The lock and its acquisition (`lock.rs`), the options a user gives it (`settings.rs`)
 //! and the configuration made of them (`options.rs`), a held lease and
 //! its heartbeat (`held/`), the retries they share (`retry.rs`), the order in which
-//! waiters woken together try (`seniority.rs`), and a remote's keep-alive (`keep_alive.rs`).
+//! waiters woken together try (`seniority.rs`), a remote's keep-alive (`keep_alive.rs`), the
+//! release an interrupted acquisition owes (`owed_release.rs`), and the starter that spawns
+//! each beat of a heartbeat when it is due (`starter.rs`).
 
 pub mod claim;
-mod cleanup;
 mod held;
 mod keep_alive;
 mod lock;
 mod options;
+mod owed_release;
 mod retry;
 mod seniority;
 mod settings;
+mod starter;
 mod warnings;
 
-pub use cleanup::Cleanup;
 pub use held::Lease;
 pub use keep_alive::{keep_alive, keep_alive_on};
 pub use lock::Lock;
 pub(crate) use lock::Tried;
 pub use options::{LockOptions, LossHook};
+pub use owed_release::Cleanup;
 pub use settings::{External, Field, Given, Kind, Settings};
 
 use crate::per_process::PerProcess;
@@ -91,12 +94,18 @@ mod tests {
             assert!(lease.beat_filed(), "filed, not spawned");
             let ticket = lease.filed_ticket();
             assert_eq!(drive(lease.release()).unwrap(), ReleaseStatus::Released);
-            assert!(!crate::starter::is_filed(ticket), "taken back at release");
+            assert!(
+                !crate::lease::starter::is_filed(ticket),
+                "taken back at release"
+            );
         }
         let dropped = drive(lock.acquire(None)).unwrap();
         let ticket = dropped.filed_ticket();
         drop(dropped);
-        assert!(!crate::starter::is_filed(ticket), "taken back when dropped");
+        assert!(
+            !crate::lease::starter::is_filed(ticket),
+            "taken back when dropped"
+        );
     }
 
     /// Between beats a held lease keeps no task: each beat files the next with the starter.
@@ -132,7 +141,7 @@ mod tests {
         let ticket = lease.filed_ticket();
         assert_eq!(drive(lease.release()).unwrap(), ReleaseStatus::Released);
         assert!(
-            !crate::starter::is_filed(ticket),
+            !crate::lease::starter::is_filed(ticket),
             "the next beat taken back at release"
         );
     }

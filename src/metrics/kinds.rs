@@ -1,5 +1,6 @@
 //! What the metrics count by: store requests by kind and outcome, acquisitions by how they
-//! ended, losses by cause, each with the name `stats()` and the exporters show.
+//! ended, each with the name `stats()` and the exporters show. Losses are counted by their
+//! cause, [`crate::errors::LossCause`], which names itself the same way.
 
 /// A store request made by the protocol.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -107,43 +108,6 @@ impl Acquired {
             Acquired::TimedOut => "timed_out",
             Acquired::Failed => "failed",
             Acquired::Saturated => "saturated",
-        }
-    }
-}
-
-/// Why a held lease was lost.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Loss {
-    /// Another owner took the lock over.
-    TakenOver,
-    /// Someone else released it (`break`).
-    Released,
-    /// The lockfile was deleted.
-    Deleted,
-    /// No renewal succeeded before the lease deadline.
-    Deadline,
-    /// A renewal failed in a way no retry can mend (credentials, a deleted bucket).
-    Failed,
-}
-
-impl Loss {
-    /// Every cause, in the order of [`super::Snapshot::losses`].
-    pub const ALL: [Loss; 5] = [
-        Loss::TakenOver,
-        Loss::Released,
-        Loss::Deleted,
-        Loss::Deadline,
-        Loss::Failed,
-    ];
-
-    /// The cause's name.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Loss::TakenOver => "taken_over",
-            Loss::Released => "released_by_other",
-            Loss::Deleted => "deleted",
-            Loss::Deadline => "deadline",
-            Loss::Failed => "renewal_failed",
         }
     }
 }

@@ -12,6 +12,8 @@ use std::time::Duration;
 mod kinds;
 pub use kinds::*;
 
+use crate::errors::LossCause;
+
 /// The upper bounds of the histograms' buckets, in seconds (the last bucket is unbounded):
 /// from a local file's millisecond to a day-long hold.
 pub const BUCKETS: [f64; 20] = [
@@ -69,7 +71,7 @@ struct Metrics {
     releases: AtomicU64,
     renewals_ok: AtomicU64,
     renewals_retried: AtomicU64,
-    losses: [AtomicU64; 5],
+    losses: [AtomicU64; LossCause::ALL.len()],
     acquire_wait: Histogram,
     hold: Histogram,
     renewal_latency: Histogram,
@@ -175,7 +177,7 @@ pub fn released(held: Duration) {
 }
 
 /// A lease was lost, `held` after its acquisition.
-pub fn lost(cause: Loss, held: Duration) {
+pub fn lost(cause: LossCause, held: Duration) {
     METRICS.losses[cause as usize].fetch_add(1, Relaxed);
     METRICS.hold.record(held);
 }
@@ -239,7 +241,7 @@ pub struct Snapshot {
     /// Renewals that failed and were tried again.
     pub renewals_retried: u64,
     /// `(cause, count)` of leases lost.
-    pub losses: Vec<(Loss, u64)>,
+    pub losses: Vec<(LossCause, u64)>,
     /// Seconds each acquisition waited (but one attempt that found the lock held).
     pub acquire_wait: HistogramSnapshot,
     /// Seconds from acquisition to release or loss.
@@ -282,7 +284,7 @@ pub fn snapshot() -> Snapshot {
         releases: m.releases.load(Relaxed),
         renewals: m.renewals_ok.load(Relaxed),
         renewals_retried: m.renewals_retried.load(Relaxed),
-        losses: Loss::ALL
+        losses: LossCause::ALL
             .iter()
             .map(|l| (*l, m.losses[*l as usize].load(Relaxed)))
             .collect(),

@@ -6,7 +6,7 @@
 use super::acquisition::{Acquisition, Attempt, OurWrite};
 use super::Protocol;
 use crate::clock::Clock;
-use crate::errors::{Error, Result};
+use crate::errors::{Error, LossCause, Result};
 use crate::lockfile::LockFile;
 use crate::metrics::{self, Request};
 use crate::protocol::released::Record;
@@ -46,18 +46,8 @@ pub struct Engine {
     pub labels: Option<crate::lockfile::Labels>,
 }
 
-const DELETED: &str = "the lockfile was deleted";
-const RELEASED: &str = "it was released at";
-
 /// The `writer_name` of the remote's writes (mops's remote writer uses it too).
 pub const REMOTE: &str = "remote";
-
-pub(super) fn lost(uri: &str, reason: String) -> Error {
-    Error::Lost {
-        uri: uri.to_string(),
-        reason,
-    }
-}
 
 impl Engine {
     /// The same engine running `protocol`.
@@ -301,29 +291,29 @@ impl Engine {
         ours.body = lf;
     }
 
-    /// The cause of a loss whose reason `why_not_ours` gave.
-    pub fn loss_cause(reason: &str) -> metrics::Loss {
-        if reason.starts_with(DELETED) {
-            metrics::Loss::Deleted
-        } else if reason.starts_with(RELEASED) {
-            metrics::Loss::Released
-        } else {
-            metrics::Loss::TakenOver
-        }
-    }
-
-    pub(super) fn why_not_ours(ours: &OurWrite, lf: Option<&LockFile>) -> String {
-        match lf {
-            None => DELETED.into(),
-            Some(lf) if *lf.writer_id == *ours.owner && lf.is_released() => {
-                format!("{RELEASED} {}", lf.released_at)
-            }
-            Some(lf) => format!(
-                "it was taken over by {} with token {} (ours was {})",
-                lf.describe(),
-                lf.token,
-                ours.token()
+    /// The loss of `ours`, found when the lockfile read `lf` (`None`: there was none) was
+    /// no longer [`Engine::still_ours`]: its cause, and the words that say it.
+    pub(super) fn not_ours(&self, ours: &OurWrite, lf: Option<&LockFile>) -> Error {
+        let (cause, reason) = match lf {
+            None => (LossCause::Deleted, "the lockfile was deleted".into()),
+            Some(lf) if *lf.writer_id == *ours.owner && lf.is_released() => (
+                LossCause::ReleasedByOther,
+                format!("it was released at {}", lf.released_at),
             ),
+            Some(lf) => (
+                LossCause::TakenOver,
+                format!(
+                    "it was taken over by {} with token {} (ours was {})",
+                    lf.describe(),
+                    lf.token,
+                    ours.token()
+                ),
+            ),
+        };
+        Error::Lost {
+            uri: self.uri().to_string(),
+            cause,
+            reason,
         }
     }
 

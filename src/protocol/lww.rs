@@ -105,10 +105,7 @@ impl Steps for Lww {
                 ours.lease_start = start;
                 Ok(())
             }
-            other => Err(super::engine::lost(
-                engine.uri(),
-                Engine::why_not_ours(ours, other.as_ref().map(|(lf, _)| lf)),
-            )),
+            other => Err(engine.not_ours(ours, other.as_ref().map(|(lf, _)| lf))),
         }
     }
 

@@ -31,7 +31,7 @@ pub(crate) fn release_all(py: Python<'_>, locks: Vec<PyRef<'_, NativeLock>>, wit
 /// in the background (called at interpreter exit).
 #[pyfunction]
 pub(crate) fn drain(py: Python<'_>, timeout: f64) {
-    py.detach(|| crate::cleanup::drain(Duration::from_secs_f64(timeout.clamp(0.0, 60.0))));
+    py.detach(|| crate::owed::drain(Duration::from_secs_f64(timeout.clamp(0.0, 60.0))));
 }
 
 /// From now on no blob-lock awaitable completes (called at interpreter exit).

@@ -232,7 +232,7 @@ async fn probe(gate: &Gate, beside: &Path) -> Result<Verdict> {
             // The create may have landed before it failed: removed in the background, so
             // that the error is reported now.
             let gate = gate.clone();
-            crate::cleanup::spawn(async move {
+            crate::owed::spawn(async move {
                 if let Err(e) = gate.delete_at(&scratch).await {
                     log::debug!("{}: scratch object {scratch} not deleted: {e}", gate.uri);
                 }

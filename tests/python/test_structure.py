@@ -241,8 +241,8 @@ FLOORS = [
     ["protocol"],
     ["store"],
     [
-        *("lockfile", "metrics", "timing", "clock", "errors", "runtime", "starter"),
-        *("cleanup", "per_process", "nearest", "mutation"),
+        *("lockfile", "metrics", "timing", "clock", "errors", "runtime"),
+        *("owed", "per_process", "nearest", "mutation"),
     ],
 ]
 

@@ -423,3 +423,73 @@ async fn repeated_single_attempts_take_over_after_expire_as_a_wait_does() {
     );
     assert_eq!(taken.token(), 2);
 }
+
+/// A store that cannot answer whether it honours conditional writes at first (its probe
+/// failed), and then says it does not: counts how often it is asked.
+#[derive(Debug)]
+struct Undecided {
+    inner: Arc<dyn LockStore>,
+    asked: AtomicUsize,
+}
+
+#[async_trait::async_trait]
+impl LockStore for Undecided {
+    async fn read(&self) -> blob_lock::Result<Option<store::Snapshot>> {
+        self.inner.read().await
+    }
+    async fn create(&self, body: bytes::Bytes) -> blob_lock::Result<store::Write> {
+        self.inner.create(body).await
+    }
+    async fn update(
+        &self,
+        body: bytes::Bytes,
+        expected: &store::Version,
+    ) -> blob_lock::Result<store::Write> {
+        self.inner.update(body, expected).await
+    }
+    async fn overwrite(&self, body: bytes::Bytes) -> blob_lock::Result<store::Version> {
+        self.inner.overwrite(body).await
+    }
+    fn uri(&self) -> &str {
+        self.inner.uri()
+    }
+    async fn conditional_writes(&self, _required: bool) -> blob_lock::Result<bool> {
+        match self.asked.fetch_add(1, Ordering::SeqCst) {
+            0 => Err(Error::Store {
+                uri: self.uri().to_string(),
+                message: "the probe got no answer".into(),
+                kind: blob_lock::StoreErrorKind::Permanent,
+            }),
+            _ => Ok(false),
+        }
+    }
+    fn known_conditional_writes(&self) -> Option<bool> {
+        (self.asked.load(Ordering::SeqCst) > 1).then_some(false)
+    }
+}
+
+/// An auto lock asks its store which protocol to run until the store has decided (a probe
+/// that failed decides nothing), and then keeps that protocol without asking again.
+#[tokio::test(start_paused = true)]
+async fn an_auto_lock_asks_its_store_until_it_has_decided_then_never_again() {
+    let mut o = LockOptions::new(2.0).unwrap();
+    o.protocol = None;
+    let store = Arc::new(Undecided {
+        inner: memory("undecided", &o),
+        asked: AtomicUsize::new(0),
+    });
+    let lock = Lock::with_store("t", store.clone(), &o);
+    let err = lock.try_acquire().await.unwrap_err();
+    assert!(matches!(err, Error::Store { .. }), "{err}");
+    for _ in 0..3 {
+        let lease = lock.try_acquire().await.unwrap().expect("free");
+        assert_eq!(lease.release().await.unwrap(), ReleaseStatus::Released);
+    }
+    assert_eq!(store.asked.load(Ordering::SeqCst), 2, "asked until decided");
+    let lf = lock.inspect().await.unwrap().lockfile.expect("a lockfile");
+    assert_eq!(
+        lf.protocol.as_deref(),
+        Some("lww"),
+        "auto on this store is lww"
+    );
+}

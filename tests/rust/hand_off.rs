@@ -5,7 +5,7 @@
 
 use blob_lock::lockfile::LockFile;
 use blob_lock::store::{self, LockStore};
-use blob_lock::{keep_alive_on, Error, Lock, LockOptions, Protocol, ReleaseStatus};
+use blob_lock::{keep_alive_on, Error, Lock, LockOptions, LossCause, Protocol, ReleaseStatus};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::time::Instant;
@@ -172,6 +172,15 @@ async fn hand_off_refuses_what_it_cannot_do_and_writes_nothing() {
         .await
         .unwrap();
     let err = lost.hand_off(GRACE).await.unwrap_err();
-    assert!(matches!(err, Error::Lost { .. }), "{err}");
+    assert!(
+        matches!(
+            err,
+            Error::Lost {
+                cause: LossCause::TakenOver,
+                ..
+            }
+        ),
+        "{err}"
+    );
     assert!(lost.is_lost());
 }

@@ -3,7 +3,8 @@
 //! outcome, losses by cause. One test in this binary, so that nothing else moves the
 //! counters while it compares them.
 
-use blob_lock::metrics::{self, Acquired, Loss, Outcome, Request, Snapshot};
+use blob_lock::metrics::{self, Acquired, Outcome, Request, Snapshot};
+use blob_lock::LossCause;
 use blob_lock::{Lock, LockOptions};
 use std::time::Duration;
 
@@ -19,7 +20,7 @@ fn requests(s: &Snapshot, kind: Request, outcome: Outcome) -> u64 {
         .2
 }
 
-fn losses(s: &Snapshot, cause: Loss) -> u64 {
+fn losses(s: &Snapshot, cause: LossCause) -> u64 {
     s.losses.iter().find(|(c, _)| *c == cause).unwrap().1
 }
 
@@ -83,7 +84,7 @@ async fn what_locks_do_is_counted() {
     };
     assert_eq!(delta(&within_the_lease), renewals);
     assert_eq!(delta(&|s| s.releases), 1);
-    assert_eq!(delta(&|s| losses(s, Loss::Released)), 1);
+    assert_eq!(delta(&|s| losses(s, LossCause::ReleasedByOther)), 1);
     assert_eq!(delta(&|s| s.hold.count), 2, "one release, one loss");
     assert!(delta(&|s| requests(s, Request::Read, Outcome::Ok)) >= 3);
     assert_eq!(delta(&|s| requests(s, Request::Create, Outcome::Ok)), 2);

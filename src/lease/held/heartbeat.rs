@@ -2,10 +2,9 @@
 //! beat's renewal or retry (`beat`).
 
 use super::state::{Kept, LeaseState, NextBeat};
-use crate::errors::Error;
+use crate::errors::{Error, LossCause};
 use crate::lease::claim::State;
 use crate::metrics;
-use crate::protocol::Engine;
 use crate::store::load::{self, Kind};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -17,7 +16,7 @@ static RENEWAL_FAILED: crate::lease::warnings::Warning = crate::lease::warnings:
 /// Files the next beat of the heartbeat, due at `at`: a task of its own runs the beat when
 /// it is due, files the one after, and ends, so that between beats a held lock keeps no
 /// task (thousands of held locks in one process). On the shared runtime the beat waits as
-/// a start filed with its starter (`crate::starter`), a few dozen bytes; on a simulated
+/// a start filed with its starter (`crate::lease::starter`), a few dozen bytes; on a simulated
 /// clock or a runtime of the caller's own (where the starter keeps another time), as a
 /// task that sleeps on the lease's clock.
 pub(super) fn file_beat(state: Arc<LeaseState>, at: Instant) {
@@ -43,7 +42,7 @@ pub(super) fn file_beat(state: Arc<LeaseState>, at: Instant) {
     // The start holds only the state: the beat's future is made when it is due.
     let task = state.clone();
     let start = Box::new(move || drop(tokio::spawn(beat_then_file(task))));
-    *next = NextBeat::Filed(crate::starter::start_at(at, start));
+    *next = NextBeat::Filed(crate::lease::starter::start_at(at, start));
 }
 
 /// Runs a beat that is due, then files the next one, if any.
@@ -79,7 +78,7 @@ async fn beat(state: &LeaseState) -> Option<Instant> {
             _ = state.engine.clock.sleep_until(deadline) => {
                 // From the deadline on a waiter may take over, so a renewal still in flight
                 // cannot save the lease: declare the loss now, not when the request ends.
-                state.mark_lost(metrics::Loss::Deadline, "the renewal in flight did not finish before the lease deadline".into());
+                state.mark_lost(LossCause::Deadline, "the renewal in flight did not finish before the lease deadline".into());
                 // Not cancelled: a request on the wire may land anyway, and its outcome is
                 // resolved like any other (a release waits for it).
                 let _ = renewal.await;
@@ -97,20 +96,20 @@ async fn beat(state: &LeaseState) -> Option<Instant> {
             backoff.reset();
             Some(ours.lease_start + state.engine.timing.heartbeat)
         }
-        Err(Error::Lost { reason, .. }) => {
-            state.mark_lost(Engine::loss_cause(&reason), reason);
+        Err(Error::Lost { cause, reason, .. }) => {
+            state.mark_lost(cause, reason);
             None
         }
         Err(Error::Saturated { message, .. }) => {
             // Not sent: it could not have landed before the deadline.
-            state.mark_lost(metrics::Loss::Deadline, message);
+            state.mark_lost(LossCause::Deadline, message);
             None
         }
         Err(e) if !e.is_transient() && !matches!(e, Error::InvalidLockFile { .. }) => {
             // Bad credentials, a deleted bucket: no retry can renew the lease. (An
             // unreadable lockfile may be a foreign writer's torn write: retried.)
             state.mark_lost(
-                metrics::Loss::Failed,
+                LossCause::RenewalFailed,
                 format!("renewal failed and cannot succeed: {e}"),
             );
             None
@@ -119,7 +118,7 @@ async fn beat(state: &LeaseState) -> Option<Instant> {
             let now = state.engine.clock.now();
             if now >= deadline {
                 state.mark_lost(
-                    metrics::Loss::Deadline,
+                    LossCause::Deadline,
                     format!("renewal failed until the lease deadline: {e}"),
                 );
                 return None;

@@ -6,7 +6,7 @@ mod state;
 
 use super::retry::{release_retrying, Backoff};
 use super::LossHook;
-use crate::errors::{Error, Result};
+use crate::errors::{Error, LossCause, Result};
 use crate::lease::claim::{Claim, State};
 use crate::metrics;
 use crate::protocol::{Engine, OurWrite, ReleaseStatus};
@@ -134,12 +134,15 @@ impl Lease {
             )));
         }
         crate::timing::Timing::check_grace(grace)?;
-        let lost = |reason| Error::Lost {
+        let lost = |(cause, reason)| Error::Lost {
             uri: uri.to_string(),
+            cause,
             reason,
         };
-        if let Some(reason) = state.lost_reason() {
-            return Err(lost(reason));
+        // The lease ended meanwhile: lost, as its loss says, or let go (it runs out then).
+        let ended = |reason: &str| state.loss().unwrap_or((LossCause::Deadline, reason.into()));
+        if let Some(loss) = state.loss() {
+            return Err(lost(loss));
         }
         let mut kept = state.kept.lock().await;
         let ours = &mut kept.ours;
@@ -149,8 +152,7 @@ impl Lease {
             )));
         }
         if !state.claim.enter(State::Renewing, "hand-off") {
-            let reason = state.lost_reason();
-            return Err(lost(reason.unwrap_or_else(|| "the lease ended".into())));
+            return Err(lost(ended("the lease ended")));
         }
         let handed = state.engine.hand_off(ours, grace);
         let kind = Kind::Renewal {
@@ -167,10 +169,10 @@ impl Lease {
                 );
                 Ok(())
             }
-            Ok(()) => Err(lost(state.lost_reason().unwrap_or_default())),
-            Err(Error::Lost { reason, .. }) => {
-                state.mark_lost(Engine::loss_cause(&reason), reason.clone());
-                Err(lost(reason))
+            Ok(()) => Err(lost(ended(""))),
+            Err(Error::Lost { cause, reason, .. }) => {
+                state.mark_lost(cause, reason.clone());
+                Err(lost((cause, reason)))
             }
             Err(e) => {
                 state.claim.enter(State::Held, "hand-off failed");
@@ -256,15 +258,15 @@ impl Lease {
             // Not ours any more, found only now (taken over between heartbeats, released
             // or deleted by someone else): a loss like any other, told the same ways.
             ReleaseStatus::HeldByOther(who, _) => self.state.mark_lost(
-                metrics::Loss::TakenOver,
+                LossCause::TakenOver,
                 format!("at release it was held by {who}"),
             ),
             ReleaseStatus::NoLockfile => self.state.mark_lost(
-                metrics::Loss::Deleted,
+                LossCause::Deleted,
                 "at release the lockfile was gone".into(),
             ),
             _ => self.state.mark_lost(
-                metrics::Loss::Released,
+                LossCause::ReleasedByOther,
                 "at release it was already released by someone else".into(),
             ),
         }
@@ -275,14 +277,14 @@ impl Lease {
     #[cfg(test)]
     pub(crate) fn beat_filed(&self) -> bool {
         match *self.state.next_beat() {
-            NextBeat::Filed(ticket) => crate::starter::is_filed(ticket),
+            NextBeat::Filed(ticket) => crate::lease::starter::is_filed(ticket),
             _ => false,
         }
     }
 
     /// The ticket of the beat filed last (for tests).
     #[cfg(test)]
-    pub(crate) fn filed_ticket(&self) -> crate::starter::Ticket {
+    pub(crate) fn filed_ticket(&self) -> crate::lease::starter::Ticket {
         match *self.state.next_beat() {
             NextBeat::Filed(ticket) => ticket,
             _ => panic!("a beat was filed"),
@@ -297,7 +299,7 @@ impl Lease {
         match std::mem::replace(&mut *next, NextBeat::Unfiled) {
             // Taken back before it started; or it has started, and the running beat sees
             // `stopped` (set before the mutex that `file_beat` checks it under).
-            NextBeat::Filed(ticket) => drop(crate::starter::cancel(ticket)),
+            NextBeat::Filed(ticket) => drop(crate::lease::starter::cancel(ticket)),
             NextBeat::Unfiled => {}
             // A permit if the task is not waiting yet: it wakes at once when it does.
             NextBeat::Sleeping(stop) => {

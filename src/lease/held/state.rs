@@ -3,7 +3,7 @@
 
 use super::super::retry::Backoff;
 use super::super::LossHook;
-use crate::errors::Error;
+use crate::errors::{Error, LossCause};
 use crate::lease::claim::{Claim, State};
 use crate::metrics;
 use crate::protocol::{Engine, OurWrite};
@@ -27,8 +27,8 @@ pub(super) struct LeaseState {
     pub(super) deadline_ns: AtomicU64,
     /// When the lock was acquired (the start of the acquiring write): hold times count from it.
     pub(super) acquired_at: Instant,
-    /// Why the lease was lost; sticky once set.
-    pub(super) lost: Mutex<Option<Box<str>>>,
+    /// Why the lease was lost, as a cause and in words; sticky once set. Boxed: rare.
+    pub(super) lost: Mutex<Option<Box<(LossCause, String)>>>,
     pub(super) stopped: AtomicBool,
     pub(super) released: AtomicBool,
     /// Set by a successful hand-off: a remote may be starting on this lock.
@@ -55,7 +55,7 @@ pub(super) enum NextBeat {
     /// No beat is filed (one is running, or the heartbeat has ended).
     Unfiled,
     /// Filed with the shared runtime's starter, to be taken back by a stop.
-    Filed(crate::starter::Ticket),
+    Filed(crate::lease::starter::Ticket),
     /// As a task sleeping on the lease's clock (simulated clocks, runtimes of the caller's
     /// own), woken early by a stop through this.
     Sleeping(Arc<Notify>),
@@ -95,12 +95,12 @@ impl LeaseState {
         }
     }
 
-    pub(super) fn mark_lost(&self, cause: metrics::Loss, reason: String) {
+    pub(super) fn mark_lost(&self, cause: LossCause, reason: String) {
         let first = {
             let mut lost = self.lost.lock().unwrap_or_else(|e| e.into_inner());
             let first = lost.is_none();
             if first {
-                *lost = Some(reason.as_str().into());
+                *lost = Some(Box::new((cause, reason.clone())));
             }
             first
         };
@@ -121,6 +121,7 @@ impl LeaseState {
         if let Some(hook) = &self.on_lost {
             (hook.0)(&Error::Lost {
                 uri: self.engine.uri().to_string(),
+                cause,
                 reason,
             });
         }
@@ -138,8 +139,13 @@ impl LeaseState {
     }
 
     pub(super) fn lost_reason(&self) -> Option<String> {
-        if let Some(r) = self.recorded_loss() {
-            return Some(r);
+        self.loss().map(|(_, reason)| reason)
+    }
+
+    /// Why the lease was lost, if it was: its cause, and the words that say it.
+    pub(super) fn loss(&self) -> Option<(LossCause, String)> {
+        if let Some(loss) = self.recorded_loss() {
+            return Some(loss);
         }
         let deadline = self.deadline();
         // A stopped lease (the remote's keep_alive after stop()) is lost at its deadline too;
@@ -147,9 +153,10 @@ impl LeaseState {
         // is neither warned about nor told to on_lost.
         if self.engine.clock.now() >= deadline && !self.released.load(Ordering::SeqCst) {
             if self.claim.state() == State::Stopped {
-                return Some("renewal was stopped and the lease ran out".into());
+                let reason = "renewal was stopped and the lease ran out";
+                return Some((LossCause::Deadline, reason.into()));
             }
-            self.mark_lost(metrics::Loss::Deadline, format!(
+            self.mark_lost(LossCause::Deadline, format!(
                 "no successful renewal before the lease deadline ({}s after the last write, less the margin)",
                 self.engine.timing.expire.as_secs_f64()
             ));
@@ -158,9 +165,9 @@ impl LeaseState {
         None
     }
 
-    pub(super) fn recorded_loss(&self) -> Option<String> {
+    pub(super) fn recorded_loss(&self) -> Option<(LossCause, String)> {
         let lost = self.lost.lock().unwrap_or_else(|e| e.into_inner());
-        lost.as_deref().map(String::from)
+        lost.as_deref().cloned()
     }
 }
 

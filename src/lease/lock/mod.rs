@@ -1,16 +1,16 @@
 //! A lock URI with its owner id: acquisition (waiting, attempts, the cleanup an
-//! interrupted one owes, `cleanup.rs`), inspection and release without a lease.
+//! interrupted one owes, `owed_release.rs`), inspection and release without a lease.
 
-use super::cleanup::Cleanup;
+use super::owed_release::Cleanup;
 use super::retry::with_retries;
 use super::seniority::Seniority;
 use super::{new_owner_id, waker, Lease, LockOptions, LossHook};
-use crate::cleanup::Owed;
 use crate::errors::{Error, Result};
 use crate::inspect::{self, Inspection};
 use crate::lease::claim::{Claim, State};
 use crate::lockfile::LockFile;
 use crate::metrics;
+use crate::owed::Owed;
 use crate::protocol::released::Record;
 use crate::protocol::watched::Watched;
 use crate::protocol::Protocol;
@@ -19,7 +19,7 @@ use crate::store::load::{as_kind, Kind};
 use crate::store::Access;
 use crate::store::{self, LockStore};
 use crate::timing::{Polls, Timing};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 mod acquire;
@@ -29,9 +29,12 @@ pub(crate) use acquire::Tried;
 /// One lock URI, with one owner id for every acquisition through it.
 #[derive(Debug, Clone)]
 pub struct Lock {
-    /// The engine, with `cas` in place of auto until the store has decided; shared with
-    /// the leases taken under it (thousands of held locks).
+    /// The engine the options made, with `cas` in place of auto (the store decides);
+    /// shared with the leases taken under it (thousands of held locks).
     engine: Arc<Engine>,
+    /// The engine with the protocol the store decided on, once it has ([`Lock::resolved`]):
+    /// `engine` itself where that is its protocol. Kept by [`Lock::another`].
+    decided: OnceLock<Arc<Engine>>,
     /// The protocol asked for; `None` lets the store decide.
     requested: Option<Protocol>,
     /// Shared with the claims and leases of this lock (no copy each).
@@ -85,6 +88,7 @@ impl Lock {
     pub fn with_store(uri: &str, store: Arc<dyn LockStore>, options: &LockOptions) -> Lock {
         Lock {
             engine: Arc::new(options.engine(store)),
+            decided: OnceLock::new(),
             requested: options.protocol,
             owner: new_owner_id().into(),
             uri: uri.into(),
@@ -115,6 +119,7 @@ impl Lock {
     /// [`crate::protocol::watched`]): for stores brought by tests and simulations, whose locks keep
     /// no process-wide record.
     pub fn with_watched(mut self, watched: Watched) -> Lock {
+        self.decided = OnceLock::new(); // decided on the engine as it was
         Arc::make_mut(&mut self.engine).watched = watched;
         self
     }
@@ -123,6 +128,7 @@ impl Lock {
     /// [`crate::protocol::released`]): simulated processes, which share one real process, each bring
     /// their own, shared by all their locks as the process-wide one is.
     pub fn with_record(mut self, record: Record) -> Lock {
+        self.decided = OnceLock::new(); // decided on the engine as it was
         Arc::make_mut(&mut self.engine).last_release = record;
         self
     }
@@ -169,11 +175,19 @@ impl Lock {
         &self.engine.timing
     }
 
-    /// The engine with the protocol the store allows for this lock; the first call on a
-    /// store over HTTP probes it (once per process), later ones only look.
+    /// The engine with the protocol the store allows for this lock. Until the store has
+    /// decided, each call asks it ([`Protocol::for_store`]: the first on a store over HTTP
+    /// probes it, once per process; `cas` on a store found unsafe fails each time); once it
+    /// has, the engine is kept, and later calls ask nothing.
     async fn resolved(&self) -> Result<Arc<Engine>> {
+        if let Some(engine) = self.decided.get() {
+            return Ok(engine.clone());
+        }
         let protocol = Protocol::for_store(self.engine.store.as_ref(), self.requested).await?;
-        Ok(self.with_protocol(protocol))
+        Ok(self
+            .decided
+            .get_or_init(|| self.with_protocol(protocol))
+            .clone())
     }
 
     /// The engine with `protocol`: this lock's own (no copy) where it has that protocol.
@@ -188,7 +202,10 @@ impl Lock {
     /// reads take an unreadable lockfile for a write in flight and read again for a while
     /// (under cas it is corrupt at once).
     fn reader(&self) -> Arc<Engine> {
-        self.with_protocol(self.protocol().unwrap_or(Protocol::Lww))
+        match self.decided.get() {
+            Some(engine) => engine.clone(),
+            None => self.with_protocol(self.protocol().unwrap_or(Protocol::Lww)),
+        }
     }
 
     /// A release this lock owes, counted from now: the next acquisition through this lock

@@ -212,10 +212,7 @@ async fn renew(engine: &Engine, ours: &mut OurWrite, writer_name: Option<&str>) 
                 }
                 other => {
                     reached(Branch::RenewLost);
-                    return Err(super::engine::lost(
-                        engine.uri(),
-                        Engine::why_not_ours(ours, other.as_ref().map(|(lf, _)| lf)),
-                    ));
+                    return Err(engine.not_ours(ours, other.as_ref().map(|(lf, _)| lf)));
                 }
             },
         }

@@ -1,9 +1,9 @@
 //! What an interrupted acquisition owes: a write it abandoned may still land, so the lock is
 //! released in the background after the store has quiesced, and the next acquisition on the
-//! same object waits for that ([`crate::cleanup`]).
+//! same object waits for that ([`crate::owed`]).
 
 use super::{Lease, Lock};
-use crate::cleanup::Debt;
+use crate::owed::Debt;
 use std::sync::Arc;
 
 /// A release owed by an interrupted acquisition ([`Lock::owe_cleanup`]): run in the
@@ -18,7 +18,7 @@ impl Cleanup {
     /// Releases `lease` (an acquisition that ended after nobody waited for it any more).
     pub fn give_back(mut self, lease: Arc<Lease>) {
         let (uri, debt) = (self.lock.uri().to_string(), self.debt.take());
-        crate::cleanup::spawn(async move {
+        crate::owed::spawn(async move {
             if let Err(e) = lease.release().await {
                 log::warn!("{uri}: release after a cancelled acquisition failed: {e}");
             }
@@ -36,7 +36,7 @@ impl Drop for Cleanup {
     fn drop(&mut self) {
         let Some(debt) = self.debt.take() else { return };
         let lock = self.lock.clone();
-        crate::cleanup::spawn(async move {
+        crate::owed::spawn(async move {
             lock.store().quiesced().await;
             if let Err(e) = lock.release_unheld().await {
                 log::warn!(

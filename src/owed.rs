@@ -1,7 +1,9 @@
-//! Work left running in the background when a caller stopped waiting: the release of what an
-//! interrupted or abandoned acquisition may have written. [`drain`] waits for it a moment
-//! (the Python package calls it at interpreter exit), so that a Ctrl-C or a timeout during a
-//! wait leaves no lock behind to expire.
+//! What is owed when a caller stopped waiting, process-wide and per lock: work left running
+//! in the background (the release of what an interrupted or abandoned acquisition may have
+//! written, [`spawn`]), counted until done, and each lock's debts ([`Owed`]), which its next
+//! acquisition waits for. [`drain`] waits for them a moment (the Python package calls it at
+//! interpreter exit), so that a Ctrl-C or a timeout during a wait leaves no lock behind to
+//! expire.
 
 use std::future::Future;
 use std::sync::atomic::{AtomicU64, Ordering};
