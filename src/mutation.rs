@@ -46,11 +46,14 @@ pub enum Mutation {
     /// The first configuration is written over whatever is there, not only if absent: two
     /// first-comers asking different numbers each use their own.
     SemaphoreConfigOverwritten,
+    /// A configuration found missing and then a slot taken is called lost without reading
+    /// it again: a first-comer refuses because another wrote both meanwhile.
+    SemaphoreLostUnread,
 }
 
 impl Mutation {
     /// Every seeded bug.
-    pub const ALL: [Mutation; 15] = [
+    pub const ALL: [Mutation; 16] = [
         Mutation::AdoptForeignWrite,
         Mutation::ExpireAtHalf,
         Mutation::ConflictAsSuccess,
@@ -66,6 +69,7 @@ impl Mutation {
         Mutation::SemaphoreConfigRecreated,
         Mutation::SemaphoreConfigReplaced,
         Mutation::SemaphoreConfigOverwritten,
+        Mutation::SemaphoreLostUnread,
     ];
 }
 

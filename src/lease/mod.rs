@@ -19,6 +19,7 @@ mod retry;
 mod seniority;
 mod settings;
 mod starter;
+mod wait;
 mod warnings;
 
 pub use held::Lease;
@@ -28,6 +29,7 @@ pub(crate) use lock::Tried;
 pub use options::{LockOptions, LossHook};
 pub use owed_release::Cleanup;
 pub use settings::{External, Field, Given, Kind, Settings};
+pub(crate) use wait::{arm, Wait};
 
 use crate::per_process::PerProcess;
 use std::collections::HashMap;

@@ -1,6 +1,8 @@
 //! Taking a slot: one round over the slots from where the acquisition's owner id points,
 //! then, every slot held, one slot read per poll (`rotation.rs`), woken at once by a release
 //! in this process; a process that just let go of a slot waits its turn first (`turns.rs`).
+//! The wait itself (deadline, cutoff, polls, wakers, seniority) is a lock's
+//! (`crate::lease::Wait`).
 //! Each acquisition writes an owner id of its own, and an attempt abandoned mid-request
 //! releases what it may have written.
 //!
@@ -14,9 +16,8 @@
 use super::rotation::Rotation;
 use super::{retried, Permit, Semaphore};
 use crate::errors::{Error, Result};
-use crate::lease::{new_owner_id, Lease, Lock, Tried};
+use crate::lease::{arm, new_owner_id, Lease, Lock, Tried, Wait};
 use crate::mutation::{active, Mutation};
-use crate::timing::Polls;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::Notify;
@@ -95,8 +96,9 @@ impl Semaphore {
     /// owner id of its own: a slot whose lockfile names ours is ours).
     pub async fn acquire_as(&self, owner: &str, timeout: Option<Duration>) -> Result<Permit> {
         let clock = self.options.clock.clone();
-        let began = clock.now();
-        let deadline = timeout.map(|t| began + t);
+        // The deadline, its cutoff, the polls and the seniority, as a lock's wait has them.
+        let mut wait = Wait::new(&clock, &self.options.timing, timeout);
+        let deadline = wait.deadline();
         // Having just let go of a slot here, this process leaves it to waiters elsewhere
         // first (`turns.rs`).
         if let Some(at) = self.turns.last_let_go() {
@@ -109,7 +111,6 @@ impl Semaphore {
         let mut us = Contender::new(self, owner);
         let mut n = self.configuration_by(deadline).await?.slots;
         let mut rotation = Rotation::new(n, us.spread(n));
-        let mut polls = Polls::new(&self.options.timing);
         // Made once the first round found every slot held: an acquisition that takes a slot
         // at once looks up no waker, and is not counted as a waiter.
         let mut wakers: Option<Vec<(usize, Arc<Notify>)>> = None;
@@ -119,24 +120,30 @@ impl Semaphore {
         // Counted among the process's waiters from then until it ends, however it ends.
         let mut _waiting: Option<Waiting> = None;
         let mut last_error: Option<Error> = None;
-        // The first round reads every slot; then one slot per poll, or every slot again
-        // after a release in this process.
+        let timed_out = |wait: &Wait, holder: String, saturated: Option<String>| Error::Timeout {
+            uri: self.prefix.to_string(),
+            waited: wait.waited(),
+            holder,
+            saturated,
+        };
+        // The first round reads every slot; then one slot per poll, or the slot written
+        // when woken.
         let mut round: Vec<usize> = rotation.round().collect();
         loop {
-            let mut woken: Vec<_> = wakers
-                .iter()
-                .flatten()
-                .map(|(_, w)| Box::pin(w.notified()))
-                .collect();
-            for w in &mut woken {
-                w.as_mut().enable();
-            }
+            // Listening before the attempts: a release between a read and the sleep wakes us.
+            let armed = arm(wakers.iter().flatten().map(|(_, w)| w));
             for slot in std::mem::take(&mut round) {
                 if slot >= n {
                     continue;
                 }
                 let lock = us.lock(slot)?;
-                match attempt(lock).await {
+                // An attempt still in flight at the cutoff is abandoned (`attempt` releases
+                // what it may have written).
+                let Some(tried) = wait.within_cutoff(attempt(lock)).await else {
+                    let holder = "unknown (the last attempt did not finish in time)".into();
+                    return Err(timed_out(&wait, holder, None));
+                };
+                match tried {
                     Ok(Tried::Held(lease)) => match self.kept(slot, lock, lease, deadline).await {
                         Ok(Kept::Held(permit)) => return Ok(permit),
                         // Lowered to `slots` meanwhile: the rest of the round below it.
@@ -148,7 +155,10 @@ impl Semaphore {
                         Err(e) if retried(&e) => last_error = Some(e),
                         Err(e) => return Err(e),
                     },
-                    Ok(Tried::Busy { expires_in }) => {
+                    Ok(Tried::Busy { holder, expires_in }) => {
+                        if let Some(holder) = holder.as_deref() {
+                            wait.saw(holder);
+                        }
                         rotation.saw(slot, clock.now(), expires_in);
                         last_error = None;
                     }
@@ -159,8 +169,7 @@ impl Semaphore {
                     Err(e) => return Err(e),
                 }
             }
-            let now = clock.now();
-            if deadline.is_some_and(|d| now >= d) {
+            if wait.past_deadline() {
                 let holder = match &last_error {
                     Some(e) => format!("unknown: the last read failed ({e})"),
                     None if n == 1 => "the holder of its 1 slot".to_string(),
@@ -170,34 +179,21 @@ impl Semaphore {
                     Some(Error::Saturated { message, .. }) => Some(message.clone()),
                     _ => None,
                 };
-                return Err(Error::Timeout {
-                    uri: self.prefix.to_string(),
-                    waited: now - began,
-                    holder,
-                    saturated,
-                });
+                return Err(timed_out(&wait, holder, saturated));
             }
             // Every slot read was held: from here on it is a waiter.
             if _waiting.is_none() {
                 _waiting = Some(Waiting::new());
             }
-            let pause = polls.pause(clock.jitter(), None, deadline.map(|d| d - now));
+            let now = clock.now();
+            let pause = wait.next_pause(None);
             let (slot, at) = rotation.next(now, pause);
             let at = deadline.map_or(at, |d| at.min(d));
-            if woken.is_empty() {
-                drop(woken);
-                clock.sleep_until(at).await;
-                round.push(slot);
-            } else {
-                tokio::select! {
-                    _ = clock.sleep_until(at) => round.push(slot),
-                    // A slot written (released here, or by another process where the store
-                    // hears it): that slot is read now.
-                    (_, i, _) = futures_util::future::select_all(woken) => {
-                        let written = wakers.as_ref().and_then(|w| w.get(i)).map(|(s, _)| *s);
-                        round.extend(written);
-                    }
-                }
+            // A slot written (released here, or by another process where the store hears
+            // it): that slot is read now; else the slot the rotation chose.
+            match wait.sleep(at, armed).await {
+                None => round.push(slot),
+                Some(i) => round.extend(wakers.as_ref().and_then(|w| w.get(i)).map(|(s, _)| *s)),
             }
             // (Made after the first pause, which has no wake: `poll_min` at most.)
             if wakers.is_none() {

@@ -191,7 +191,16 @@ impl Config {
         }
         if !active(Mutation::SemaphoreConfigRecreated) {
             if let Some(slot) = self.slot_taken_before(asked).await? {
-                return Err(self.lost(&slot, asked));
+                // Every slot is taken after its taker agreed on the configuration: another
+                // first-comer may have written both since our read. Only a configuration
+                // still missing now, with a slot there, was lost.
+                if active(Mutation::SemaphoreLostUnread) {
+                    return Err(self.lost(&slot, asked));
+                }
+                return match self.read().await? {
+                    Some((stored, _)) => Ok(stored),
+                    None => Err(self.lost(&slot, asked)),
+                };
             }
         }
         let ours = Stored::new(asked);

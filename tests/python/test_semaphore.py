@@ -436,8 +436,8 @@ def test_a_new_semaphore_is_written_by_its_first_caller(tmp_path):
 
 
 def first_comers_agree(prefix: str, options: dict | None) -> None:
-    """Eight first-comers on a new semaphore at once, asking 1 to 8 slots: one number is
-    stored, and each of them uses it."""
+    """Eight first-comers on a new semaphore at once, asking 1 to 8 slots, each taking a
+    slot: one number is stored, each of them uses it, and none is refused."""
     import threading
 
     asked = range(1, 9)
@@ -447,7 +447,10 @@ def first_comers_agree(prefix: str, options: dict | None) -> None:
     def first(n: int) -> None:
         semaphore = BlobSemaphore(prefix, n, storage_options=options)
         barrier.wait()
-        seen[n] = semaphore.configuration().slots
+        # Taking a slot at once: a first-comer that found no configuration, then another's
+        # slot, must read the configuration written meanwhile, not call it lost.
+        with semaphore.acquire(timeout=60):
+            seen[n] = semaphore.configuration().slots
 
     threads = [threading.Thread(target=first, args=(n,)) for n in asked]
     for t in threads:
@@ -455,6 +458,7 @@ def first_comers_agree(prefix: str, options: dict | None) -> None:
     for t in threads:
         t.join(120)
     stored = BlobSemaphore(prefix, 1, storage_options=options).stored()
+    assert len(seen) == len(asked), f"{len(asked) - len(seen)} first-comers failed: {seen}"
     assert stored is not None and set(seen.values()) == {stored.slots}, (seen, stored)
 
 

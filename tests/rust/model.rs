@@ -705,7 +705,9 @@ fn every_seeded_bug_is_caught() {
             Some(Mutation::SemaphoreUncheckedSlot) => Subject::Semaphore(Change::Lowered),
             Some(Mutation::SemaphoreConfigRecreated) => Subject::Semaphore(Change::Deleted),
             Some(Mutation::SemaphoreConfigReplaced) => Subject::Semaphore(Change::Corrupted),
-            Some(Mutation::SemaphoreConfigOverwritten) => Subject::Semaphore(Change::FirstWrites),
+            Some(Mutation::SemaphoreConfigOverwritten | Mutation::SemaphoreLostUnread) => {
+                Subject::Semaphore(Change::FirstWrites)
+            }
             _ => Subject::Lock,
         };
         loop {

@@ -622,7 +622,8 @@ fn seeded_bugs_in_the_random_campaign() {
             | Mutation::SemaphoreUncheckedSlot
             | Mutation::SemaphoreConfigRecreated
             | Mutation::SemaphoreConfigReplaced
-            | Mutation::SemaphoreConfigOverwritten,
+            | Mutation::SemaphoreConfigOverwritten
+            | Mutation::SemaphoreLostUnread,
         ) => semaphore_campaign(false),
         _ => campaign(Protocol::Cas, false),
     });

@@ -27,76 +27,59 @@ impl Lock {
 
     async fn acquire_waiting(&self, timeout: Option<Duration>) -> Result<Lease> {
         let clock = &self.engine.clock;
-        let began = clock.now();
-        let deadline = timeout.map(|t| began + t);
+        // The deadline, its cutoff, the polls and the seniority: shared with a semaphore's
+        // wait (`wait.rs`).
+        let mut wait = Wait::new(clock, &self.engine.timing, timeout);
         let mut acquisition = Acquisition::default();
-        let timing = &self.engine.timing;
-        let mut polls = Polls::new(timing);
         let mut logged_holder = String::new();
         let claim = Arc::new(Claim::new(self.uri.clone(), self.owner.clone()));
         // Only while we wait: a held lock keeps no waker.
         let wake = self.engine.wake.as_ref().map(waker);
         // Where the store hears of other processes' writes, from the first time we wait.
         let mut watching: Option<Option<Box<dyn std::any::Any + Send + Sync>>> = None;
-        let timed_out = |claim: &Claim, holder: &str, saturated: Option<String>| {
-            let timeout = Error::Timeout {
-                uri: self.uri.to_string(),
-                waited: clock.now() - began,
-                holder: holder.to_string(),
-                saturated,
+        let timed_out =
+            |claim: &Claim, waited: Duration, holder: &str, saturated: Option<String>| {
+                let timeout = Error::Timeout {
+                    uri: self.uri.to_string(),
+                    waited,
+                    holder: holder.to_string(),
+                    saturated,
+                };
+                claim.enter(State::Failed, &timeout);
+                timeout
             };
-            claim.enter(State::Failed, &timeout);
-            timeout
-        };
-        // A cutoff one request timeout after the deadline bounds every wait below.
-        let cutoff = deadline.map(|d| d + timing.request_timeout());
-        if !self.drained_by(cutoff).await {
+        // The cutoff bounds every wait below.
+        if !self.drained_by(wait.cutoff()).await {
             return Err(timed_out(
                 &claim,
+                wait.waited(),
                 "ourselves (what an interrupted acquisition wrote is still being released)",
                 None,
             ));
         }
-        let mut seniority = Seniority::default();
-        let mut woken_up = false;
         loop {
-            if woken_up {
-                // Woken with others, perhaps: the senior waiters try first (seniority.rs).
-                let pause = seniority.pause();
-                let left = deadline.map_or(pause, |d| d.saturating_duration_since(clock.now()));
-                if !pause.is_zero() {
-                    clock.sleep(pause.min(left)).await;
-                }
-            }
             // Listening before the attempt: a release between our read and our sleep wakes us.
-            let mut woken = wake.as_ref().map(|w| Box::pin(w.notified()));
-            if let Some(w) = woken.as_mut() {
-                w.as_mut().enable();
-            }
+            let armed = arm(wake.iter());
             claim.enter(State::Acquiring, "attempt");
-            let attempt = self.attempt(&mut acquisition);
-            let outcome = match cutoff {
-                None => attempt.await,
-                Some(cutoff) => tokio::select! {
-                    biased;
-                    outcome = attempt => outcome,
-                    _ = clock.sleep_until(cutoff) => {
-                        self.release_in_background();
-                        return Err(timed_out(&claim, "unknown (the last attempt did not finish in time)", None));
-                    }
-                },
+            let Some(outcome) = wait.within_cutoff(self.attempt(&mut acquisition)).await else {
+                self.release_in_background();
+                return Err(timed_out(
+                    &claim,
+                    wait.waited(),
+                    "unknown (the last attempt did not finish in time)",
+                    None,
+                ));
             };
             let seen_holder = matches!(outcome, Ok((_, Attempt::Busy { .. })));
-            let (who, expires_in, saturated) =
-                match self.after(outcome, &claim, &mut seniority).await {
-                    Next::Held(lease) => return Ok(lease),
-                    Next::Wait {
-                        who,
-                        expires_in,
-                        saturated,
-                    } => (who, expires_in, saturated),
-                    Next::Fail(e) => return Err(e),
-                };
+            let (who, expires_in, saturated) = match self.after(outcome, &claim, &mut wait).await {
+                Next::Held(lease) => return Ok(lease),
+                Next::Wait {
+                    who,
+                    expires_in,
+                    saturated,
+                } => (who, expires_in, saturated),
+                Next::Fail(e) => return Err(e),
+            };
             if who != logged_holder {
                 log::debug!("{}: held by {who}, waiting", self.uri);
                 logged_holder = who.clone();
@@ -105,31 +88,20 @@ impl Lock {
                 let watch = wake.as_ref().and_then(|w| self.engine.store.watch(w));
                 let started = watch.is_some();
                 watching = Some(watch);
-                if started && deadline.is_none_or(|d| clock.now() < d) {
+                if started && !wait.past_deadline() {
                     continue; // a write between our read and the watch would go unheard
                 }
             }
-            let now = clock.now();
-            if deadline.is_some_and(|d| now >= d) {
+            if wait.past_deadline() {
                 if !seen_holder {
                     // The last attempt failed or came too late: a write of it may be there.
                     self.release_if_written(&acquisition);
                 }
-                return Err(timed_out(&claim, &who, saturated));
+                return Err(timed_out(&claim, wait.waited(), &who, saturated));
             }
-            let pause = polls.pause(clock.jitter(), expires_in, deadline.map(|d| d - now));
-            woken_up = match woken {
-                Some(woken) => {
-                    tokio::select! {
-                        _ = clock.sleep(pause) => false,
-                        _ = woken => true,
-                    }
-                }
-                None => {
-                    clock.sleep(pause).await;
-                    false
-                }
-            };
+            let pause = wait.next_pause(expires_in);
+            // Woken with others, perhaps: the senior waiters try first (seniority.rs).
+            wait.sleep(clock.now() + pause, armed).await;
         }
     }
 
@@ -157,7 +129,7 @@ impl Lock {
         &self,
         outcome: Result<(Arc<Engine>, Attempt)>,
         claim: &Arc<Claim>,
-        seniority: &mut Seniority,
+        wait: &mut Wait,
     ) -> Next {
         match outcome {
             Ok((engine, Attempt::Acquired(ours))) => match self.fresh(&engine, ours).await {
@@ -173,7 +145,7 @@ impl Lock {
             },
             Ok((_, Attempt::Busy { holder, expires_in })) => {
                 if let Some(holder) = &holder {
-                    seniority.saw(holder);
+                    wait.saw(holder);
                 }
                 let who = holder.as_ref().map(LockFile::describe).unwrap_or_default();
                 claim.enter(State::Waiting, format_args!("held by {who}"));
@@ -255,7 +227,10 @@ impl Lock {
                 State::Failed,
                 "an interrupted acquisition is being released",
             );
-            return Ok(Tried::Busy { expires_in: None });
+            return Ok(Tried::Busy {
+                holder: None,
+                expires_in: None,
+            });
         }
         let mut acquisition = Acquisition::default();
         match self.attempt(&mut acquisition).await {
@@ -264,13 +239,19 @@ impl Lock {
                 None => {
                     claim.enter(State::Failed, "acquired too late to claim it");
                     self.release_in_background();
-                    Ok(Tried::Busy { expires_in: None })
+                    Ok(Tried::Busy {
+                        holder: None,
+                        expires_in: None,
+                    })
                 }
             },
             Ok((_, Attempt::Busy { holder, expires_in })) => {
                 let who = holder.as_ref().map(LockFile::describe).unwrap_or_default();
                 claim.enter(State::Failed, format_args!("held by {who}"));
-                Ok(Tried::Busy { expires_in })
+                Ok(Tried::Busy {
+                    holder: holder.map(Box::new),
+                    expires_in,
+                })
             }
             Err(e) => {
                 claim.enter(State::Failed, &e);
@@ -307,8 +288,12 @@ impl Lock {
 pub(crate) enum Tried {
     /// The lock is ours.
     Held(Lease),
-    /// Someone holds it; `expires_in`, when known, is when their last write expires.
-    Busy { expires_in: Option<Duration> },
+    /// Someone holds it (as the lockfile read says, when one was read); `expires_in`, when
+    /// known, is when their last write expires.
+    Busy {
+        holder: Option<Box<LockFile>>,
+        expires_in: Option<Duration>,
+    },
 }
 
 /// What the wait does after an attempt ([`Lock::after`]).

@@ -3,7 +3,7 @@
 
 use super::owed_release::Cleanup;
 use super::retry::with_retries;
-use super::seniority::Seniority;
+use super::wait::{arm, Wait};
 use super::{new_owner_id, waker, Lease, LockOptions, LossHook};
 use crate::errors::{Error, Result};
 use crate::inspect::{self, Inspection};
@@ -18,7 +18,7 @@ use crate::protocol::{Acquisition, Attempt, Broken, Engine, OurWrite, ReleaseSta
 use crate::store::load::{as_kind, Kind};
 use crate::store::Access;
 use crate::store::{self, LockStore};
-use crate::timing::{Polls, Timing};
+use crate::timing::Timing;
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 

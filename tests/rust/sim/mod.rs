@@ -107,6 +107,10 @@ pub enum Event {
     ConfigLost {
         at: f64,
     },
+    /// A contender's acquisition was refused at `at` because the configuration was lost.
+    ConfigRefused {
+        at: f64,
+    },
     /// The acquisition `who` of a semaphore took `slot` with `token` at `at`.
     SlotAcquired {
         who: String,

@@ -105,6 +105,12 @@ pub async fn contender(
             Ok(permit) => permit,
             Err(e) => {
                 world.log(&p.name, format!("{owner}: acquire failed: {e}"));
+                // Refused as lost: the oracle checks that it was (`ConfigRefused`).
+                if let blob_lock::Error::Store { uri, kind, .. } = &e {
+                    if *kind == blob_lock::StoreErrorKind::Permanent && uri.ends_with(CONFIG_NAME) {
+                        world.event(Event::ConfigRefused { at: world.t() });
+                    }
+                }
                 continue;
             }
         };
@@ -173,7 +179,9 @@ async fn operator(p: Arc<Process>, protocol: Protocol, change: Change, choose: S
             set(&world, &sem, SLOTS).await;
         }
         Change::Deleted | Change::Corrupted => {
-            wait(0.1, 1.5, "when the configuration is lost").await;
+            // After the slots were first written by more than a read can lag (`stale_for`,
+            // half a lifetime): a loss the contenders can tell from a new semaphore.
+            wait(1.0, 2.0, "when the configuration is lost").await;
             let store = p.store_of(CONFIG_NAME, 0);
             let lost = match change {
                 Change::Deleted => store.delete().await.map(|_| "deleted"),

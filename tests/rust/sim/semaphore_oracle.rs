@@ -133,6 +133,18 @@ fn config_written_by_whom(
             "the configuration was written by contenders at {contenders:.3?}s ({allowed} allowed: {change:?})"
         ));
     }
+    // Refused as lost only once it was: a first-comer that found the configuration missing
+    // and then another's slot is not looking at a lost one.
+    for e in events {
+        if let Event::ConfigRefused { at } = e {
+            if lost.is_none_or(|lost| *at < lost) {
+                v.push(format!(
+                    "a contender was refused at {at:.3}s as if the configuration were lost ({})",
+                    lost.map_or("it never was".into(), |l| format!("it was lost at {l:.3}s"))
+                ));
+            }
+        }
+    }
     if let (Some(lost), true) = (lost, taken_before) {
         if let Some(w) = contenders.iter().find(|&&w| w > lost) {
             v.push(format!(

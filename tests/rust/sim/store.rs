@@ -284,7 +284,11 @@ impl LockStore for NodeStore {
     }
 
     fn uri(&self) -> &str {
-        "sim"
+        if self.object.is_empty() {
+            "sim"
+        } else {
+            &self.object // a semaphore's object, by name
+        }
     }
 
     /// A delete lands as an empty entry of the history, with every fault a write has.
