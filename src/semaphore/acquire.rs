@@ -62,7 +62,11 @@ impl Semaphore {
             return Ok(Kept::Held(self.permit(slot, lock, lease)));
         }
         let stored = match self.configuration_by(deadline).await {
-            Ok(stored) if slot < stored.slots => {
+            // Still ours when it is reported: the read may have taken longer than the lease
+            // had left (a slow answer), and a slot lost meanwhile is never reported held.
+            Ok(stored)
+                if slot < stored.slots && !lease.is_lost() && !lease.remaining().is_zero() =>
+            {
                 return Ok(Kept::Held(self.permit(slot, lock, lease)))
             }
             Ok(stored) => Ok(stored.slots),
@@ -72,6 +76,7 @@ impl Semaphore {
             "{}: took slot {slot}, then read {}; stepping back",
             self.prefix,
             match &stored {
+                Ok(n) if slot < *n => "the number, after the slot's lease had run out".into(),
                 Ok(n) => format!("{n} slots stored"),
                 Err(e) => format!("no number ({e})"),
             }
