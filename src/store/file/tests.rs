@@ -197,8 +197,10 @@ async fn an_update_waits_for_another_updater_instead_of_failing() {
     let Write::Done(version) = store.create(Bytes::from_static(b"{}")).await.unwrap() else {
         panic!("a new lockfile is created")
     };
-    let other = another_updater(dir.path());
+    // Counted from before the other updater's thread starts its hold: a test thread held
+    // up after the spawn (a loaded machine) would otherwise count less than the hold.
     let started = Instant::now();
+    let other = another_updater(dir.path());
     let done = store
         .update(Bytes::from_static(b"{\"n\":1}"), &version)
         .await
@@ -227,8 +229,8 @@ fn on_a_callers_own_thread_an_update_still_waits_for_another_updater() {
         !store.inline(),
         "not on a thread that drives a caller's wait"
     );
+    let started = Instant::now(); // before the hold starts, as above
     let other = another_updater(dir.path());
-    let started = Instant::now();
     let done = drive(store.update(Bytes::from_static(b"{\"n\":1}"), &version)).unwrap();
     assert!(matches!(done, Write::Done(_)));
     assert!(
