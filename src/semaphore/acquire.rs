@@ -106,7 +106,10 @@ impl Semaphore {
         let deadline = wait.deadline();
         // Having just let go of a slot here, this process leaves it to waiters elsewhere
         // first (`turns.rs`).
-        if let Some(at) = self.turns.last_let_go() {
+        // (The turn's length is looked up only within the longest it can be: a let-go longer
+        // ago holds nothing back, and a fresh semaphore per `with` asks nothing then.)
+        let recent = |at| clock.now() < at + self.options.timing.poll_max;
+        if let Some(at) = self.turns.last_let_go().filter(|&at| recent(at)) {
             let until = at + self.turn()?;
             let until = deadline.map_or(until, |d| until.min(d));
             if clock.now() < until {
