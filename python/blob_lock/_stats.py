@@ -37,7 +37,7 @@ def stats() -> Stats:
       landed then).
     - ``throttled``: answers of stores asking this process to slow down (S3 503 SlowDown,
       Azure 503 ServerBusy and 500 OperationTimedOut, GCS 429 and 503).
-    - ``queued``: store requests waiting now for a slot of their store (renewals go
+    - ``queued``: store requests waiting now for a pass of their store's load (renewals go
       first, by their leases' deadlines).
     - ``slots_held``: semaphore slots this process holds now (renewed by it: a slot handed
       off to a remote is the remote's); ``semaphore_waiters``: semaphore acquisitions

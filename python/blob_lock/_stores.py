@@ -1,5 +1,5 @@
 """Which kind of store a lock URI names, as the native side reads its scheme: the one table
-of schemes is there (src/store/uri.rs), and nothing here keeps a copy."""
+of schemes is there (src/store/config/schemes.rs), and nothing here keeps a copy."""
 
 from __future__ import annotations
 

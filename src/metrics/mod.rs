@@ -195,7 +195,7 @@ pub fn throttled() {
     METRICS.throttled.fetch_add(1, Relaxed);
 }
 
-/// `n` more (or fewer) requests wait for a slot of their store.
+/// `n` more (or fewer) requests wait for a pass of their store's load.
 pub fn queued(n: i64) {
     METRICS.queued.fetch_add(n, Relaxed);
 }
@@ -256,7 +256,7 @@ pub struct Snapshot {
     /// Answers of stores asking this process to slow down (S3 503 SlowDown, Azure 503
     /// ServerBusy and 500 OperationTimedOut, GCS 429 and 503).
     pub throttled: u64,
-    /// Requests waiting now for a slot of their store (renewals go first).
+    /// Requests waiting now for a pass of their store's load (renewals go first).
     pub queued: u64,
     /// Semaphore slots this process holds now (renewed by it; a slot handed off to a remote
     /// is the remote's).

@@ -134,7 +134,7 @@ impl Engine {
         load::reserving(steps).await
     }
 
-    /// Waits until the next write can leave at once (a slot of the store's load): called
+    /// Waits until the next write can leave at once (a pass of the store's load): called
     /// right before a write is stamped with its lease's start, so that a lease counts from
     /// when its write left, not from before a wait for the store.
     pub(super) async fn reserve(&self) -> Result<()> {

@@ -54,16 +54,7 @@ impl NativeCredentials {
     #[staticmethod]
     #[pyo3(signature = (cloud, *, source, tried, fix))]
     fn object_store_chain(cloud: &str, source: &str, tried: &str, fix: &str) -> PyResult<Self> {
-        let cloud = match cloud {
-            "s3" => Cloud::S3,
-            "azure" => Cloud::Azure,
-            "gcs" => Cloud::Gcs,
-            other => {
-                return Err(PyValueError::new_err(format!(
-                    "cloud must be \"s3\", \"azure\" or \"gcs\", got {other:?}"
-                )))
-            }
-        };
+        let cloud = Cloud::from_key(cloud).map_err(PyValueError::new_err)?;
         let inner = Credentials::object_store_chain(cloud, source, tried, fix);
         Ok(NativeCredentials { inner })
     }

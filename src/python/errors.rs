@@ -52,12 +52,12 @@ impl From<Error> for PyErr {
     }
 }
 
-/// A panic inside an object_store request becomes a `StoreError` (`store::gate`); the
+/// A panic inside an object_store request becomes a `StoreError` (`store::request::gate`); the
 /// default hook would still print it, with a backtrace, over the user's terminal.
 pub(crate) fn quiet_guarded_panics() {
     let previous = std::panic::take_hook();
     std::panic::set_hook(Box::new(move |info| {
-        if !crate::store::guarded::in_guarded_request() {
+        if !crate::store::request::guarded::in_guarded_request() {
             previous(info);
         }
     }));

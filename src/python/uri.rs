@@ -1,5 +1,5 @@
 //! What a lock URI names, as the Python package asks it: the scheme table lives in
-//! src/store/uri.rs only.
+//! src/store/config/schemes.rs only.
 
 use super::errors::to_py;
 use crate::store::{Location, StoreKind};
@@ -44,7 +44,7 @@ pub(crate) fn names_a_fixed_place(uri: &str) -> bool {
 /// The module's attributes of this file, with each kind's name for messages.
 pub(crate) fn add_to(m: &Bound<'_, PyModule>) -> PyResult<()> {
     let names = pyo3::types::PyDict::new(m.py());
-    for kind in StoreKind::ALL {
+    for kind in StoreKind::all() {
         names.set_item(kind.as_str(), kind.name())?;
     }
     m.add("STORE_NAMES", names)?;

@@ -2,10 +2,10 @@
 //! URIs of the locks whose `lock.json` lies anywhere below it. A page is read when asked
 //! for, so a prefix with millions of objects costs memory for one page, not for all.
 
-use super::answers::{missing_bucket, names_a_missing_bucket};
-use super::client;
-use super::gate::Gate;
 use super::open::{Place, Sharing};
+use super::request::answers::{missing_bucket, names_a_missing_bucket};
+use super::request::client;
+use super::request::gate::{self, Gate};
 use crate::errors::{Error, Result};
 use crate::lockfile::LOCKFILE_NAME;
 use futures_util::stream::{BoxStream, StreamExt};
@@ -127,7 +127,7 @@ impl Listing {
                             *stream = None;
                             break;
                         }
-                        Err(super::gate::Failure::Store(e))
+                        Err(gate::Failure::Store(e))
                             if names_a_missing_bucket(&e.to_string()).is_some() =>
                         {
                             let msg = e.to_string();
@@ -196,7 +196,7 @@ fn objects(
     let gate = Gate::new(
         client,
         shown.to_string(),
-        super::gate::Timeouts::at_least(request_timeout),
+        gate::Timeouts::at_least(request_timeout),
     );
     Ok(Source::Objects {
         gate,

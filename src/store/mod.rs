@@ -1,56 +1,33 @@
 //! Where lockfiles live. The protocol sees one lockfile through [`LockStore`]: read it with its
 //! version, create it if absent, update it if its version still matches, or overwrite it.
-//! [`open()`] turns a lock URI ([`uri`]) and its options into a store bound to
-//! `<uri>/lock.json`: object_store's S3, Azure, GCS and in-memory stores ([`object`], on one
-//! client per store and process, [`client`], configured and checked by [`cloud`]), and our
-//! own local file store ([`mod@file`], which adds the update-if-match that object_store's local
-//! store lacks).
+//!
+//! The rooms, in the order a request meets them: [`config`] (the URI, the table of schemes,
+//! the options, credentials and environment given), [`open()`] (from those to a store),
+//! `cloud/` (each cloud's client in a folder of its own, behind the `cloud` feature),
+//! [`object`] (a lockfile in an object_store store), [`request`] (what happens to each of
+//! its requests: the gate, what an answer means) and [`load`] (what the store can take,
+//! renewals first, new acquisitions refused while it is saturated), our own local file
+//! store ([`mod@file`], which adds the update-if-match that object_store's local store
+//! lacks), and the questions asked of a store as a whole: [`probe`] (does it honour
+//! conditional writes?) and [`listing`] (which locks lie under a prefix?).
 
-mod access;
-pub(crate) mod answers;
-pub mod client;
 #[cfg(feature = "cloud")]
-pub mod cloud;
-#[cfg(feature = "cloud")]
-mod conditional_delete;
-#[cfg(feature = "cloud")]
-mod connection_string;
-pub mod counted;
-#[cfg(feature = "cloud")]
-pub mod credentials;
-pub mod environment;
+pub(crate) mod cloud;
+pub mod config;
 pub mod file;
-pub mod gate;
-pub mod guarded;
 pub mod listing;
 pub mod load;
 pub mod object;
 mod open;
-#[cfg(feature = "cloud")]
-mod option_names;
 pub mod probe;
-#[cfg(feature = "cloud")]
-mod signing;
-pub mod storage_options;
-pub mod store_kind;
-#[cfg(feature = "cloud")]
-mod transport;
-pub mod uri;
-#[cfg(not(feature = "cloud"))]
-mod without_cloud;
-#[cfg(not(feature = "cloud"))]
-use without_cloud::{cloud, conditional_delete, credentials, signing, transport};
+pub mod request;
 
-pub use access::Access;
-pub use counted::{Counted, Requests};
-pub use credentials::Credentials;
 #[cfg(feature = "cloud")]
-pub use credentials::{ChainNote, Fetch, Fetched};
-pub use environment::Environment;
+pub use config::credentials::{ChainNote, Credentials, Fetch, Fetched};
+pub use config::{names_a_fixed_place, Access, Cloud, Environment, Location, StoreKind};
 pub use listing::{as_prefix_error, Listing};
 pub use open::{open, open_object, Private};
-pub use store_kind::{names_a_fixed_place, StoreKind};
-pub use uri::{Cloud, Location};
+pub use request::{Counted, Requests};
 
 use crate::errors::{Error, Result};
 use crate::metrics::{Outcome, Outcomes};
@@ -124,7 +101,7 @@ pub trait LockStore: Send + Sync + fmt::Debug + 'static {
     /// Writes `body` unconditionally (the lww protocol).
     async fn overwrite(&self, body: Bytes) -> Result<Version>;
     /// Waits until the next write can leave at once, so that the time the caller stamps
-    /// into it is when it leaves (stores over HTTP wait for a slot of their load here).
+    /// into it is when it leaves (stores over HTTP wait for a pass of their load here).
     async fn reserve(&self) -> Result<()> {
         Ok(())
     }
@@ -171,13 +148,13 @@ pub trait LockStore: Send + Sync + fmt::Debug + 'static {
     async fn quiesced(&self) {}
 
     /// Whether a new acquisition may try now: `Err(why)` while the store is saturated
-    /// ([`load::Load::admit`]); always where the store has no such limit (memory, files).
+    /// ([`request::load::Load::admit`]); always where the store has no such limit (memory, files).
     fn admit(&self) -> std::result::Result<(), String> {
         Ok(())
     }
 
     /// Counts a lease renewing this lockfile every `heartbeat` in what the store can take
-    /// (`renews`), or no longer (`!renews`, once per count) ([`load::Load::renewing`]);
+    /// (`renews`), or no longer (`!renews`, once per count) ([`request::load::Load::renewing`]);
     /// nothing where the store has no such limit (memory, files).
     fn renewing(&self, heartbeat: std::time::Duration, renews: bool) {
         let _ = (heartbeat, renews);

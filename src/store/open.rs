@@ -1,13 +1,13 @@
 //! [`open`]: from a lock URI and its options to the store of its lockfile; [`open_object`]:
 //! to the store of one object (a result that `write_once` publishes).
 
-use super::client::{self, Client};
+use super::config::options::Options;
+use super::config::{Access, Cloud, Location};
 use super::file::FileStore;
-use super::gate::Timeouts;
 use super::object::ObjectLockStore;
-use super::storage_options::Options;
-use super::uri::Location;
-use super::{Access, LockStore};
+use super::request::client::Client;
+use super::request::gate::Timeouts;
+use super::LockStore;
 use crate::errors::{Error, Result};
 use crate::lockfile::LOCKFILE_NAME;
 use crate::per_process::PerProcess;
@@ -61,16 +61,43 @@ impl Place {
                 authority,
                 key,
             } => {
-                let client = match sharing {
-                    Sharing::Shared => client::client(kind, &scheme, &authority, &options)?,
-                    Sharing::Private => {
-                        Arc::new(client::private_client(kind, &scheme, &authority, &options)?)
-                    }
-                };
+                let client = cloud_client(kind, &scheme, &authority, &options, sharing)?;
                 Place::Objects { client, key }
             }
         })
     }
+}
+
+/// The client of a cloud store: the process's shared one, or one of its own.
+#[cfg(feature = "cloud")]
+fn cloud_client(
+    cloud: Cloud,
+    scheme: &str,
+    authority: &str,
+    options: &Options,
+    sharing: Sharing,
+) -> Result<Arc<Client>> {
+    use super::cloud::registry;
+    Ok(match sharing {
+        Sharing::Shared => registry::client(cloud, scheme, authority, options)?,
+        Sharing::Private => Arc::new(registry::private_client(cloud, scheme, authority, options)?),
+    })
+}
+
+/// A build without the `cloud` feature (the simulation's and the model check's, which
+/// bring their own store) has no cloud client: opening a cloud URI says what is missing.
+#[cfg(not(feature = "cloud"))]
+fn cloud_client(
+    cloud: Cloud,
+    scheme: &str,
+    authority: &str,
+    _options: &Options,
+    _sharing: Sharing,
+) -> Result<Arc<Client>> {
+    Err(Error::InvalidArgument(format!(
+        "{scheme}://{authority}: this build of blob-lock has no {} client; build it with the `cloud` feature (on by default)",
+        cloud.name()
+    )))
 }
 
 /// Opens the store that holds `<uri>/lock.json`. `options` are object_store configuration
@@ -181,6 +208,7 @@ fn refuse_options(uri: &str, scheme: &str, options: &Options) -> Result<()> {
             "storage option {key:?} given for {uri}, but {scheme} stores take no object_store options"
         )));
     }
+    #[cfg(feature = "cloud")]
     if let Some(c) = &options.credentials {
         return Err(Error::InvalidArgument(format!(
             "credentials ({}) given for {uri}, but {scheme} stores take none",
@@ -207,4 +235,30 @@ pub(super) fn memory(name: &str) -> Arc<Client> {
     let client = Arc::new(Client::memory(name, copied));
     stores.insert(name.to_string(), client.clone());
     client
+}
+
+#[cfg(all(test, not(feature = "cloud")))]
+mod tests {
+    use super::open;
+    use crate::store::Access;
+    use crate::timing::{Timing, TimingSpec};
+
+    #[test]
+    fn a_cloud_uri_names_the_missing_feature() {
+        let timing = Timing::new(TimingSpec {
+            expire: 30.0,
+            heartbeat: None,
+            settle: None,
+            clock_skew: None,
+        })
+        .unwrap();
+        for uri in [
+            "s3://bucket/lock",
+            "az://container/lock",
+            "gs://bucket/lock",
+        ] {
+            let e = open(uri, &Access::default(), &timing).unwrap_err();
+            assert!(e.to_string().contains("the `cloud` feature"), "{uri}: {e}");
+        }
+    }
 }

@@ -1,7 +1,7 @@
 //! Does a store honour conditional writes? Some S3-compatible stores accept `If-None-Match`
 //! and `If-Match` and ignore them (s3rver, older MinIO, some Ceph gateways); `cas` there
 //! lets two owners in. So before its first `cas` write to a store (scheme, bucket, endpoint,
-//! options: one [`super::client::Client`]), a process checks, once, on a scratch key beside
+//! options: one [`super::request::client::Client`]), a process checks, once, on a scratch key beside
 //! the lock, in four requests: create-if-absent (must land), create-if-absent again (must
 //! be refused), update-if-match with a version that never existed (must be refused), delete.
 //! The verdict is kept for the process (a child made by fork keeps it).
@@ -9,9 +9,9 @@
 //! It cannot see writes that are checked and then made in two steps, which two racers can
 //! both pass (moto's server); `blob-lock doctor --race` races clients to find those.
 
-use super::answers::status_in;
-use super::client::Facts;
-use super::gate::Gate;
+use super::request::answers::status_in;
+use super::request::client::Facts;
+use super::request::gate::Gate;
 use super::{Version, Write};
 use crate::errors::{Error, Result};
 use bytes::Bytes;
@@ -143,7 +143,7 @@ pub(crate) async fn conditional_deletes(
     beside: &Path,
 ) -> std::result::Result<(), String> {
     let client = &gate.client;
-    if client.deleter().is_none() {
+    if client.parts().is_none() {
         return Err(format!("{} has no conditional delete", client.name()));
     }
     let probed = async {

@@ -140,14 +140,14 @@ def test_no_python_import_cycle():
 
 
 def test_python_keeps_no_copy_of_the_scheme_table():
-    """The schemes of lock URIs are written in src/store/uri.rs only; Python asks the native
-    side (``store_kind``, ``cloud_of``). A scheme alias as a string of its own, or a
-    scheme's ``://`` prefix to compare URIs with, is a copy that can drift (a cloud URI
+    """The schemes of lock URIs are written in src/store/config/schemes.rs only; Python asks
+    the native side (``store_kind``, ``cloud_of``). A scheme alias as a string of its own, or
+    a scheme's ``://`` prefix to compare URIs with, is a copy that can drift (a cloud URI
     then taken for a local one, its credential chain skipped)."""
-    uri_rs = (ROOT / "src" / "store" / "uri.rs").read_text()
-    table = re.search(r"fn cloud_of\(scheme: &str\).*?\n}", uri_rs, re.S)
-    assert table, "src/store/uri.rs has no cloud_of table"
-    schemes = set(re.findall(r'"([a-z0-9]+)"', table.group(0))) | {"file", "memory"}
+    table_rs = (ROOT / "src" / "store" / "config" / "schemes.rs").read_text()
+    rows = re.findall(r"schemes: &\[([^\]]*)\]", table_rs)
+    assert rows, "src/store/config/schemes.rs has no table of schemes"
+    schemes = set(re.findall(r'"([a-z0-9]+)"', " ".join(rows)))
     assert {"s3a", "abfss", "gs"} <= schemes, schemes
     kinds = {"s3", "azure", "gcs", "file", "memory"}  # the names store_kind returns
     copies = []

@@ -481,7 +481,7 @@ def test_async_with_raises_lock_lost_when_taken_over_meanwhile(tmp_path):
 
 
 def test_store_kind_reads_every_scheme_as_the_lock_does(tmp_path, monkeypatch):
-    """One table of schemes (src/store/uri.rs): what ``store_kind`` says is what the lock
+    """One table of schemes (src/store/config/schemes.rs): what ``store_kind`` says is what the lock
     and the credential chains act on, aliases and any case included."""
     from blob_lock import StoreKind, credential_source, store_kind
 

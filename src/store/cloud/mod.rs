@@ -1,45 +1,41 @@
-//! The one configuration of object_store's S3, Azure and GCS clients: from the environment,
-//! the lock URI's bucket and the storage options, with blob-lock's retry and timeout
-//! settings. Every value that object_store would put into a request URL or header
-//! (endpoints, regions, account names, credentials) is checked here first: object_store
-//! panics on a URL or header it cannot build. What differs between the three clouds (their
-//! keys, endpoints and credential chains) is `builders.rs`.
+//! The cloud stores' clients: object_store's S3 ([`aws`]), Azure ([`azure`]) and GCS
+//! ([`gcp`]) clients, each cloud in a folder of its own behind one [`builder::Builder`], and
+//! the one configuration of them all: from the environment, the lock URI's bucket and the
+//! storage options, with blob-lock's retry and timeout settings. Every value that
+//! object_store would put into a request URL or header (endpoints, regions, account names,
+//! credentials) is checked here first: object_store panics on a URL or header it cannot
+//! build. What signs the requests ([`signing`]) and sends `prune`'s conditional delete
+//! ([`conditional_delete`]) is what a cloud client adds to object_store's
+//! ([`CloudParts`]); [`registry`] keeps one client per store and process.
 
-mod builders;
+mod aws;
+mod azure;
+pub(crate) mod builder;
+pub(crate) mod conditional_delete;
+mod gcp;
+mod option_names;
+pub(crate) mod registry;
+pub(crate) mod signing;
 
-use super::conditional_delete::{self, Deleter};
-use super::connection_string;
-use super::credentials::Credentials;
-use super::environment::Environment;
-use super::signing::{Chain, Signing};
-use super::uri::Cloud;
 use crate::errors::{Error, Result};
-use builders::{truthy, Builder};
+use crate::store::config::credentials::{failure_in, Credentials};
+use crate::store::config::options::Options;
+use crate::store::config::{Cloud, Environment};
+use crate::store::request::client::{Built, CloudParts, Deleted};
+use crate::store::Version;
+use async_trait::async_trait;
+use builder::{truthy, Builder};
+use conditional_delete::Deleter;
 use object_store::aws::AmazonS3Builder;
 use object_store::azure::MicrosoftAzureBuilder;
 use object_store::gcp::GoogleCloudStorageBuilder;
-use object_store::{BackoffConfig, ClientConfigKey, ObjectStore, RetryConfig};
-use std::sync::Arc;
+use object_store::path::Path;
+use object_store::{BackoffConfig, ClientConfigKey, RetryConfig};
+use signing::{Chain, Signing};
 use std::time::Duration;
 
-/// What [`build`] makes.
-pub(crate) struct Built {
-    pub(crate) store: Arc<dyn ObjectStore>,
-    /// The store, for messages.
-    pub(crate) name: String,
-    /// What signs its requests.
-    pub(crate) signing: Signing,
-    /// What sends its conditional deletes.
-    pub(crate) deleter: Deleter,
-}
-
-/// Builds the object_store client and what goes with it.
-pub(crate) fn build(
-    cloud: Cloud,
-    scheme: &str,
-    authority: &str,
-    given: &super::storage_options::Options,
-) -> Result<Built> {
+/// Builds the object_store client of `scheme://authority` and what goes with it.
+pub(crate) fn build(cloud: Cloud, scheme: &str, authority: &str, given: &Options) -> Result<Built> {
     let (options, credentials, env) = (
         &given.store,
         given.credentials.as_ref(),
@@ -63,29 +59,52 @@ pub(crate) fn build(
             .collect::<Vec<_>>()
             .join(", "),
     };
-    let mut sources = format!("storage options given: {given}");
+    let sources = format!("storage options given: {given}");
+    // The one place a cloud is picked by name: its folder's builder does the rest.
     match cloud {
-        Cloud::S3 => configure::<AmazonS3Builder>(&url, options, credentials, env, &sources),
+        Cloud::S3 => configure::<AmazonS3Builder>(&url, options, credentials, env, sources),
         Cloud::Azure => {
-            let (options, origin) = connection_string::expand(options, env)?;
-            if let Some(origin) = origin {
-                let place = match origin {
-                    connection_string::VARIABLE => format!("the environment's {origin}"),
-                    _ => format!("the storage option {origin}"),
-                };
-                sources.push_str(&format!("; a connection string from {place}"));
-            }
-            configure::<MicrosoftAzureBuilder>(&url, &options, credentials, env, &sources)
+            configure::<MicrosoftAzureBuilder>(&url, options, credentials, env, sources)
         }
         Cloud::Gcs => {
-            configure::<GoogleCloudStorageBuilder>(&url, options, credentials, env, &sources)
+            configure::<GoogleCloudStorageBuilder>(&url, options, credentials, env, sources)
         }
     }
 }
 
+/// What a cloud client adds to object_store's.
+struct Parts {
+    signing: Signing,
+    deleter: Deleter,
+}
+
+#[async_trait]
+impl CloudParts for Parts {
+    fn credentials_source(&self) -> String {
+        self.signing.source()
+    }
+
+    async fn ready(&self) -> std::result::Result<(), String> {
+        self.signing.ready().await
+    }
+
+    fn credentials_failure(&self, e: &object_store::Error) -> Option<String> {
+        failure_in(e)
+    }
+
+    async fn delete_if(
+        &self,
+        path: &Path,
+        expected: &Version,
+        valid_for: Duration,
+    ) -> object_store::Result<Deleted> {
+        self.deleter.delete_if(path, expected, valid_for).await
+    }
+}
+
 /// The client settings of every store: no retries inside object_store. Each request goes
-/// through the store's gate ([`super::gate`]), which sees every answer (a throttling one
-/// slows the whole process down, [`super::load`]) and tries a request whose connection
+/// through the store's gate ([`crate::store::request::gate`]), which sees every answer (a throttling one
+/// slows the whole process down, [`crate::store::load`]) and tries a request whose connection
 /// closed under it once more; the callers retry the rest with their deadlines in view
 /// (a lease's, an acquisition's). Retries hidden inside a request would spend the store's
 /// capacity where the process cannot see it.
@@ -106,9 +125,10 @@ fn configure<B: Builder>(
     options: &[(String, String)],
     credentials: Option<&Credentials>,
     env: &Environment,
-    sources: &str,
+    mut sources: String,
 ) -> Result<Built> {
     let store = B::CLOUD.name();
+    let options = &B::expand(options, env, &mut sources)?;
     // Set as configuration keys, not with `with_client_options`, which would replace the
     // client options read from the environment (AWS_ALLOW_HTTP, proxies, CA bundles).
     let mut b = B::from_env(env)
@@ -118,8 +138,13 @@ fn configure<B: Builder>(
         .with_config(B::client_key(ClientConfigKey::ConnectTimeout), "5s");
     for (k, v) in options {
         check_text(k, v)?;
+        if B::OPTIONS_OF_OURS.contains(&k.as_str()) {
+            return Err(Error::InvalidArgument(format!(
+                "storage option {k:?} is read by blob-lock's Python package, which turns it into {store}'s own keys before a store is opened; from Rust, give those keys or credentials of your own (store::Credentials)"
+            )));
+        }
         let key: B::Key = k.parse().map_err(|_| {
-            let hint = match super::option_names::nearest(B::CLOUD, k) {
+            let hint = match option_names::nearest::<B>(k) {
                 Some(near) => format!("did you mean {near:?}? "),
                 None => String::new(),
             };
@@ -171,7 +196,7 @@ fn configure<B: Builder>(
         _ => b.chain_uses(),
     };
     let deleter_options = conditional_delete::client_options(|k| b.get(&B::client_key(k)));
-    let built = b.finish(env).map_err(|e| match missing_account::<B>(&e) {
+    let built = b.finish(env).map_err(|e| match B::credentials_problem(&e) {
         Some(message) => Error::Credentials {
             uri: url.to_string(),
             message,
@@ -180,31 +205,29 @@ fn configure<B: Builder>(
             "cannot configure the store for {url}: {e} ({sources}; the rest comes from the environment)"
         )),
     })?;
-    let (store, provider, signer) = built;
+    let (store, ask, signer) = built;
     let signing = match (credentials, chain_uses) {
         (Some(c), _) if c.chain_note().is_none() => Signing::Given(c.clone()),
         (_, None) => Signing::Unsigned,
         (c, Some(what)) => Signing::Chain(Chain {
-            provider,
+            ask,
+            store: B::CLOUD.name(),
+            fix: B::NO_CREDENTIALS_FIX,
             what,
             note: c.and_then(|c| c.chain_note().cloned()),
             source: c.map(|c| c.source().to_string()),
         }),
     };
+    let deleter = Deleter::new(
+        B::CLOUD.name(),
+        B::DELETE_CONDITION,
+        signer,
+        deleter_options,
+    );
     Ok(Built {
         store,
         name,
-        signing,
-        deleter: Deleter::new(B::CLOUD, signer, deleter_options),
-    })
-}
-
-/// Where an Azure storage account comes from, when object_store found none: a credentials
-/// problem (what to set, and how to sign in), not a configuration one. (object_store names
-/// it only in words: its `MissingAccount` is private.)
-fn missing_account<B: Builder>(e: &object_store::Error) -> Option<String> {
-    (B::CLOUD == Cloud::Azure && e.to_string().contains("Account must be specified")).then(|| {
-        "no Azure storage account given: set AZURE_STORAGE_ACCOUNT_NAME (or the storage option azure_storage_account_name), or give a connection string in AZURE_STORAGE_CONNECTION_STRING (AccountName=...;AccountKey=...), or name it in the URL (abfs://container@ACCOUNT.dfs.core.windows.net/...); then sign in with `az login` (docs/credentials.md)".to_string()
+        parts: Box::new(Parts { signing, deleter }),
     })
 }
 
@@ -265,7 +288,7 @@ fn check_text(key: &str, value: &str) -> Result<()> {
 }
 
 /// Checks a URL that object_store will put in front of object paths.
-fn check_url(value: &str) -> std::result::Result<(), String> {
+pub(crate) fn check_url(value: &str) -> std::result::Result<(), String> {
     if value.is_empty() {
         return Err("is empty; give an http:// or https:// URL".into());
     }
@@ -299,7 +322,7 @@ fn check_url(value: &str) -> std::result::Result<(), String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::storage_options::tests::options;
+    use crate::store::config::options::tests::options;
 
     #[test]
     fn values_that_become_urls_are_checked_first() {
@@ -321,6 +344,10 @@ mod tests {
             (vec![("aws_region", "us east")], "host name"),
             (vec![("aws_bucket", "other")], "names the bucket"),
             (vec![("aws_no_such_key", "1")], "unknown storage option"),
+            (
+                vec![("aws_profile", "dev")],
+                "read by blob-lock's Python package",
+            ),
             (vec![("aws_access_key_id", "key\n")], "control character"),
         ] {
             let e = build(Cloud::S3, "s3", "checked", &options(&opts))

@@ -1,5 +1,5 @@
 //! How many requests a second the store answers this process when it is kept busy: the
-//! answers that came while requests waited for slots, over the time they waited (a busy
+//! answers that came while requests waited for passes, over the time they waited (a busy
 //! period's throughput is the service rate). Old measurements fade (halved every
 //! [`HALF_LIFE`]), so a store that became faster or slower is seen as such, and a store
 //! that was never kept busy has no capacity known: nothing then says it is near its limit.

@@ -1,10 +1,10 @@
-//! What a request is, for the order in which requests get slots, and where each kind
+//! What a request is, for the order in which requests get passes, and where each kind
 //! stands in the queue.
 
 use super::queue::Rank;
 use tokio::time::Instant;
 
-/// What a request is, for the order in which requests get slots.
+/// What a request is, for the order in which requests get passes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Kind {
     /// A renewal of a held lease, which is lost if it does not land by `deadline`.

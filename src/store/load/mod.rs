@@ -1,14 +1,14 @@
 //! What one store can take from this process, and who goes first when it can take no more.
 //!
-//! Every request to a store over HTTP passes its [`Load`] ([`super::gate`] sends it): a
-//! request waits for one of the store's slots, whose number follows the store's answers
+//! Every request to a store over HTTP passes its [`Load`] ([`super::request::gate`] sends it): a
+//! request waits for one of the store's passes, whose number follows the store's answers
 //! (`limit.rs`); waiting requests go in the order of `queue.rs` (renewals first, by their
 //! leases' deadlines); each request may take what the store's latency says it needs
 //! (`latency.rs`), never less than the lock's request timeout and never more than its lease
 //! can afford. A renewal that could only land after its deadline is not sent.
 //!
 //! New acquisitions are what gives way when the store falls behind: while renewals wait for
-//! slots, while the store asks to slow down, or while the renewals of the leases held here
+//! passes, while the store asks to slow down, or while the renewals of the leases held here
 //! would need more than [`HEADROOM`] of what the store has shown it can answer, an
 //! acquisition is refused at once ([`crate::Error::Saturated`], which names the reason and
 //! its figures) instead of adding to the load: held locks are never what is lost.
@@ -62,7 +62,7 @@ struct State {
     /// Requests waiting in the queue (those that left are not counted).
     waiting: usize,
     capacity: Capacity,
-    /// The renewal that waited for a slot the longest share of the time it had left, in
+    /// The renewal that waited for a pass the longest share of the time it had left, in
     /// the current second and the last (`(share, wait)`), and when the current one began.
     renewal_wait: [(f64, Duration); 2],
     second: Option<Instant>,
@@ -93,7 +93,7 @@ impl Load {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Waits for a slot for a request of `kind`, which may take at least `floor` and at most
+    /// Waits for a pass for a request of `kind`, which may take at least `floor` and at most
     /// `ceiling` (a renewal: at most until its deadline).
     pub async fn enter(
         self: &Arc<Self>,
@@ -136,7 +136,7 @@ impl Load {
                     // retries within its own timeout), never left waiting without end.
                     _ => match tokio::time::timeout(floor, waiting.turn()).await {
                         Ok(turn) => turn,
-                        Err(_) => return Err(TooLate(self.no_slot(floor))),
+                        Err(_) => return Err(TooLate(self.no_pass(floor))),
                     },
                 }
             }
@@ -173,11 +173,11 @@ impl Load {
         })
     }
 
-    /// Waits for a slot for the current task's next request and keeps it for that request
+    /// Waits for a pass for the current task's next request and keeps it for that request
     /// (inside [`reserving`] or [`as_kind`]; elsewhere it does nothing): a write that
-    /// stamps a lease with the time it leaves takes its slot first, so that time is when it
+    /// stamps a lease with the time it leaves takes its pass first, so that time is when it
     /// leaves, not when it began to wait. A lease counted from before a long wait for a
-    /// slot would gain less than its heartbeat at each renewal, and every lease would run
+    /// pass would gain less than its heartbeat at each renewal, and every lease would run
     /// out together once renewals must wait.
     pub async fn reserve(
         self: &Arc<Self>,
@@ -192,16 +192,16 @@ impl Load {
         Ok(())
     }
 
-    /// The slot the current task reserved on this load, if any.
+    /// The pass the current task reserved on this load, if any.
     pub fn reserved(self: &Arc<Self>) -> Option<Pass> {
         scope::take(self)
     }
 
     /// The reason a request other than a renewal was not sent.
-    fn no_slot(&self, waited: Duration) -> String {
+    fn no_pass(&self, waited: Duration) -> String {
         let s = self.state();
         format!(
-            "no request slot within {:.1}s: the renewals of the {} leases held there go first ({}, {} requests waiting, {} in flight)",
+            "no request pass within {:.1}s: the renewals of the {} leases held there go first ({}, {} requests waiting, {} in flight)",
             waited.as_secs_f64(),
             s.leases,
             s.latency_words(),
@@ -258,7 +258,7 @@ impl Load {
         }
     }
 
-    /// Requests waiting for a slot now, and in flight.
+    /// Requests waiting for a pass now, and in flight.
     pub fn depth(&self) -> (usize, usize) {
         let s = self.state();
         (s.queue.len(), s.in_flight)
@@ -269,7 +269,7 @@ impl Load {
         self.state().limit.get()
     }
 
-    /// Gives a slot back and hands it on to the first waiter who may take it.
+    /// Gives a pass back and hands it on to the first waiter who may take it.
     fn give_back(&self, rank: Rank) {
         let mut s = self.state();
         s.untake(rank);
@@ -368,9 +368,9 @@ impl State {
         }
     }
 
-    /// Whether a request of `rank` may have a slot now. Requests other than renewals leave
-    /// a quarter of the slots to renewals.
-    fn has_slot(&self, rank: Rank) -> bool {
+    /// Whether a request of `rank` may have a pass now. Requests other than renewals leave
+    /// a quarter of the passes to renewals.
+    fn has_pass(&self, rank: Rank) -> bool {
         let limit = self.limit.get();
         match rank {
             r if r.keeps_a_lease() => self.in_flight < limit,
@@ -392,7 +392,7 @@ impl State {
         }
     }
 
-    /// Hands free slots to the waiters in turn.
+    /// Hands free passes to the waiters in turn.
     fn hand_on(&mut self, now: Instant) {
         while let Some(rank) = self.queue.first() {
             if let Rank::Renewal(deadline) = rank {
@@ -404,7 +404,7 @@ impl State {
                     continue;
                 }
             }
-            if !self.has_slot(rank) {
+            if !self.has_pass(rank) {
                 return;
             }
             // Taken now: a waiter that leaves before it hears gives it back (`Waiting`).

@@ -1,5 +1,5 @@
 //! A request's way through the load: waiting for its turn (`Waiting`), then let through
-//! with a timeout (`Pass`), giving its slot back however it ends.
+//! with a timeout (`Pass`), giving its pass back however it ends.
 
 use super::kind::{rank_of, Kind};
 use super::queue::{Rank, Turn};
@@ -28,7 +28,7 @@ pub enum Ending {
 }
 
 /// A request waiting in the queue. Dropped before its turn (its caller stopped waiting), it
-/// leaves the queue; dropped after being told to go, it gives the slot back.
+/// leaves the queue; dropped after being told to go, it gives the pass back.
 pub(super) struct Waiting<'a> {
     pub(super) load: &'a Arc<Load>,
     pub(super) heard: tokio::sync::oneshot::Receiver<Turn>,
@@ -63,7 +63,7 @@ impl Drop for Waiting<'_> {
     }
 }
 
-/// A request let through: gives its slot back when dropped, after [`Pass::end`] says how
+/// A request let through: gives its pass back when dropped, after [`Pass::end`] says how
 /// it ended.
 #[derive(Debug)]
 pub struct Pass {
@@ -82,12 +82,12 @@ impl Pass {
         self.timeout
     }
 
-    /// Notes how the request ended and gives its slot back.
+    /// Notes how the request ended and gives its pass back.
     pub fn end(self, ending: Ending) {
         self.load.ended(&self, ending);
     }
 
-    /// Notes how one try of the request ended, keeping its slot for another.
+    /// Notes how one try of the request ended, keeping its pass for another.
     pub fn note(&self, ending: Ending) {
         self.load.ended(self, ending);
     }

@@ -1,4 +1,4 @@
-//! The requests waiting for a slot, in the order they get one: renewals first (and releases
+//! The requests waiting for a pass, in the order they get one: renewals first (and releases
 //! of held leases, which end renewals), earliest lease deadline first (a renewal that can
 //! wait does); then other releases; then everything else (acquisitions, reads, listings)
 //! in the order they came.
@@ -25,7 +25,7 @@ pub(super) enum Rank {
 
 impl Rank {
     /// True for requests that keep a held lease (renewals and its release): they may use
-    /// every slot.
+    /// every pass.
     pub(super) fn keeps_a_lease(self) -> bool {
         self.class() == 0
     }
@@ -41,7 +41,7 @@ impl Rank {
 
 /// What a waiter is told when its turn comes.
 pub(super) enum Turn {
-    /// Go: the slot is taken for it.
+    /// Go: the pass is taken for it.
     Go,
     /// A renewal that could not land before its deadline: not sent.
     TooLate,

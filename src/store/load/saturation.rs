@@ -10,7 +10,7 @@ use tokio::time::Instant;
 /// rest absorbs bursts, retries, reads and releases.
 pub const HEADROOM: f64 = 0.8;
 
-/// A renewal that waited for a slot more than this share of the time it had left before its
+/// A renewal that waited for a pass more than this share of the time it had left before its
 /// lease deadline, in the last second or two, means the store is falling behind: a queue
 /// of renewals grows only while they need more than the store answers.
 pub(super) const RENEWAL_WAIT: f64 = 1.0 / 8.0;

@@ -1,4 +1,4 @@
-//! The load of a store on its own: who gets the slots, and what is refused.
+//! The load of a store on its own: who gets the passes, and what is refused.
 
 use super::*;
 
@@ -13,8 +13,8 @@ fn waiting(load: &Load) -> usize {
     load.state().waiting
 }
 
-/// Every slot of `load` taken by a renewal that can wait.
-async fn renewals_in_every_slot(load: &Arc<Load>, now: Instant) -> Vec<Pass> {
+/// Every pass of `load` taken by a renewal that can wait.
+async fn renewals_with_every_pass(load: &Arc<Load>, now: Instant) -> Vec<Pass> {
     let mut busy = Vec::new();
     for _ in 0..load.limit() {
         let kind = Kind::Renewal {
@@ -25,7 +25,7 @@ async fn renewals_in_every_slot(load: &Arc<Load>, now: Instant) -> Vec<Pass> {
     busy
 }
 
-/// Requests queued one after another, each noting its name when it gets a slot.
+/// Requests queued one after another, each noting its name when it gets a pass.
 type Queued = (
     Arc<Mutex<Vec<&'static str>>>,
     Vec<tokio::task::JoinHandle<()>>,
@@ -47,7 +47,7 @@ async fn queued_in_order(load: &Arc<Load>, requests: Vec<(&'static str, Kind)>) 
     (order, tasks)
 }
 
-/// Frees `busy` one slot at a time, then the order in which the queued requests went.
+/// Frees `busy` one pass at a time, then the order in which the queued requests went.
 async fn order_of(busy: Vec<Pass>, (order, tasks): Queued) -> Vec<&'static str> {
     for pass in busy {
         pass.end(Ending::Answered);
@@ -61,10 +61,10 @@ async fn order_of(busy: Vec<Pass>, (order, tasks): Queued) -> Vec<&'static str> 
 }
 
 #[tokio::test(start_paused = true)]
-async fn renewals_get_freed_slots_first_earliest_deadline_first() {
+async fn renewals_get_freed_passes_first_earliest_deadline_first() {
     let load = load();
     let limit = load.limit();
-    // Every slot taken (reads may take three quarters of them).
+    // Every pass taken (reads may take three quarters of them).
     let now = Instant::now();
     let mut busy = Vec::new();
     for i in 0..limit {
@@ -97,7 +97,7 @@ async fn renewals_get_freed_slots_first_earliest_deadline_first() {
     )
     .await;
     assert_eq!(waiting(&load), 4);
-    // Slots come free one at a time.
+    // Passes come free one at a time.
     assert_eq!(
         order_of(busy, queued).await,
         ["urgent renewal", "late renewal", "release", "read"]
@@ -107,7 +107,7 @@ async fn renewals_get_freed_slots_first_earliest_deadline_first() {
 }
 
 #[tokio::test(start_paused = true)]
-async fn a_quarter_of_the_slots_stays_free_for_renewals() {
+async fn a_quarter_of_the_passes_stays_free_for_renewals() {
     let load = load();
     let limit = load.limit();
     let mut held = Vec::new();
@@ -125,7 +125,7 @@ async fn a_quarter_of_the_slots_stays_free_for_renewals() {
 }
 
 #[tokio::test(start_paused = true)]
-async fn a_waiter_that_leaves_gives_its_place_and_any_slot_back() {
+async fn a_waiter_that_leaves_gives_its_place_and_any_pass_back() {
     let load = load();
     let limit = load.limit();
     let mut held = Vec::new();
@@ -143,7 +143,7 @@ async fn a_waiter_that_leaves_gives_its_place_and_any_slot_back() {
     }
     assert_eq!(waiting(&load), 0, "those who left wait no more");
     drop(held);
-    assert_eq!(load.depth().1, 0, "every slot given back");
+    assert_eq!(load.depth().1, 0, "every pass given back");
     let pass = load.enter(Kind::Other, FLOOR, FLOOR).await.unwrap();
     drop(pass);
     assert_eq!(load.depth(), (0, 0));
@@ -170,7 +170,7 @@ async fn a_renewal_that_could_not_land_before_its_deadline_is_not_sent() {
     let load2 = load.clone();
     let late =
         tokio::spawn(async move { load2.enter(Kind::Renewal { deadline }, FLOOR, FLOOR).await });
-    // A slot frees up when only 150 ms are left: less than the store's fastest answer.
+    // A pass frees up when only 150 ms are left: less than the store's fastest answer.
     tokio::time::sleep(MS * 350).await;
     held.pop();
     match late.await.unwrap() {
@@ -252,7 +252,7 @@ async fn acquisitions_are_refused_while_the_store_throttles() {
 #[tokio::test(start_paused = true)]
 async fn acquisitions_are_refused_once_held_leases_need_most_of_the_capacity() {
     let load = load();
-    // A store kept busy answers 100 requests a second: 4 slots, 40 ms each.
+    // A store kept busy answers 100 requests a second: 4 passes, 40 ms each.
     let t0 = Instant::now();
     while Instant::now() - t0 < FLOOR * 3 {
         let mut round = Vec::new();
@@ -293,7 +293,7 @@ async fn acquisitions_are_refused_once_held_leases_need_most_of_the_capacity() {
 async fn a_held_locks_release_goes_before_renewals_that_can_wait() {
     let load = load();
     let now = Instant::now();
-    let busy = renewals_in_every_slot(&load, now).await;
+    let busy = renewals_with_every_pass(&load, now).await;
     let queued = queued_in_order(
         &load,
         vec![
@@ -331,12 +331,12 @@ async fn a_held_locks_release_goes_before_renewals_that_can_wait() {
 #[tokio::test(start_paused = true)]
 async fn an_acquisition_behind_renewals_gives_up_after_a_request_timeout() {
     let load = load();
-    let busy = renewals_in_every_slot(&load, Instant::now()).await;
+    let busy = renewals_with_every_pass(&load, Instant::now()).await;
     let began = Instant::now();
     let refused = load.enter(Kind::Other, FLOOR, FLOOR).await.unwrap_err();
     assert_eq!(Instant::now() - began, FLOOR);
     assert!(
-        refused.0.contains("no request slot within 1.0s"),
+        refused.0.contains("no request pass within 1.0s"),
         "{}",
         refused.0
     );

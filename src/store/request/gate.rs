@@ -1,22 +1,22 @@
-//! The gate every request to an object_store store goes through: a slot of the store's
-//! [`Load`](super::load::Load) first (renewals ahead of the rest), a timeout that follows
+//! The gate every request to an object_store store goes through: a pass of the store's
+//! [`Load`](crate::store::load::Load) first (renewals ahead of the rest), a timeout that follows
 //! the store's latency, a request whose connection closed under it sent again at once, a
 //! throttling answer tried again after a short pause (three tries in all, as the clouds'
 //! SDKs make, each throttle slowing the whole process down), a panic inside object_store
 //! turned into an error, and the store's answers noted, so that a store that has never
 //! answered this process fails at once instead of being waited for. What an answer means
-//! is `answers.rs` and `transport.rs`. object_store itself retries nothing ([`super::cloud`]): this is
+//! is `answers.rs` and `transport.rs`. object_store itself retries nothing (`store/cloud/`): this is
 //! the one place a request is tried again.
 
 use super::answers::{
     answered_by_store, missing_bucket, names_a_missing_bucket, store_error, throttling,
 };
-use super::client::Client;
+use super::client::{Client, Deleted};
 use super::guarded::Guarded;
-use super::load::{self, Ending, TooLate};
 use super::transport::{dropped_connection, resendable};
-use super::{Version, Write};
 use crate::errors::{Error, Result, StoreErrorKind};
+use crate::store::load::{self, Ending, TooLate};
+use crate::store::{Version, Write};
 use crate::timing::Timing;
 use bytes::Bytes;
 use object_store::path::Path;
@@ -147,13 +147,16 @@ impl Gate {
         let facts = self.client.facts();
         // Credentials first, under their own bound: a slow token endpoint is not a store
         // that does not answer, and what failed is named as such.
-        if let Err(message) = self.client.signing().ready().await {
+        if let Some(Err(message)) = match self.client.parts() {
+            Some(parts) => Some(parts.ready().await),
+            None => None,
+        } {
             return Err(Failure::Ours(Error::Credentials {
                 uri: self.uri.to_string(),
                 message,
             }));
         }
-        // The wait for a slot is this process's own queue, not the store's answer: it is
+        // The wait for a pass is this process's own queue, not the store's answer: it is
         // bounded by the callers' deadlines (an acquisition's timeout, a lease's), and only
         // the request itself by its timeout.
         let Timeouts { floor, ceiling } = self.timeouts;
@@ -183,9 +186,9 @@ impl Gate {
                     pass.end(Ending::Answered);
                     return Ok(value);
                 }
-                Ok(Ok(Err(e))) if super::credentials::failure_in(&e).is_some() => {
+                Ok(Ok(Err(e))) if self.credentials_failure(&e).is_some() => {
                     pass.end(Ending::Unanswered);
-                    let message = super::credentials::failure_in(&e).unwrap_or_default();
+                    let message = self.credentials_failure(&e).unwrap_or_default();
                     return Err(Failure::Ours(Error::Credentials {
                         uri: self.uri.to_string(),
                         message,
@@ -259,7 +262,7 @@ impl Gate {
         // A connection accepted and then dropped: something listens, perhaps behind a
         // flaky path. Retried a few times (as transient) before failing fast.
         let dropped = dropped_connection(&e);
-        let known = store_error(&self.uri, e, during, &self.client.signing().source());
+        let known = store_error(&self.uri, e, during, &self.client.credentials_source());
         if dropped && facts.forgive_drop() {
             return Err(Failure::Ours(known));
         }
@@ -283,7 +286,7 @@ impl Gate {
         }
     }
 
-    /// Takes a slot of the store's load for the task's next request now (see
+    /// Takes a pass of the store's load for the task's next request now (see
     /// [`load::Load::reserve`]): what a write stamped with the time it leaves waits for first.
     pub(crate) async fn reserve(&self) -> Result<()> {
         let Some(load) = self.client.load() else {
@@ -302,7 +305,9 @@ impl Gate {
     pub(crate) fn error(&self, failure: Failure, during: &str) -> Error {
         match failure {
             Failure::Ours(e) => e,
-            Failure::Store(e) => store_error(&self.uri, e, during, &self.client.signing().source()),
+            Failure::Store(e) => {
+                store_error(&self.uri, e, during, &self.client.credentials_source())
+            }
         }
     }
 
@@ -335,11 +340,15 @@ impl Gate {
         }
     }
 
-    /// Deletes `path` if it is still at `expected` (see [`super::conditional_delete`]):
-    /// true if it did.
+    /// A failed fetch of the client's credentials inside `e`, if that is what failed.
+    fn credentials_failure(&self, e: &object_store::Error) -> Option<String> {
+        self.client.parts()?.credentials_failure(e)
+    }
+
+    /// Deletes `path` if it is still at `expected` (see [`super::client::CloudParts::delete_if`]): true
+    /// if it did.
     pub(crate) async fn delete_at_if(&self, path: &Path, expected: &Version) -> Result<bool> {
-        use super::conditional_delete::Deleted;
-        let Some(deleter) = self.client.deleter() else {
+        let Some(parts) = self.client.parts() else {
             return Err(Error::InvalidArgument(format!(
                 "{} has no conditional delete",
                 self.client.name()
@@ -348,7 +357,7 @@ impl Gate {
         // The signed URL outlives no request timeout by much: held up longer, the store
         // refuses it by its own clock too.
         let valid_for = Duration::from_secs(60);
-        let delete = || deleter.delete_if(path, expected, valid_for);
+        let delete = || parts.delete_if(path, expected, valid_for);
         match self.call_resending("deleting", delete).await {
             (Ok(Deleted::Yes), _) => Ok(true),
             // Sent again after its connection failed: an earlier send may have deleted it,

@@ -1,8 +1,8 @@
 //! A store that counts the requests made through it: the instrument of the request-count
 //! tests and benchmarks.
 
-use super::{LockStore, Snapshot, Version, Write};
 use crate::errors::Result;
+use crate::store::{LockStore, Snapshot, Version, Write};
 use async_trait::async_trait;
 use bytes::Bytes;
 use std::sync::Arc;

@@ -1,6 +1,7 @@
 //! How to reach a store: object_store's configuration keys on top of the environment, and
 //! credentials from outside object_store's own chain ([`Credentials`]), if any.
 
+#[cfg(feature = "cloud")]
 use super::credentials::Credentials;
 use super::environment::Environment;
 use std::collections::HashMap;
@@ -13,6 +14,7 @@ pub struct Access {
     /// and blob-lock's `blob_lock_conditional_writes`, on top of the environment.
     pub options: HashMap<String, String>,
     /// Credentials that replace object_store's own chain.
+    #[cfg(feature = "cloud")]
     pub credentials: Option<Credentials>,
     /// The environment as read when this was made (the Python bindings read it holding
     /// the GIL); `None` reads the process's environment when a store is opened.
@@ -24,6 +26,7 @@ impl Access {
     pub fn options(options: HashMap<String, String>) -> Access {
         Access {
             options,
+            #[cfg(feature = "cloud")]
             credentials: None,
             environment: None,
         }
@@ -39,7 +42,11 @@ impl Access {
 
     /// Nothing given: the environment alone.
     pub fn is_empty(&self) -> bool {
-        self.options.is_empty() && self.credentials.is_none()
+        #[cfg(feature = "cloud")]
+        if self.credentials.is_some() {
+            return false;
+        }
+        self.options.is_empty()
     }
 }
 

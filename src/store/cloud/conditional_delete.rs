@@ -2,14 +2,14 @@
 //! request delayed in the network past prune's lease cannot delete a later holder's
 //! lockfile (docs/guarantees.md). object_store 0.14 sends plain deletes only; the store's own
 //! client signs a URL for this one (object_store's `Signer`: the same credentials and
-//! signing code as every other request), with the store's condition: `If-Match` on S3
-//! (signed into the request) and Azure (a SAS signs no header), `x-goog-if-generation-match`
-//! on GCS (signed). An HTTP client from object_store's connector, with the store's client
+//! signing code as every other request), with the store's condition ([`Condition`], in each
+//! cloud's folder). An HTTP client from object_store's connector, with the store's client
 //! options, sends it. Stores that ignore the condition (s3rver) are found by a probe, once
 //! per client, and get no conditional delete.
 
-use super::uri::Cloud;
-use super::Version;
+use crate::store::request::answers::summary;
+use crate::store::request::client::Deleted;
+use crate::store::Version;
 use object_store::client::{
     ClientOptions, HttpClient, HttpConnector, HttpError, HttpErrorKind, ReqwestConnector,
 };
@@ -19,9 +19,22 @@ use object_store::ClientConfigKey;
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
+/// How a cloud makes a delete conditional on a version (each cloud's folder says).
+#[derive(Clone, Copy)]
+pub(crate) struct Condition {
+    /// The request header.
+    pub(crate) header: &'static str,
+    /// Its value: the part of the version it names.
+    pub(crate) value: fn(&Version) -> Option<String>,
+    /// Whether the header is signed into the URL (a SAS signs no header: it rides beside).
+    pub(crate) signed: bool,
+}
+
 /// What sends a store's conditional deletes.
 pub(crate) struct Deleter {
-    cloud: Cloud,
+    /// The store's kind, for messages.
+    store: &'static str,
+    condition: Condition,
     signer: Arc<dyn Signer>,
     options: ClientOptions,
     http: OnceLock<std::result::Result<HttpClient, String>>,
@@ -29,23 +42,20 @@ pub(crate) struct Deleter {
 
 impl std::fmt::Debug for Deleter {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "Deleter({})", self.cloud.name())
+        write!(f, "Deleter({})", self.store)
     }
 }
 
-/// The answer to one conditional delete.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum Deleted {
-    /// It was at the version given, and is gone.
-    Yes,
-    /// It was not (changed since, or gone already): nothing deleted.
-    Changed,
-}
-
 impl Deleter {
-    pub(crate) fn new(cloud: Cloud, signer: Arc<dyn Signer>, options: ClientOptions) -> Deleter {
+    pub(crate) fn new(
+        store: &'static str,
+        condition: Condition,
+        signer: Arc<dyn Signer>,
+        options: ClientOptions,
+    ) -> Deleter {
         Deleter {
-            cloud,
+            store,
+            condition,
             signer,
             options,
             http: OnceLock::new(),
@@ -58,7 +68,7 @@ impl Deleter {
                 .connect(&self.options)
                 .map_err(|e| e.to_string())
         });
-        made.as_ref().map_err(|e| generic(self.cloud, e.clone()))
+        made.as_ref().map_err(|e| generic(self.store, e.clone()))
     }
 
     /// Deletes `path` if it is still at `expected`. The signed URL is valid for `valid_for`
@@ -71,31 +81,27 @@ impl Deleter {
     ) -> object_store::Result<Deleted> {
         let (name, value) = self.condition(expected)?;
         let name = HeaderName::from_static(name);
-        let value = HeaderValue::from_str(&value).map_err(|e| generic(self.cloud, e))?;
+        let value = HeaderValue::from_str(&value).map_err(|e| generic(self.store, e))?;
         let valid_for = valid_for.max(Duration::from_secs(1));
-        let url = match self.cloud {
-            // A SAS signs no header: the condition rides beside it.
-            Cloud::Azure => {
-                self.signer
-                    .signed_url(Method::DELETE, path, valid_for)
-                    .await?
-            }
-            Cloud::S3 | Cloud::Gcs => {
-                let signed =
-                    SignedUrlOptions::default().with_signed_header(name.clone(), value.clone());
-                (self.signer)
-                    .signed_url_opts(Method::DELETE, path, valid_for, &signed)
-                    .await?
-            }
+        let url = if self.condition.signed {
+            let signed =
+                SignedUrlOptions::default().with_signed_header(name.clone(), value.clone());
+            (self.signer)
+                .signed_url_opts(Method::DELETE, path, valid_for, &signed)
+                .await?
+        } else {
+            self.signer
+                .signed_url(Method::DELETE, path, valid_for)
+                .await?
         };
         let request = http::Request::builder()
             .method(Method::DELETE)
             .uri(url.as_str())
             .header(name, value)
             .body(object_store::client::HttpRequestBody::empty())
-            .map_err(|e| generic(self.cloud, e))?;
+            .map_err(|e| generic(self.store, e))?;
         let response =
-            (self.http()?.execute(request).await).map_err(|e| send_failure(self.cloud, &e))?;
+            (self.http()?.execute(request).await).map_err(|e| send_failure(self.store, &e))?;
         let status = response.status();
         if status.is_success() {
             return Ok(Deleted::Yes);
@@ -109,7 +115,7 @@ impl Deleter {
         let text = String::from_utf8_lossy(&body);
         let source = format!(
             "a conditional delete was answered {status}: {}",
-            super::answers::summary(path.as_ref(), &text)
+            summary(path.as_ref(), &text)
         );
         Err(match status.as_u16() {
             401 => object_store::Error::Unauthenticated {
@@ -120,23 +126,20 @@ impl Deleter {
                 path: path.to_string(),
                 source: source.into(),
             },
-            _ => generic(self.cloud, source),
+            _ => generic(self.store, source),
         })
     }
 
     /// The header that makes a delete conditional on `expected`, with its value.
     fn condition(&self, expected: &Version) -> object_store::Result<(&'static str, String)> {
-        let (name, value) = match self.cloud {
-            Cloud::S3 | Cloud::Azure => ("if-match", expected.e_tag.clone()),
-            Cloud::Gcs => ("x-goog-if-generation-match", expected.version.clone()),
-        };
-        let value = value.ok_or_else(|| {
+        let Condition { header, value, .. } = self.condition;
+        let value = value(expected).ok_or_else(|| {
             generic(
-                self.cloud,
+                self.store,
                 "the store gave no version to make the delete conditional on",
             )
         })?;
-        Ok((name, value))
+        Ok((header, value))
     }
 }
 
@@ -165,7 +168,7 @@ fn without_queries(text: &str) -> String {
 /// A delete that got no answer, as the gate reads it to decide whether to send it again:
 /// the HTTP error's kind and its I/O error's kind kept (a request hyper cancelled unsent
 /// counts as a failed send); the message without the signed URL's query, a credential.
-fn send_failure(cloud: Cloud, e: &HttpError) -> object_store::Error {
+fn send_failure(store: &'static str, e: &HttpError) -> object_store::Error {
     let mut io_kind = std::io::ErrorKind::Other;
     let mut unsent = false;
     let mut source: Option<&(dyn std::error::Error + 'static)> = Some(e);
@@ -186,15 +189,15 @@ fn send_failure(cloud: Cloud, e: &HttpError) -> object_store::Error {
     let text = without_queries(&e.to_string());
     let text = text.strip_prefix("HTTP error: ").unwrap_or(&text);
     let cleaned = std::io::Error::new(io_kind, format!("{:?}: {text}", e.kind()));
-    generic(cloud, HttpError::new(kind, cleaned))
+    generic(store, HttpError::new(kind, cleaned))
 }
 
 fn generic(
-    cloud: Cloud,
+    store: &'static str,
     e: impl Into<Box<dyn std::error::Error + Send + Sync>>,
 ) -> object_store::Error {
     object_store::Error::Generic {
-        store: cloud.name(),
+        store,
         source: e.into(),
     }
 }
@@ -204,7 +207,7 @@ fn generic(
 pub(crate) fn client_options(get: impl Fn(ClientConfigKey) -> Option<String>) -> ClientOptions {
     // The store's own requests go to the same endpoint: an http:// one is allowed there
     // (an emulator's, which object_store allows without saying so), or refused before any
-    // request (`super::cloud::plain_http`).
+    // request (`super::plain_http`).
     let mut options = ClientOptions::new().with_allow_http(true);
     for key in [
         ClientConfigKey::AllowInvalidCertificates,

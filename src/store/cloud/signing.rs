@@ -4,11 +4,8 @@
 //! so that a chain that finds none is reported as a credentials failure, naming what was
 //! looked at, and never as a store that did not answer: nothing was sent to it.
 
-use super::credentials::{ChainNote, Credentials, FETCH_BOUND};
-use super::uri::Cloud;
-use object_store::aws::AwsCredential;
-use object_store::azure::AzureCredential;
-use object_store::gcp::GcpCredential;
+use crate::store::config::credentials::{ChainNote, Credentials, FETCH_BOUND};
+use futures_util::future::BoxFuture;
 use object_store::CredentialProvider;
 use std::sync::Arc;
 
@@ -27,7 +24,12 @@ pub(crate) enum Signing {
 /// looked at before it.
 #[derive(Clone)]
 pub(crate) struct Chain {
-    pub(crate) provider: ChainProvider,
+    /// Asks the provider for a credential.
+    pub(crate) ask: Ask,
+    /// The cloud's name, for messages.
+    pub(crate) store: &'static str,
+    /// What a Rust caller can do when the chain finds nothing (each cloud's folder says).
+    pub(crate) fix: &'static str,
     /// What object_store's chain takes its credentials from, in words
     /// (`the instance metadata service at http://169.254.169.254`).
     pub(crate) what: String,
@@ -44,22 +46,19 @@ impl std::fmt::Debug for Chain {
     }
 }
 
-/// The provider object_store built, of one cloud.
-#[derive(Clone)]
-pub(crate) enum ChainProvider {
-    S3(Arc<dyn CredentialProvider<Credential = AwsCredential>>),
-    Azure(Arc<dyn CredentialProvider<Credential = AzureCredential>>),
-    Gcs(Arc<dyn CredentialProvider<Credential = GcpCredential>>),
-}
+/// Asks object_store's credential provider of one client for a credential: its providers
+/// cache what they fetched until shortly before it expires, so asking before each request
+/// costs a lock and a clone.
+pub(crate) type Ask = Arc<dyn Fn() -> BoxFuture<'static, object_store::Result<()>> + Send + Sync>;
 
-impl ChainProvider {
-    fn cloud(&self) -> Cloud {
-        match self {
-            ChainProvider::S3(_) => Cloud::S3,
-            ChainProvider::Azure(_) => Cloud::Azure,
-            ChainProvider::Gcs(_) => Cloud::Gcs,
-        }
-    }
+/// [`Ask`] of `provider`, whatever its cloud's credential.
+pub(crate) fn ask<C: Send + Sync + 'static>(
+    provider: Arc<dyn CredentialProvider<Credential = C>>,
+) -> Ask {
+    Arc::new(move || {
+        let provider = provider.clone();
+        Box::pin(async move { provider.get_credential().await.map(drop) })
+    })
 }
 
 impl Signing {
@@ -88,39 +87,20 @@ impl Signing {
 
 impl Chain {
     async fn ready(&self) -> Result<(), String> {
-        // object_store's providers cache what they fetched until shortly before it expires:
-        // asking again before each request costs a lock and a clone.
-        let fetched = async {
-            match &self.provider {
-                ChainProvider::S3(p) => p.get_credential().await.map(drop),
-                ChainProvider::Azure(p) => p.get_credential().await.map(drop),
-                ChainProvider::Gcs(p) => p.get_credential().await.map(drop),
-            }
-        };
-        let failed = match tokio::time::timeout(FETCH_BOUND, fetched).await {
+        let failed = match tokio::time::timeout(FETCH_BOUND, (self.ask)()).await {
             Ok(Ok(())) => return Ok(()),
             Ok(Err(e)) => format!("which failed: {}", one_line(&e.to_string())),
             Err(_) => format!("which did not answer within {}s", FETCH_BOUND.as_secs()),
         };
-        let cloud = self.provider.cloud();
         let (tried, fix) = match &self.note {
             Some(note) => (note.tried.as_str(), note.fix.as_str()),
-            None => ("no credentials were given", default_fix(cloud)),
+            None => ("no credentials were given", self.fix),
         };
         Err(format!(
             "no {} credentials found: {tried}; then {}, {failed}. Nothing was sent to the store; {fix}",
-            cloud.name(),
+            self.store,
             self.what
         ))
-    }
-}
-
-/// What a Rust caller can do when object_store's chain finds nothing.
-fn default_fix(cloud: Cloud) -> &'static str {
-    match cloud {
-        Cloud::S3 => "give aws_access_key_id and aws_secret_access_key in the storage options (or AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY), or credentials of your own (store::Credentials)",
-        Cloud::Azure => "give an account key, a SAS or a connection string (AZURE_STORAGE_CONNECTION_STRING), or credentials of your own (store::Credentials)",
-        Cloud::Gcs => "give a service account key (GOOGLE_SERVICE_ACCOUNT or GOOGLE_APPLICATION_CREDENTIALS), or credentials of your own (store::Credentials)",
     }
 }
 

@@ -1,26 +1,58 @@
-//! The clients of the stores: one object_store client per store and process, shared by every
-//! lock, keep-alive, inspection and probe on that store (its connection pool too), with what
-//! the process has learnt about the store: whether it ever answered, and whether it honours
-//! conditional writes ([`super::probe`]).
-//!
-//! A store is its scheme, bucket or container, and effective configuration: the storage
-//! options given, and the environment variables that object_store and its HTTP client read
-//! (`AWS_*`, `AZURE_*`, `GOOGLE_*`, proxies, certificates). Building a client costs
-//! milliseconds of CPU and a connection pool of its own ([`super::cloud`]), so it is built
-//! once; a lock on a store already in use only looks it up.
+//! A store's client: object_store's client of the store, shared by every lock, keep-alive,
+//! inspection and probe on that store in this process (its connection pool too), with what
+//! the process has learnt about the store (whether it ever answered, whether it honours
+//! conditional writes: [`super::super::probe`]), its [`Load`](crate::store::load::Load), and what
+//! its cloud adds to object_store's client ([`CloudParts`]). Cloud clients are built and
+//! kept once per store by `store/cloud/`; memory stores by `store/open.rs`.
 
-use super::cloud::build;
-use super::credentials::Credentials;
-use super::signing::Signing;
-use super::storage_options::Options;
-use super::uri::Cloud;
-use crate::errors::Result;
-use crate::per_process::PerProcess;
+use crate::store::config::Cloud;
+use crate::store::Version;
+use async_trait::async_trait;
+use object_store::path::Path;
 use object_store::ObjectStore;
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
-use std::sync::{Arc, Mutex, TryLockError};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
+
+/// What a cloud's client adds to object_store's, as a request meets it: credentials made
+/// ready before it leaves, where they come from, a failed fetch of them told apart from the
+/// store's answers, and `prune`'s conditional delete. Memory stores have none.
+#[async_trait]
+pub(crate) trait CloudParts: Send + Sync {
+    /// Where the credentials come from, in words (never a secret).
+    fn credentials_source(&self) -> String;
+    /// Makes sure a credential is in hand; the error says what was looked at, what failed
+    /// and what to do.
+    async fn ready(&self) -> Result<(), String>;
+    /// The message of a failed credential fetch inside `e`, if that is what failed.
+    fn credentials_failure(&self, e: &object_store::Error) -> Option<String>;
+    /// Deletes `path` if it is still at `expected`.
+    async fn delete_if(
+        &self,
+        path: &Path,
+        expected: &Version,
+        valid_for: Duration,
+    ) -> object_store::Result<Deleted>;
+}
+
+/// What a conditional delete did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[cfg_attr(not(feature = "cloud"), allow(dead_code))] // made by the cloud clients only
+pub(crate) enum Deleted {
+    /// The object was at the version given, and is gone.
+    Yes,
+    /// The object was not at the version given (or was gone already): nothing was deleted.
+    Changed,
+}
+
+/// A cloud client as its cloud built it.
+#[cfg_attr(not(feature = "cloud"), allow(dead_code))] // made by the cloud clients only
+pub(crate) struct Built {
+    pub(crate) store: Arc<dyn ObjectStore>,
+    /// The store, for messages.
+    pub(crate) name: String,
+    pub(crate) parts: Box<dyn CloudParts>,
+}
 
 /// One store's client, shared by everything on that store in this process.
 pub struct Client {
@@ -32,14 +64,12 @@ pub struct Client {
     cloud: Option<Cloud>,
     /// The storage options asked to trust conditional writes without probing them.
     trust: bool,
-    /// What signs its requests, made ready before each request.
-    signing: Signing,
-    /// What sends its conditional deletes (none for memory stores).
-    deleter: Option<super::conditional_delete::Deleter>,
+    /// What its cloud adds to object_store's client (none for memory stores).
+    parts: Option<Box<dyn CloudParts>>,
     /// What the process learnt about the store; a fork child keeps it.
     facts: Arc<Facts>,
-    /// What the store can take from this process, and who goes first ([`super::load`]).
-    load: Arc<super::load::Load>,
+    /// What the store can take from this process, and who goes first ([`crate::store::load`]).
+    load: Arc<crate::store::load::Load>,
     /// One probe of the store at a time.
     probing: tokio::sync::Mutex<()>,
 }
@@ -152,23 +182,32 @@ impl Client {
     }
 
     /// What the store can take from this process, and who goes first; none in memory.
-    pub(crate) fn load(&self) -> Option<&Arc<super::load::Load>> {
+    pub(crate) fn load(&self) -> Option<&Arc<crate::store::load::Load>> {
         self.cloud.map(|_| &self.load)
     }
 
-    /// What signs its requests.
-    pub(crate) fn signing(&self) -> &Signing {
-        &self.signing
+    /// What its cloud adds to object_store's client (none in memory).
+    pub(crate) fn parts(&self) -> Option<&dyn CloudParts> {
+        self.parts.as_deref()
     }
 
-    /// What sends its conditional deletes (none in memory).
-    pub(crate) fn deleter(&self) -> Option<&super::conditional_delete::Deleter> {
-        self.deleter.as_ref()
+    /// Where its credentials come from, in words.
+    pub(crate) fn credentials_source(&self) -> String {
+        match &self.parts {
+            Some(parts) => parts.credentials_source(),
+            None => "nowhere: requests are not signed".to_string(),
+        }
     }
 
     /// What the process learnt about the store.
     pub(crate) fn facts(&self) -> &Facts {
         &self.facts
+    }
+
+    /// The same, to hand to a client built anew for the store (a child made by fork).
+    #[cfg_attr(not(feature = "cloud"), allow(dead_code))] // made by the cloud clients only
+    pub(crate) fn shared_facts(&self) -> Arc<Facts> {
+        self.facts.clone()
     }
 
     /// Whether the storage options trust the store's conditional writes without a probe.
@@ -207,22 +246,22 @@ impl Client {
         facts: Arc<Facts>,
     ) -> Client {
         Client {
-            load: Arc::new(super::load::Load::new(name.clone())),
+            load: Arc::new(crate::store::load::Load::new(name.clone())),
             store,
             name,
             cloud,
             trust,
-            signing: Signing::Unsigned,
-            deleter: None,
+            parts: None,
             facts,
             probing: tokio::sync::Mutex::new(()),
         }
     }
 
-    fn cloud(built: super::cloud::Built, cloud: Cloud, trust: bool, facts: Arc<Facts>) -> Client {
+    /// A cloud store's client, as its cloud built it.
+    #[cfg_attr(not(feature = "cloud"), allow(dead_code))] // made by the cloud clients only
+    pub(crate) fn cloud(built: Built, cloud: Cloud, trust: bool, facts: Arc<Facts>) -> Client {
         let mut client = Client::new(built.store, built.name, Some(cloud), trust, facts);
-        client.signing = built.signing;
-        client.deleter = Some(built.deleter);
+        client.parts = Some(built.parts);
         client
     }
 
@@ -240,118 +279,9 @@ impl Client {
     }
 }
 
-/// The client of the cloud store `scheme://authority` with `options`: this process's
-/// shared one, built on first use.
-pub(crate) fn client(
-    cloud: Cloud,
-    scheme: &str,
-    authority: &str,
-    options: &Options,
-) -> Result<Arc<Client>> {
-    let key = registry_key(scheme, authority, options);
-    get_or_build(&key, |facts| {
-        let built = build(cloud, scheme, authority, options)?;
-        let facts = facts.unwrap_or_default();
-        Ok(Client::cloud(built, cloud, options.trust, facts))
-    })
-}
-
-/// A client of its own, shared with nothing (`doctor --race` races independent clients).
-pub(crate) fn private_client(
-    cloud: Cloud,
-    scheme: &str,
-    authority: &str,
-    options: &Options,
-) -> Result<Client> {
-    let built = build(cloud, scheme, authority, options)?;
-    Ok(Client::cloud(
-        built,
-        cloud,
-        options.trust,
-        Default::default(),
-    ))
-}
-
-fn registry_key(scheme: &str, authority: &str, options: &Options) -> String {
-    let credentials = options.credentials.as_ref().map_or(0, Credentials::id);
-    let mut key = format!(
-        "{scheme}://{authority}\n{}\n{credentials:x}\n",
-        options.trust
-    );
-    for (k, v) in &options.store {
-        key.push_str(k);
-        key.push('=');
-        key.push_str(v);
-        key.push('\n');
-    }
-    // A change of the environment makes a new client, as building one then would see it.
-    key.push_str(&format!("{:x}", options.environment.digest()));
-    key
-}
-
-type Clients = Mutex<HashMap<String, Arc<Client>>>;
-
-/// The process's clients by key. A child made by fork builds its own (the parent's
-/// connections belong to the parent's runtime, see [`PerProcess`]), looking in its parent's
-/// map, when it can, only for what the parent learnt about each store.
-static REGISTRY: PerProcess<Clients> = PerProcess::new(Default::default);
-
-/// Clients kept beyond this many are dropped once no lock uses them.
-const KEEP: usize = 256;
-
-fn get_or_build(
-    key: &str,
-    build: impl FnOnce(Option<Arc<Facts>>) -> Result<Client>,
-) -> Result<Arc<Client>> {
-    let (mine, parents) = REGISTRY.with_parent();
-    let lock = || mine.lock().unwrap_or_else(|e| e.into_inner());
-    if let Some(c) = lock().get(key) {
-        return Ok(c.clone());
-    }
-    // A thread of the parent may have held its map at the fork: then nothing is inherited.
-    let inherited = parents.and_then(|p| match p.try_lock() {
-        Ok(map) => map.get(key).map(|c| c.facts.clone()),
-        Err(TryLockError::Poisoned(e)) => e.into_inner().get(key).map(|c| c.facts.clone()),
-        Err(TryLockError::WouldBlock) => None,
-    });
-    // Built outside the lock: it takes milliseconds.
-    let fresh = Arc::new(build(inherited)?);
-    let mut clients = lock();
-    if let Some(c) = clients.get(key) {
-        return Ok(c.clone()); // another thread built it meanwhile
-    }
-    if clients.len() >= KEEP {
-        clients.retain(|_, c| Arc::strong_count(c) > 1);
-    }
-    clients.insert(key.to_string(), fresh.clone());
-    Ok(fresh)
-}
-
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-
-    #[cfg(feature = "cloud")]
-    #[test]
-    fn one_client_per_store_and_configuration() {
-        use crate::store::storage_options::tests::options;
-        let o = options(&[
-            ("aws_region", "us-east-1"),
-            ("aws_endpoint", "http://127.0.0.1:9"),
-        ]);
-        let a = client(Cloud::S3, "s3", "registry-one", &o).unwrap();
-        let b = client(Cloud::S3, "s3", "registry-one", &o).unwrap();
-        assert!(Arc::ptr_eq(&a, &b), "the same store shares a client");
-        let other = client(Cloud::S3, "s3", "registry-two", &o).unwrap();
-        assert!(!Arc::ptr_eq(&a, &other), "another bucket has its own");
-        let p = options(&[
-            ("aws_region", "us-west-2"),
-            ("aws_endpoint", "http://127.0.0.1:9"),
-        ]);
-        let c = client(Cloud::S3, "s3", "registry-one", &p).unwrap();
-        assert!(!Arc::ptr_eq(&a, &c), "other options make another client");
-        assert_eq!(a.name, "s3://registry-one at http://127.0.0.1:9");
-    }
 
     /// Locks that meet an unprobed store at once probe it once; a probe that failed is not
     /// kept, so the next caller probes again.

@@ -1,6 +1,7 @@
 //! The storage options given for a store, split into blob-lock's own (`blob_lock_*`) and
 //! object_store's configuration keys.
 
+#[cfg(feature = "cloud")]
 use super::credentials::Credentials;
 use super::environment::Environment;
 use crate::errors::{Error, Result};
@@ -18,8 +19,10 @@ pub(crate) struct Options {
     /// object_store's configuration keys, lower-cased, sorted.
     pub(crate) store: Vec<(String, String)>,
     /// Credentials from outside object_store's chain.
+    #[cfg(feature = "cloud")]
     pub(crate) credentials: Option<Credentials>,
     /// The environment the client is configured from (read once, [`Environment`]).
+    #[cfg_attr(not(feature = "cloud"), allow(dead_code))] // the cloud clients read it
     pub(crate) environment: Arc<Environment>,
 }
 
@@ -28,6 +31,7 @@ impl Options {
         let mut out = Options {
             trust: false,
             store: Vec::new(),
+            #[cfg(feature = "cloud")]
             credentials: access.credentials.clone(),
             environment: access.environment(),
         };

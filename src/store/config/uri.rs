@@ -8,6 +8,7 @@
 //! spellings are one lock only when they name one object: a trailing `/`, `file://` and a
 //! plain path, `~` and the home folder (as mops expands it).
 
+use super::schemes::{cloud_of, known, schemes, Cloud};
 use crate::errors::{Error, Result};
 use std::path::PathBuf;
 
@@ -34,61 +35,6 @@ pub enum Location {
         /// The lock's folder inside the bucket (may be empty).
         key: String,
     },
-}
-
-/// The cloud stores.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Cloud {
-    /// Amazon S3 and S3-compatible stores.
-    S3,
-    /// Azure Blob Storage.
-    Azure,
-    /// Google Cloud Storage.
-    Gcs,
-}
-
-impl Cloud {
-    /// The store's name for messages.
-    pub fn name(self) -> &'static str {
-        match self {
-            Cloud::S3 => "S3",
-            Cloud::Azure => "Azure",
-            Cloud::Gcs => "GCS",
-        }
-    }
-
-    /// What the first part of its URIs is called.
-    fn bucket_word(self) -> &'static str {
-        match self {
-            Cloud::Azure => "container",
-            _ => "bucket",
-        }
-    }
-}
-
-/// The schemes of lock URIs, for messages.
-const SCHEMES: &str = "s3:// (or s3a://), az:// (or azure://, abfs://, abfss://, adl://), gs://, file:// (or a plain path) and memory://";
-
-pub(super) fn cloud_of(scheme: &str) -> Option<Cloud> {
-    match scheme {
-        "s3" | "s3a" => Some(Cloud::S3),
-        "az" | "azure" | "abfs" | "abfss" | "adl" => Some(Cloud::Azure),
-        "gs" => Some(Cloud::Gcs),
-        _ => None,
-    }
-}
-
-impl Cloud {
-    /// The cloud whose store `uri` names; `None` for local files and memory:// (and for a
-    /// URI that [`Location::parse`] would refuse).
-    pub fn of_uri(uri: &str) -> Option<Cloud> {
-        let (scheme, _) = uri.split_once("://")?;
-        cloud_of(&scheme.to_ascii_lowercase())
-    }
-}
-
-fn known(scheme: &str) -> bool {
-    cloud_of(scheme).is_some() || scheme == "file" || scheme == "memory"
 }
 
 impl Location {
@@ -139,13 +85,15 @@ impl Location {
                 .all(|c| c.is_ascii_alphanumeric() || "+-.".contains(c));
         if !valid_scheme {
             return Err(bad(&format!(
-                "{scheme:?} is not a URI scheme; supported are {SCHEMES}"
+                "{scheme:?} is not a URI scheme; supported are {}",
+                schemes()
             )));
         }
         let scheme = scheme.to_ascii_lowercase();
         if !known(&scheme) {
             return Err(bad(&format!(
-                "unknown scheme {scheme:?}; supported are {SCHEMES}"
+                "unknown scheme {scheme:?}; supported are {}",
+                schemes()
             )));
         }
         if let Some(c) = rest.chars().find(|c| "?#%".contains(*c)) {

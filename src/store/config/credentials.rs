@@ -5,7 +5,7 @@
 //! hours never meets an expired token. A fetch that fails while the credential in hand is
 //! still valid keeps that one (and is tried again at the next request).
 
-use super::uri::Cloud;
+use super::schemes::Cloud;
 use async_trait::async_trait;
 use object_store::aws::AwsCredential;
 use object_store::azure::AzureCredential;
