@@ -6,10 +6,8 @@ use std::future::Future;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-/// What a NativeLock shares with its acquisitions, in one allocation (thousands of locks
-/// are held): what it holds, and the number of the acquisition through it under way.
-pub(crate) type Slot = Arc<Shared>;
-
+/// What a NativeLock shares with its acquisitions (an `Arc`: one allocation, thousands of
+/// locks are held): what it holds, and the number of the acquisition through it under way.
 #[derive(Default)]
 pub(crate) struct Shared {
     holding: Mutex<Holding>,
@@ -36,9 +34,9 @@ pub(crate) struct Holding {
     pub(crate) in_flight: Option<Arc<Flight>>,
 }
 
-pub(crate) fn hold(slot: &Slot, lease: Lease) {
+pub(crate) fn hold(shared: &Arc<Shared>, lease: Lease) {
     let old = {
-        let mut holding = slot.holding();
+        let mut holding = shared.holding();
         holding.last_loss = None;
         holding.lease.replace(Arc::new(lease))
     };
@@ -48,46 +46,46 @@ pub(crate) fn hold(slot: &Slot, lease: Lease) {
 }
 
 /// An asyncio acquisition under way, shared by its future and, until it ends or is
-/// abandoned, its slot. Its future runs on a runtime thread and may end (or be dropped, when
+/// abandoned, the lock's `Shared`. Its future runs on a runtime thread and may end (or be dropped, when
 /// the awaitable is cancelled) while the cancelled Python task runs `abandon`: both take the
-/// slot's mutex, so each sees all or nothing of the other.
+/// holding mutex, so each sees all or nothing of the other.
 pub(crate) struct Flight {
     /// Its number (as in `Shared::acquiring`).
     id: u64,
     /// Set by `abandon`: its caller is gone, so what it acquires or wrote is released. Only
-    /// touched under the slot's mutex.
+    /// touched under the holding mutex.
     owed: Mutex<Option<Cleanup>>,
 }
 
 impl Flight {
-    /// Frees `slot`'s object for its next acquisition, unless another has begun already.
-    fn free(&self, slot: &Slot) {
-        let _ = slot
+    /// Frees the object of `shared` for its next acquisition, unless another has begun already.
+    fn free(&self, shared: &Arc<Shared>) {
+        let _ = shared
             .acquiring
             .compare_exchange(self.id, 0, Ordering::SeqCst, Ordering::SeqCst);
     }
 
-    /// Marks `slot`'s acquisition `id` as in flight; the returned landing ends it.
-    pub(crate) fn start(slot: &Slot, lock: &Lock, id: u64) -> Landing {
+    /// Marks acquisition `id` through `shared`'s object as in flight; the returned landing ends it.
+    pub(crate) fn start(shared: &Arc<Shared>, lock: &Lock, id: u64) -> Landing {
         let flight = Arc::new(Flight {
             id,
             owed: Mutex::new(None),
         });
-        slot.holding().in_flight = Some(flight.clone());
+        shared.holding().in_flight = Some(flight.clone());
         Landing {
-            slot: slot.clone(),
+            shared: shared.clone(),
             lock: lock.clone(),
             flight: Some(flight),
         }
     }
 }
 
-/// Called by `abandon` under the slot's mutex (`holding`): the caller of the acquisition in
+/// Called by `abandon` under the holding mutex: the caller of the acquisition in
 /// flight is gone. What it acquires or wrote is owed from now on (the lock's next
 /// acquisition waits for it), and the object is free for that next acquisition at once,
 /// whenever the abandoned one ends. False if none is in flight (it has ended: its lease,
-/// if any, is in the slot).
-pub(crate) fn abandon_in_flight(slot: &Slot, holding: &mut Holding, lock: &Lock) -> bool {
+/// if any, is held).
+pub(crate) fn abandon_in_flight(shared: &Arc<Shared>, holding: &mut Holding, lock: &Lock) -> bool {
     let Some(flight) = holding.in_flight.take() else {
         return false;
     };
@@ -95,7 +93,7 @@ pub(crate) fn abandon_in_flight(slot: &Slot, holding: &mut Holding, lock: &Lock)
     if owed.is_none() {
         *owed = Some(lock.owe_cleanup());
     }
-    flight.free(slot);
+    flight.free(shared);
     true
 }
 
@@ -103,7 +101,7 @@ pub(crate) fn abandon_in_flight(slot: &Slot, holding: &mut Holding, lock: &Lock)
 /// unlanded (its future dropped: the awaitable was cancelled), it releases what the
 /// acquisition may have written.
 pub(crate) struct Landing {
-    slot: Slot,
+    shared: Arc<Shared>,
     lock: Lock,
     flight: Option<Arc<Flight>>,
 }
@@ -115,7 +113,7 @@ impl Landing {
         let Some(flight) = self.flight.take() else {
             return false;
         };
-        let mut holding = self.slot.holding();
+        let mut holding = self.shared.holding();
         let owed = self.end(&mut holding, &flight);
         match (acquired, owed) {
             (Some(lease), None) => {
@@ -139,7 +137,7 @@ impl Landing {
         }
     }
 
-    /// Takes `flight` out of the slot and frees the object for the next acquisition, in the
+    /// Takes `flight` out of the holding and frees the object for the next acquisition, in the
     /// same critical section as what the caller does with the outcome; returns what
     /// `abandon` left owed.
     fn end(&self, holding: &mut Holding, flight: &Arc<Flight>) -> Option<Cleanup> {
@@ -150,7 +148,7 @@ impl Landing {
         {
             holding.in_flight = None;
         }
-        flight.free(&self.slot);
+        flight.free(&self.shared);
         let owed = flight.owed.lock().unwrap_or_else(|e| e.into_inner()).take();
         owed
     }
@@ -161,7 +159,7 @@ impl Drop for Landing {
         let Some(flight) = self.flight.take() else {
             return;
         };
-        let mut holding = self.slot.holding();
+        let mut holding = self.shared.holding();
         let owed = self.end(&mut holding, &flight);
         drop(holding);
         match owed {
@@ -171,22 +169,22 @@ impl Drop for Landing {
     }
 }
 
-/// Takes the lease out of `slot` (at once, so that a held lock reads as released from now
+/// Takes the lease out of `shared` (at once, so that a held lock reads as released from now
 /// on) and releases it, keeping why it was lost, if it was (found at the release too);
 /// holding none, releases whatever acquisition the lockfile shows for `lock`'s owner (an
 /// interrupted acquisition may have written it).
-pub(crate) fn release_slot(
+pub(crate) fn release_held(
     lock: Lock,
-    slot: &Slot,
+    shared: &Arc<Shared>,
 ) -> impl Future<Output = crate::Result<crate::ReleaseStatus>> + Send + 'static {
-    let taken = slot.holding().lease.take();
-    let slot = slot.clone();
+    let taken = shared.holding().lease.take();
+    let shared = shared.clone();
     async move {
         match taken {
             Some(lease) => {
                 let released = lease.release().await;
                 let loss = lease.lost_reason();
-                slot.holding().last_loss = loss.map(String::into_boxed_str);
+                shared.holding().last_loss = loss.map(String::into_boxed_str);
                 released
             }
             None => lock.release_unheld().await,

@@ -1,6 +1,6 @@
 //! `NativeLock`, the native side of `blob_lock.BlobLock`: acquisitions blocking and
 //! asyncio, their interruption, release, and what the lock shows. The machinery under the
-//! methods (one acquisition at a time, the slot of the lease, fork) is in `slot.rs`.
+//! methods (one acquisition at a time, the lease held, fork) is in `slot.rs`.
 
 mod slot;
 
@@ -11,18 +11,20 @@ use crate::python::args::timeout;
 use crate::python::asyncio::awaitable;
 use crate::python::driver::wait;
 use crate::python::errors::{to_py, LockTimeout};
-use crate::python::holding::{abandon_in_flight, release_slot, Slot};
+use crate::python::holding::{abandon_in_flight, release_held, Shared};
 use crate::python::options;
 use crate::python::results::NativeInspection;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 use std::sync::atomic::Ordering;
+use std::sync::Arc;
 
 /// The native lock behind `blob_lock.BlobLock`.
 #[pyclass(frozen, module = "blob_lock._blob_lock")]
 pub(crate) struct NativeLock {
     lock: Lock,
-    lease: Slot,
+    /// What it holds, shared with its asyncio acquisitions (`holding.rs`).
+    shared: Arc<Shared>,
     /// The process that made it.
     pid: u32,
     /// The options the core does not use: `timeout` (checked) and `raise_on_lost`.
@@ -81,7 +83,7 @@ impl NativeLock {
 
     /// Takes the turn to acquire through this object if it is free (`blob_lock._turn`).
     fn take_turn(&self) -> bool {
-        self.lease
+        self.shared
             .turn
             .compare_exchange(false, true, Ordering::SeqCst, Ordering::SeqCst)
             .is_ok()
@@ -89,7 +91,7 @@ impl NativeLock {
 
     /// Gives the turn back.
     fn give_turn(&self) {
-        self.lease.turn.store(false, Ordering::SeqCst);
+        self.shared.turn.store(false, Ordering::SeqCst);
     }
 
     /// Waits for the lock; False on timeout, or raises LockTimeout when `raise_timeout`.
@@ -131,7 +133,7 @@ impl NativeLock {
 
     /// Releases; returns the status name.
     fn release(&self, py: Python<'_>) -> PyResult<&'static str> {
-        let status = wait(py, release_slot(self.lock.clone(), &self.lease), None)?;
+        let status = wait(py, release_held(self.lock.clone(), &self.shared), None)?;
         Ok(status.as_str())
     }
 
@@ -187,8 +189,8 @@ impl NativeLock {
     /// or its future is dropped; a lease it already holds (acquired just before the
     /// cancellation) is released at once, in the background, without the event loop.
     fn abandon(&self) {
-        let mut holding = self.lease.holding();
-        if abandon_in_flight(&self.lease, &mut holding, &self.lock) {
+        let mut holding = self.shared.holding();
+        if abandon_in_flight(&self.shared, &mut holding, &self.lock) {
             return;
         }
         let taken = holding.lease.take();
@@ -200,7 +202,7 @@ impl NativeLock {
 
     /// `release` as an awaitable.
     fn release_async<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        let releasing = release_slot(self.lock.clone(), &self.lease);
+        let releasing = release_held(self.lock.clone(), &self.shared);
         awaitable(py, async move {
             releasing.await.map(|s| s.as_str()).map_err(to_py)
         })
@@ -229,13 +231,13 @@ impl NativeLock {
     /// hand-off); keeps why it was lost, if it was. Writes nothing.
     fn let_go(&self) {
         let taken = {
-            let mut holding = self.lease.holding();
+            let mut holding = self.shared.holding();
             holding.lease.take()
         };
-        // Read with the slot's mutex free: finding the loss logs it and calls on_lost.
+        // Read with the holding mutex free: finding the loss logs it and calls on_lost.
         let loss = taken.as_ref().and_then(|l| l.lost_reason());
         if loss.is_some() {
-            let mut holding = self.lease.holding();
+            let mut holding = self.shared.holding();
             holding.last_loss = loss.map(String::into_boxed_str);
         }
         if let Some(lease) = taken {
@@ -337,6 +339,6 @@ impl NativeLock {
         &self,
     ) -> impl std::future::Future<Output = crate::Result<crate::ReleaseStatus>> + Send + 'static
     {
-        release_slot(self.lock.clone(), &self.lease)
+        release_held(self.lock.clone(), &self.shared)
     }
 }
