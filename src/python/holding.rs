@@ -1,26 +1,37 @@
 //! What a `NativeLock` holds: its lease, shared with its asyncio acquisitions, why the last
-//! one was lost, and the acquisition in flight; and the steps that change it.
+//! one was lost, and the acquisition in flight; whose turn it is and which acquisition runs;
+//! and the steps that change them.
 
 use crate::lease::{Cleanup, Lease, Lock};
+use pyo3::prelude::*;
 use std::future::Future;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 /// What a NativeLock shares with its acquisitions (an `Arc`: one allocation, thousands of
-/// locks are held): what it holds, and the number of the acquisition through it under way.
+/// locks are held): what it holds, whose turn it is, and which acquisition runs.
 #[derive(Default)]
 pub(crate) struct Shared {
     holding: Mutex<Holding>,
-    /// The acquisition under way through the NativeLock (0: none): one at a time.
-    pub(crate) acquiring: AtomicU64,
-    /// Whose turn it is is BlobLock's to say (`_turn`); this says whether one is taken, so
-    /// that taking a free turn is one atomic step without a lock of Python's.
-    pub(crate) turn: AtomicBool,
+    /// The turn: the thread or asyncio task that holds the object, from the start of its
+    /// acquisition to its release, as a `threading.Lock` is held (None: free). Taken and given
+    /// by `blob_lock._turn`, which makes the rest wait for it. Any thread may give it back
+    /// (`release()` may be called from another thread).
+    turn: Mutex<Option<Py<PyAny>>>,
+    /// The native acquisition running on the object's owner id, by number (0: none). Not
+    /// the turn: a release from another thread gives the turn back while an acquisition
+    /// still runs, and `abandon` frees this before the abandoned one ends; two acquisitions
+    /// at once would share the owner id, and both could believe they hold the lock.
+    pub(crate) running: AtomicU64,
 }
 
 impl Shared {
     pub(crate) fn holding(&self) -> MutexGuard<'_, Holding> {
         self.holding.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    pub(crate) fn turn(&self) -> MutexGuard<'_, Option<Py<PyAny>>> {
+        self.turn.lock().unwrap_or_else(|e| e.into_inner())
     }
 }
 
@@ -50,7 +61,7 @@ pub(crate) fn hold(shared: &Arc<Shared>, lease: Lease) {
 /// the awaitable is cancelled) while the cancelled Python task runs `abandon`: both take the
 /// holding mutex, so each sees all or nothing of the other.
 pub(crate) struct Flight {
-    /// Its number (as in `Shared::acquiring`).
+    /// Its number (as in `Shared::running`).
     id: u64,
     /// Set by `abandon`: its caller is gone, so what it acquires or wrote is released. Only
     /// touched under the holding mutex.
@@ -61,7 +72,7 @@ impl Flight {
     /// Frees the object of `shared` for its next acquisition, unless another has begun already.
     fn free(&self, shared: &Arc<Shared>) {
         let _ = shared
-            .acquiring
+            .running
             .compare_exchange(self.id, 0, Ordering::SeqCst, Ordering::SeqCst);
     }
 

@@ -1,5 +1,5 @@
-//! What NativeLock's methods stand on: one acquisition through an object at a time
-//! (`Acquiring`), the lease it holds and a loss read from it, the cleanup a dropped or
+//! What NativeLock's methods stand on: one native acquisition running on an object's owner
+//! id at a time (`Running`), the lease it holds and a loss read from it, the cleanup a dropped or
 //! interrupted acquisition owes, and an inherited lock leaked in a fork child.
 
 use super::NativeLock;
@@ -24,18 +24,15 @@ impl Drop for NativeLock {
     }
 }
 
-/// Clears `Shared::acquiring` when the acquisition it numbers ends, however it ends
-/// (unless `abandon` cleared it first and another one began). Set while an acquisition
-/// runs: two acquisitions through one object would share its owner id, and both could
-/// believe they hold the lock. (BlobLock already takes turns; this keeps the native object
-/// safe on its own.)
-pub(super) struct Acquiring(Arc<Shared>, pub(super) u64);
+/// Clears `Shared::running` when the acquisition it numbers ends, however it ends (unless
+/// `abandon` cleared it first and another one began): why that is not the turn, see there.
+pub(super) struct Running(Arc<Shared>, pub(super) u64);
 
-impl Drop for Acquiring {
+impl Drop for Running {
     fn drop(&mut self) {
         let _ = self
             .0
-            .acquiring
+            .running
             .compare_exchange(self.1, 0, Ordering::SeqCst, Ordering::SeqCst);
     }
 }
@@ -105,15 +102,15 @@ impl NativeLock {
         }
     }
 
-    /// Refuses a second acquisition through this object while one runs or is held. (What
-    /// an interrupted acquisition wrote is released by the core before this lock's next
-    /// acquisition begins: see `Lock::release_in_background`.)
-    pub(super) fn begin_acquiring(&self) -> PyResult<Acquiring> {
+    /// Marks an acquisition as running; refuses it while another runs or the lock is held.
+    /// (What an interrupted acquisition wrote is released by the core before this lock's
+    /// next acquisition begins: see `Lock::release_in_background`.)
+    pub(super) fn begin_running(&self) -> PyResult<Running> {
         let id = ACQUISITIONS.fetch_add(1, Ordering::Relaxed);
-        let began =
-            self.shared
-                .acquiring
-                .compare_exchange(0, id, Ordering::SeqCst, Ordering::SeqCst);
+        let began = self
+            .shared
+            .running
+            .compare_exchange(0, id, Ordering::SeqCst, Ordering::SeqCst);
         if began.is_err() {
             return Err(LockError::new_err((
                 format!(
@@ -123,7 +120,7 @@ impl NativeLock {
                 self.lock.uri().to_string(),
             )));
         }
-        let guard = Acquiring(self.shared.clone(), id);
+        let guard = Running(self.shared.clone(), id);
         self.refuse_if_held()?;
         Ok(guard)
     }
@@ -151,7 +148,7 @@ impl NativeLock {
     /// Marks an asyncio acquisition as in flight; the landing it returns ends
     /// it (`Landing::land`), or, dropped with its future (cancelled), releases what the
     /// acquisition may have written.
-    pub(super) fn in_flight(&self, acquiring: &Acquiring) -> Landing {
-        Flight::start(&self.shared, &self.lock, acquiring.1)
+    pub(super) fn in_flight(&self, running: &Running) -> Landing {
+        Flight::start(&self.shared, &self.lock, running.1)
     }
 }
