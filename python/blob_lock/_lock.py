@@ -15,7 +15,8 @@ from blob_lock import _blob_lock, _process, _turn
 from blob_lock._args import Seconds, lock_uri, seconds
 from blob_lock._decorate import decorate
 from blob_lock._lock_facts import LockFacts
-from blob_lock._options import LockOptions, signature
+from blob_lock._option_types import LockOptions
+from blob_lock._options import signature
 from blob_lock._release_status import ReleaseStatus, release_status
 from blob_lock._templates import native_lock
 from blob_lock._turn import current

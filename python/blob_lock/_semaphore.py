@@ -13,7 +13,8 @@ from blob_lock import _process
 from blob_lock._args import Seconds, lock_uri, seconds
 from blob_lock._blob_lock import NativeLock, NativeSemaphore, NativeSemaphoreConfig
 from blob_lock._lock import BlobLock
-from blob_lock._options import LOCK_OPTIONS, LockOptions, signature
+from blob_lock._option_types import LockOptions
+from blob_lock._options import LOCK_OPTIONS, signature
 from blob_lock._turn import current
 
 if TYPE_CHECKING:
