@@ -1,8 +1,8 @@
 //! `NativeLock`, the native side of `blob_lock.BlobLock`: acquisitions blocking and
 //! asyncio, their interruption, release, and what the lock shows. The machinery under the
-//! methods (one native acquisition at a time, the lease held, fork) is in `slot.rs`.
+//! methods (one native acquisition at a time, the lease held, fork) is in `machinery.rs`.
 
-mod slot;
+mod machinery;
 
 use crate::errors::Error;
 use crate::lease::Lock;
