@@ -83,10 +83,11 @@ $(S3RVER):
 
 s3rver: $(S3RVER)
 
-# Rewrites the typing of the lock's options (python/blob_lock/_options.py) from their one
-# definition in src/lease/settings.rs; tests/python/test_options.py fails until it is current.
+# Rewrites the typing of the lock's options (python/blob_lock/_option_types.py, by
+# _make_option_types.py) from their one definition in src/lease/settings.rs;
+# tests/python/test_options.py fails until it is current.
 options: build-dev
-	$(PY) -c "from blob_lock import _options; print('changed' if _options.write() else 'current')"
+	$(PY) -c "from blob_lock import _make_option_types as m; print('changed' if m.write() else 'current')"
 
 # docs/cli.md's usage lines and option tables, from the parser (tests/python/test_cli.py fails
 # while they differ).

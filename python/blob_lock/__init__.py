@@ -25,7 +25,8 @@ from blob_lock._inventory import Pruned, PruneOutcome, list_locks, prune_locks
 from blob_lock._keep_alive import KeepAlive, KeepAliveStarting, keep_alive, keep_alive_async
 from blob_lock._lock import BlobLock, locked
 from blob_lock._memo_claim import MemoClaim
-from blob_lock._options import LOCK_OPTIONS, KeepAliveOptions, LockOption, LockOptions
+from blob_lock._option_types import KeepAliveOptions, LockOptions
+from blob_lock._options import LOCK_OPTIONS, LockOption
 from blob_lock._release_status import ReleaseStatus
 from blob_lock._semaphore import BlobSemaphore, HeldSlot, SemaphoreConfig
 from blob_lock._stats import Histogram, Stats, stats

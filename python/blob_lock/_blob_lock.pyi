@@ -90,10 +90,11 @@ class NativeLock:
     def another(self) -> NativeLock:
         """A lock like this one (its URI and options) with an owner id of its own and nothing
         held, made without parsing or opening anything again."""
-    def take_turn(self) -> bool:
-        """Takes the turn to acquire through this object if it is free (`blob_lock._turn`)."""
+    def take_turn(self, me: object) -> bool:
+        """Takes the turn to hold this object for `me` (a thread or task) if it is free: True;
+        False while another holds it; LockError if `me` does (`blob_lock._turn`)."""
     def give_turn(self) -> None:
-        """Gives the turn back."""
+        """Gives the turn back, whoever holds it."""
     def acquire(self, timeout: float | None, raise_timeout: bool) -> bool:
         """Waits for the lock; False on timeout, or raises LockTimeout when `raise_timeout`."""
     def try_acquire(self) -> bool:

@@ -12,7 +12,8 @@ from typing import TYPE_CHECKING, Any
 
 from blob_lock import _blob_lock, _handover, _process
 from blob_lock._args import lock_uri
-from blob_lock._options import KEEP_ALIVE, KeepAliveOptions, signature
+from blob_lock._option_types import KeepAliveOptions
+from blob_lock._options import KEEP_ALIVE, signature
 from blob_lock.exceptions import LockLost
 
 if TYPE_CHECKING:

@@ -7,7 +7,7 @@ import os
 import sys
 import threading
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -15,14 +15,15 @@ from blob_lock import _blob_lock, _process, _turn
 from blob_lock._args import Seconds, lock_uri, seconds
 from blob_lock._decorate import decorate
 from blob_lock._lock_facts import LockFacts
-from blob_lock._options import LockOptions, signature
+from blob_lock._option_types import LockOptions
+from blob_lock._options import signature
 from blob_lock._release_status import ReleaseStatus, release_status
 from blob_lock._templates import native_lock
 from blob_lock._turn import current
 from blob_lock.exceptions import LockError, LockLost, LockTimeout
 
 if TYPE_CHECKING:
-    from typing_extensions import Unpack
+    from typing_extensions import Self, Unpack
 
 __all__ = ["BlobLock", "locked"]
 
@@ -88,21 +89,34 @@ class BlobLock(LockFacts):
 
     # Thousands of held locks in one process: no per-instance __dict__.
     __slots__ = (
-        "__weakref__", "_forks", "_holder", "_last_timeout", "_native_lock", "_options",
-        "_raise_on_lost", "_timeout",
+        "__weakref__", "_forks", "_last_timeout", "_native_lock", "_options", "_raise_on_lost",
+        "_timeout",
     )  # fmt: skip
 
     def __init__(self, uri: str | os.PathLike[str], **options: Unpack[LockOptions]) -> None:
         if type(uri) is not str:
             uri = lock_uri(uri)
+        self._wrap(*native_lock(uri, options))  # checks every option
+
+    def _wrap(self, native: _blob_lock.NativeLock, options: Mapping[str, Any] | None) -> None:
+        """Every field, around ``native``. ``options`` as given: what a decorated function's
+        calls, and an unpickled copy, are made from (None for none, shared when plain:
+        thousands of locks are held)."""
         self._forks = _process.forks
-        # The options as given: what a decorated function's calls, and an unpickled copy,
-        # are made from (None for none, shared when plain: thousands of locks are held).
-        native, self._options = native_lock(uri, options)  # checks every option
         self._native_lock = native
+        self._options = options
         self._timeout = native.timeout
         self._raise_on_lost = native.raise_on_lost
-        self._holder: object = None  # whose turn it is to acquire through it (_turn)
+
+    @classmethod
+    def _holding(cls, native: _blob_lock.NativeLock, options: Mapping[str, Any] | None) -> Self:
+        """A lock around ``native``, which holds already (a semaphore's slot): held as an
+        acquisition leaves it, its turn the current thread's or task's until released."""
+        lock = cls.__new__(cls)
+        lock._wrap(native, options)
+        _turn.take(native, current(), 0.0)  # a fresh native lock: its turn is free
+        _process.track(lock)
+        return lock
 
     @property
     def _native(self) -> _blob_lock.NativeLock:
@@ -110,8 +124,8 @@ class BlobLock(LockFacts):
         if self._forks != _process.forks:
             with _process.fork_guard:  # two threads of the child: one renewal
                 if self._forks != _process.forks:
+                    # With a turn of its own, free: a parent thread may have held the old.
                     self._native_lock = self._native_lock.for_child()
-                    self._holder = None  # a parent thread may have held its turn
                     self._forks = _process.forks
         return self._native_lock
 
@@ -143,7 +157,7 @@ class BlobLock(LockFacts):
         if t is not None:
             _blob_lock.check_timeout(t)
             began = time.monotonic()
-        if not _turn.take(self, threading.current_thread(), t):
+        if not _turn.take(native, threading.current_thread(), t):
             if raise_timeout:
                 raise LockTimeout(
                     f"timed out after {t:.3f}s waiting for lock {self.uri}: another thread "
@@ -155,29 +169,29 @@ class BlobLock(LockFacts):
             left = None if t is None else max(0.0, t - (time.monotonic() - began))
             ok = native.acquire(left, raise_timeout)
         except BaseException:
-            _turn.give(self)
+            _turn.give(self._native_lock)
             raise
         if ok:
             _process.track(self)
         else:
-            _turn.give(self)
+            _turn.give(self._native_lock)
         return ok
 
     def try_acquire(self) -> bool:
         """One attempt that never waits: True if the lock is now ours. False as well while
         another thread holds it through this same object."""
         native = self._native  # first: in a child made by fork, it renews the turn
-        if not _turn.take(self, threading.current_thread(), 0.0):
+        if not _turn.take(native, threading.current_thread(), 0.0):
             return False
         try:
             ok = native.try_acquire()
         except BaseException:
-            _turn.give(self)
+            _turn.give(self._native_lock)
             raise
         if ok:
             _process.track(self)
         else:
-            _turn.give(self)
+            _turn.give(self._native_lock)
         return ok
 
     def release(self) -> ReleaseStatus:
@@ -196,7 +210,7 @@ class BlobLock(LockFacts):
         try:
             return self._native.release()
         finally:
-            _turn.give(self)
+            _turn.give(self._native_lock)
 
     async def acquire_async(self, timeout: Seconds | None = None) -> bool:
         """``acquire`` without blocking the event loop. Cancelling it (``asyncio.timeout``,
@@ -212,7 +226,7 @@ class BlobLock(LockFacts):
     async def try_acquire_async(self) -> bool:
         """``try_acquire`` without blocking the event loop."""
         native = self._native  # first: in a child made by fork, it renews the turn
-        if not _turn.take(self, current(), 0.0):
+        if not _turn.take(native, current(), 0.0):
             return False
         return await self._acquiring(native.try_acquire_async)
 
@@ -222,14 +236,14 @@ class BlobLock(LockFacts):
         try:
             return release_status(await self._native.release_async())
         finally:
-            _turn.give(self)
+            _turn.give(self._native_lock)
 
     async def _acquire_async(self, t: float | None, raise_timeout: bool) -> bool:
         native = self._native
         if t is not None:
             _blob_lock.check_timeout(t)
         began = time.monotonic()
-        if not await _turn.take_async(self, current(), t):
+        if not await _turn.take_async(native, current(), t):
             if raise_timeout:
                 raise LockTimeout(
                     f"timed out after {t:.3f}s waiting for lock {self.uri}: another "
@@ -250,15 +264,15 @@ class BlobLock(LockFacts):
             # The native future may have acquired just before it was dropped: release what
             # it holds or wrote, on the native runtime (this event loop may be closing).
             self._native.abandon()
-            _turn.give(self)
+            _turn.give(self._native_lock)
             raise
         except BaseException:
-            _turn.give(self)
+            _turn.give(self._native_lock)
             raise
         if ok:
             _process.track(self)
         else:
-            _turn.give(self)
+            _turn.give(self._native_lock)
         return ok
 
     def _abandon(self) -> None:
@@ -266,7 +280,7 @@ class BlobLock(LockFacts):
         without waiting (for a task being cancelled, whose event loop may be closing)."""
         _process.untrack(self)
         self._native.abandon()
-        _turn.give(self)
+        _turn.give(self._native_lock)
 
     def _end_at_exit(self) -> _blob_lock.NativeLock | None:
         if self._native.handed_off:
@@ -281,14 +295,13 @@ class BlobLock(LockFacts):
     def __enter__(self) -> BlobLock:
         native = self._native_lock
         # The common case in this one frame (a fresh BlobLock per `with` pays each call):
-        # not a lock inherited by a fork child, and its turn free. Else `_acquire`, which
-        # waits for the turn or says why not.
-        if self._forks == _process.forks and native.take_turn():
-            self._holder = threading.current_thread()
+        # not a lock inherited by a fork child, and its turn free (taking it raises if this
+        # thread holds it). Else `_acquire`, which waits for the turn.
+        if self._forks == _process.forks and native.take_turn(threading.current_thread()):
             try:
                 native.acquire(self._timeout, True)
             except BaseException:
-                _turn.give(self)
+                _turn.give(native)
                 raise
             _process.track(self)
             return self
@@ -309,7 +322,7 @@ class BlobLock(LockFacts):
             try:
                 native.release()
             finally:
-                _turn.give(self)
+                _turn.give(native)
             lost = native.lost_reason  # found at release taken over, released or deleted
             if lost is not None:
                 self._raise_lost(lost, None)
@@ -401,7 +414,7 @@ class BlobLock(LockFacts):
         """Stops renewing without releasing (after a hand-off): the remote keeps the lock."""
         _process.untrack(self)
         self._native.let_go()
-        _turn.give(self)
+        _turn.give(self._native_lock)
 
     def __reduce__(self) -> tuple[Any, ...]:
         """An unheld lock pickles as its URI and options: a process made by spawn or

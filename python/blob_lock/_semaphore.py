@@ -13,7 +13,8 @@ from blob_lock import _process
 from blob_lock._args import Seconds, lock_uri, seconds
 from blob_lock._blob_lock import NativeLock, NativeSemaphore, NativeSemaphoreConfig
 from blob_lock._lock import BlobLock
-from blob_lock._options import LOCK_OPTIONS, LockOptions, signature
+from blob_lock._option_types import LockOptions
+from blob_lock._options import LOCK_OPTIONS, signature
 from blob_lock._turn import current
 
 if TYPE_CHECKING:
@@ -46,6 +47,13 @@ class HeldSlot(BlobLock):
 
     __slots__ = ("_index",)
     _index: int
+
+    @classmethod
+    def _taken(cls, index: int, native: NativeLock, options: LockOptions | None) -> HeldSlot:
+        """Slot ``index``, held by ``native`` (a semaphore acquisition took it)."""
+        held = cls._holding(native, options)
+        held._index = index
+        return held
 
     @property
     def slot(self) -> int:
@@ -89,20 +97,6 @@ def _check_keywords(given: dict[str, Any]) -> None:
             f'BlobSemaphore() got an unknown option "{name}":{meant} it takes prefix and '
             f"slots, and the options {', '.join(_KEYWORDS[2:])}"
         )
-
-
-def _held(index: int, native: NativeLock, options: LockOptions | None) -> HeldSlot:
-    held = HeldSlot.__new__(HeldSlot)
-    held._forks = _process.forks
-    held._native_lock = native
-    held._options = options
-    held._timeout = native.timeout
-    held._raise_on_lost = native.raise_on_lost
-    held._index = index
-    native.take_turn()  # held: the turn is its holder's until released
-    held._holder = current()
-    _process.track(held)
-    return held
 
 
 class BlobSemaphore:
@@ -176,12 +170,12 @@ class BlobSemaphore:
         native = self._native
         t = native.timeout if timeout is None else seconds("timeout", timeout)
         index, held = native.acquire(t, owner)
-        return _held(index, held, self._options)
+        return HeldSlot._taken(index, held, self._options)
 
     def try_acquire(self) -> HeldSlot | None:
         """One attempt at every slot, never waiting: a slot held, or None when all are."""
         taken = self._native.try_acquire()
-        return None if taken is None else _held(taken[0], taken[1], self._options)
+        return None if taken is None else HeldSlot._taken(taken[0], taken[1], self._options)
 
     async def acquire_async(self, timeout: Seconds | None = None) -> HeldSlot:
         """``acquire`` without blocking the event loop. Cancelling it releases whatever it
@@ -192,7 +186,7 @@ class BlobSemaphore:
         native = self._native
         t = native.timeout if timeout is None else seconds("timeout", timeout)
         index, held = await native.acquire_async(t, owner)
-        return _held(index, held, self._options)
+        return HeldSlot._taken(index, held, self._options)
 
     def configuration(self) -> SemaphoreConfig:
         """The number of slots as stored (written with the number asked for if there is

@@ -14,7 +14,7 @@ from typing import Any
 
 from blob_lock import _blob_lock
 from blob_lock._blob_lock import NativeLock
-from blob_lock._options import is_plain, options_key, shared
+from blob_lock._shared_options import is_plain, options_key, shared
 
 __all__ = ["native_lock"]
 

@@ -1,12 +1,14 @@
-"""One acquisition at a time through one ``BlobLock`` object, as with ``threading.Lock``:
-another thread (or asyncio task) waits for its turn; the one that holds the turn may not
-take it again (locks are not reentrant). A turn is held from acquisition to release.
+"""One holder at a time through one ``BlobLock`` object, as with ``threading.Lock``: the
+thread (or asyncio task) whose turn it is holds the object from the start of its
+acquisition to its release; another waits for its turn; the one that holds it may not take
+it again (locks are not reentrant).
 
-Whether the turn is taken is an atomic flag of the native lock: a free turn (nearly every
-one) is taken and given back without a lock of Python's, whose two uses cost a fresh
-``with`` several microseconds. Who holds it lives in the lock's ``_holder`` slot (no object
-of its own per lock: thousands are held). Waiting for a turn is rare (two threads sharing
-one ``BlobLock`` object): the waiters share one condition for the whole process."""
+The turn itself, who holds it or none, is one value of the native lock
+(``NativeLock.take_turn``): a free turn (nearly every one) is taken and given back without a
+lock of Python's, whose two uses cost a fresh ``with`` several microseconds. This module is
+the waiting: rare (two threads sharing one ``BlobLock`` object), so the waiters share one
+condition for the whole process. (The native lock's own guard against two acquisitions
+running at once, ``Shared::running``, is not the turn: see src/python/holding.rs.)"""
 
 from __future__ import annotations
 
@@ -14,20 +16,10 @@ import os
 import sys
 import threading
 import time
-from typing import Protocol
 
 from blob_lock._blob_lock import NativeLock
-from blob_lock.exceptions import LockError
 
 __all__ = ["current", "give", "take", "take_async"]
-
-
-class Turned(Protocol):
-    _holder: object
-    _native_lock: NativeLock
-
-    @property
-    def uri(self) -> str: ...
 
 
 # Held only by a waiter and by a giver that found one waiting.
@@ -50,20 +42,12 @@ def current() -> object:
     return task or threading.current_thread()
 
 
-def take(lock: Turned, me: object, timeout: float | None) -> bool:
-    """``me``'s turn on ``lock``; False if another holder keeps it past ``timeout`` (None:
-    for ever, 0: do not wait). ``LockError`` if ``me`` holds it already."""
+def take(native: NativeLock, me: object, timeout: float | None) -> bool:
+    """``me``'s turn on ``native``; False if another holder keeps it past ``timeout``
+    (None: for ever, 0: do not wait). ``LockError`` if ``me`` holds it already."""
     global _waiting
-    native = lock._native_lock
-    if native.take_turn():
-        lock._holder = me
+    if native.take_turn(me):
         return True
-    if lock._holder is me:
-        raise LockError(
-            f"this BlobLock already holds {lock.uri} (or is acquiring it) in this "
-            "thread; release it first (locks are not reentrant)",
-            lock.uri,
-        )
     if timeout is not None and timeout <= 0:
         return False
     with _guard:
@@ -71,21 +55,18 @@ def take(lock: Turned, me: object, timeout: float | None) -> bool:
         # frees the turn, so either this look sees it free or the giver wakes us.
         _waiting += 1
         try:
-            if not _turns.wait_for(native.take_turn, timeout):
-                return False
+            return _turns.wait_for(lambda: native.take_turn(me), timeout)
         finally:
             _waiting -= 1
-    lock._holder = me
-    return True
 
 
-async def take_async(lock: Turned, me: object, timeout: float | None) -> bool:
+async def take_async(native: NativeLock, me: object, timeout: float | None) -> bool:
     """``take`` without blocking the event loop: polls, with a growing pause (the condition
     cannot be awaited)."""
     import asyncio  # loaded already: an event loop runs this
 
     began, pause = time.monotonic(), 0.001
-    while not take(lock, me, 0.0):
+    while not take(native, me, 0.0):
         waited = time.monotonic() - began
         if timeout is not None and waited >= timeout:
             return False
@@ -94,11 +75,10 @@ async def take_async(lock: Turned, me: object, timeout: float | None) -> bool:
     return True
 
 
-def give(lock: Turned) -> None:
-    """Gives ``lock``'s turn back, if it is taken (by any thread: ``release()`` may be
+def give(native: NativeLock) -> None:
+    """Gives ``native``'s turn back, if it is taken (by any thread: ``release()`` may be
     called from another one)."""
-    lock._holder = None
-    lock._native_lock.give_turn()
+    native.give_turn()
     if _waiting:
         with _guard:
             _turns.notify_all()

@@ -74,7 +74,7 @@ from blob_lock.exceptions import LockLost, LockTimeout, StoreSaturated
 if TYPE_CHECKING:
     from typing_extensions import Unpack
 
-    from blob_lock._options import LockOptions
+    from blob_lock._option_types import LockOptions
 
 __all__ = ["HOLDER_LABEL", "BlobLockManager", "holder_label"]
 

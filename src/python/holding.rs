@@ -1,28 +1,37 @@
 //! What a `NativeLock` holds: its lease, shared with its asyncio acquisitions, why the last
-//! one was lost, and the acquisition in flight; and the steps that change it.
+//! one was lost, and the acquisition in flight; whose turn it is and which acquisition runs;
+//! and the steps that change them.
 
 use crate::lease::{Cleanup, Lease, Lock};
+use pyo3::prelude::*;
 use std::future::Future;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-/// What a NativeLock shares with its acquisitions, in one allocation (thousands of locks
-/// are held): what it holds, and the number of the acquisition through it under way.
-pub(crate) type Slot = Arc<Shared>;
-
+/// What a NativeLock shares with its acquisitions (an `Arc`: one allocation, thousands of
+/// locks are held): what it holds, whose turn it is, and which acquisition runs.
 #[derive(Default)]
 pub(crate) struct Shared {
     holding: Mutex<Holding>,
-    /// The acquisition under way through the NativeLock (0: none): one at a time.
-    pub(crate) acquiring: AtomicU64,
-    /// Whose turn it is is BlobLock's to say (`_turn`); this says whether one is taken, so
-    /// that taking a free turn is one atomic step without a lock of Python's.
-    pub(crate) turn: AtomicBool,
+    /// The turn: the thread or asyncio task that holds the object, from the start of its
+    /// acquisition to its release, as a `threading.Lock` is held (None: free). Taken and given
+    /// by `blob_lock._turn`, which makes the rest wait for it. Any thread may give it back
+    /// (`release()` may be called from another thread).
+    turn: Mutex<Option<Py<PyAny>>>,
+    /// The native acquisition running on the object's owner id, by number (0: none). Not
+    /// the turn: a release from another thread gives the turn back while an acquisition
+    /// still runs, and `abandon` frees this before the abandoned one ends; two acquisitions
+    /// at once would share the owner id, and both could believe they hold the lock.
+    pub(crate) running: AtomicU64,
 }
 
 impl Shared {
     pub(crate) fn holding(&self) -> MutexGuard<'_, Holding> {
         self.holding.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    pub(crate) fn turn(&self) -> MutexGuard<'_, Option<Py<PyAny>>> {
+        self.turn.lock().unwrap_or_else(|e| e.into_inner())
     }
 }
 
@@ -36,9 +45,9 @@ pub(crate) struct Holding {
     pub(crate) in_flight: Option<Arc<Flight>>,
 }
 
-pub(crate) fn hold(slot: &Slot, lease: Lease) {
+pub(crate) fn hold(shared: &Arc<Shared>, lease: Lease) {
     let old = {
-        let mut holding = slot.holding();
+        let mut holding = shared.holding();
         holding.last_loss = None;
         holding.lease.replace(Arc::new(lease))
     };
@@ -48,46 +57,46 @@ pub(crate) fn hold(slot: &Slot, lease: Lease) {
 }
 
 /// An asyncio acquisition under way, shared by its future and, until it ends or is
-/// abandoned, its slot. Its future runs on a runtime thread and may end (or be dropped, when
+/// abandoned, the lock's `Shared`. Its future runs on a runtime thread and may end (or be dropped, when
 /// the awaitable is cancelled) while the cancelled Python task runs `abandon`: both take the
-/// slot's mutex, so each sees all or nothing of the other.
+/// holding mutex, so each sees all or nothing of the other.
 pub(crate) struct Flight {
-    /// Its number (as in `Shared::acquiring`).
+    /// Its number (as in `Shared::running`).
     id: u64,
     /// Set by `abandon`: its caller is gone, so what it acquires or wrote is released. Only
-    /// touched under the slot's mutex.
+    /// touched under the holding mutex.
     owed: Mutex<Option<Cleanup>>,
 }
 
 impl Flight {
-    /// Frees `slot`'s object for its next acquisition, unless another has begun already.
-    fn free(&self, slot: &Slot) {
-        let _ = slot
-            .acquiring
+    /// Frees the object of `shared` for its next acquisition, unless another has begun already.
+    fn free(&self, shared: &Arc<Shared>) {
+        let _ = shared
+            .running
             .compare_exchange(self.id, 0, Ordering::SeqCst, Ordering::SeqCst);
     }
 
-    /// Marks `slot`'s acquisition `id` as in flight; the returned landing ends it.
-    pub(crate) fn start(slot: &Slot, lock: &Lock, id: u64) -> Landing {
+    /// Marks acquisition `id` through `shared`'s object as in flight; the returned landing ends it.
+    pub(crate) fn start(shared: &Arc<Shared>, lock: &Lock, id: u64) -> Landing {
         let flight = Arc::new(Flight {
             id,
             owed: Mutex::new(None),
         });
-        slot.holding().in_flight = Some(flight.clone());
+        shared.holding().in_flight = Some(flight.clone());
         Landing {
-            slot: slot.clone(),
+            shared: shared.clone(),
             lock: lock.clone(),
             flight: Some(flight),
         }
     }
 }
 
-/// Called by `abandon` under the slot's mutex (`holding`): the caller of the acquisition in
+/// Called by `abandon` under the holding mutex: the caller of the acquisition in
 /// flight is gone. What it acquires or wrote is owed from now on (the lock's next
 /// acquisition waits for it), and the object is free for that next acquisition at once,
 /// whenever the abandoned one ends. False if none is in flight (it has ended: its lease,
-/// if any, is in the slot).
-pub(crate) fn abandon_in_flight(slot: &Slot, holding: &mut Holding, lock: &Lock) -> bool {
+/// if any, is held).
+pub(crate) fn abandon_in_flight(shared: &Arc<Shared>, holding: &mut Holding, lock: &Lock) -> bool {
     let Some(flight) = holding.in_flight.take() else {
         return false;
     };
@@ -95,7 +104,7 @@ pub(crate) fn abandon_in_flight(slot: &Slot, holding: &mut Holding, lock: &Lock)
     if owed.is_none() {
         *owed = Some(lock.owe_cleanup());
     }
-    flight.free(slot);
+    flight.free(shared);
     true
 }
 
@@ -103,7 +112,7 @@ pub(crate) fn abandon_in_flight(slot: &Slot, holding: &mut Holding, lock: &Lock)
 /// unlanded (its future dropped: the awaitable was cancelled), it releases what the
 /// acquisition may have written.
 pub(crate) struct Landing {
-    slot: Slot,
+    shared: Arc<Shared>,
     lock: Lock,
     flight: Option<Arc<Flight>>,
 }
@@ -115,7 +124,7 @@ impl Landing {
         let Some(flight) = self.flight.take() else {
             return false;
         };
-        let mut holding = self.slot.holding();
+        let mut holding = self.shared.holding();
         let owed = self.end(&mut holding, &flight);
         match (acquired, owed) {
             (Some(lease), None) => {
@@ -139,7 +148,7 @@ impl Landing {
         }
     }
 
-    /// Takes `flight` out of the slot and frees the object for the next acquisition, in the
+    /// Takes `flight` out of the holding and frees the object for the next acquisition, in the
     /// same critical section as what the caller does with the outcome; returns what
     /// `abandon` left owed.
     fn end(&self, holding: &mut Holding, flight: &Arc<Flight>) -> Option<Cleanup> {
@@ -150,7 +159,7 @@ impl Landing {
         {
             holding.in_flight = None;
         }
-        flight.free(&self.slot);
+        flight.free(&self.shared);
         let owed = flight.owed.lock().unwrap_or_else(|e| e.into_inner()).take();
         owed
     }
@@ -161,7 +170,7 @@ impl Drop for Landing {
         let Some(flight) = self.flight.take() else {
             return;
         };
-        let mut holding = self.slot.holding();
+        let mut holding = self.shared.holding();
         let owed = self.end(&mut holding, &flight);
         drop(holding);
         match owed {
@@ -171,22 +180,22 @@ impl Drop for Landing {
     }
 }
 
-/// Takes the lease out of `slot` (at once, so that a held lock reads as released from now
+/// Takes the lease out of `shared` (at once, so that a held lock reads as released from now
 /// on) and releases it, keeping why it was lost, if it was (found at the release too);
 /// holding none, releases whatever acquisition the lockfile shows for `lock`'s owner (an
 /// interrupted acquisition may have written it).
-pub(crate) fn release_slot(
+pub(crate) fn release_held(
     lock: Lock,
-    slot: &Slot,
+    shared: &Arc<Shared>,
 ) -> impl Future<Output = crate::Result<crate::ReleaseStatus>> + Send + 'static {
-    let taken = slot.holding().lease.take();
-    let slot = slot.clone();
+    let taken = shared.holding().lease.take();
+    let shared = shared.clone();
     async move {
         match taken {
             Some(lease) => {
                 let released = lease.release().await;
                 let loss = lease.lost_reason();
-                slot.holding().last_loss = loss.map(String::into_boxed_str);
+                shared.holding().last_loss = loss.map(String::into_boxed_str);
                 released
             }
             None => lock.release_unheld().await,

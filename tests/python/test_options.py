@@ -17,7 +17,7 @@ from blob_lock import (
     BlobLock,
     KeepAliveOptions,
     LockOptions,
-    _options,
+    _make_option_types,
     claim_memo,
     keep_alive,
     locked,
@@ -28,8 +28,9 @@ NAMES = [o.name for o in LOCK_OPTIONS]
 
 
 def test_the_typing_is_made_from_the_definition():
-    assert _options.current() == _options.render(), (
-        "python/blob_lock/_options.py is out of date with src/lease/settings.rs: run `make options`"
+    assert _make_option_types.current() == _make_option_types.render(), (
+        "python/blob_lock/_option_types.py is out of date with src/lease/settings.rs: "
+        "run `make options`"
     )
     assert list(LockOptions.__annotations__) == NAMES
     assert set(KeepAliveOptions.__annotations__) == set(blob_lock._blob_lock.KEEP_ALIVE_OPTIONS)

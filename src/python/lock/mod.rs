@@ -1,8 +1,8 @@
 //! `NativeLock`, the native side of `blob_lock.BlobLock`: acquisitions blocking and
 //! asyncio, their interruption, release, and what the lock shows. The machinery under the
-//! methods (one acquisition at a time, the slot of the lease, fork) is in `slot.rs`.
+//! methods (one native acquisition at a time, the lease held, fork) is in `machinery.rs`.
 
-mod slot;
+mod machinery;
 
 use crate::errors::Error;
 use crate::lease::Lock;
@@ -10,19 +10,20 @@ use crate::protocol::Protocol;
 use crate::python::args::timeout;
 use crate::python::asyncio::awaitable;
 use crate::python::driver::wait;
-use crate::python::errors::{to_py, LockTimeout};
-use crate::python::holding::{abandon_in_flight, release_slot, Slot};
+use crate::python::errors::{to_py, LockError, LockTimeout};
+use crate::python::holding::{abandon_in_flight, release_held, Shared};
 use crate::python::options;
 use crate::python::results::NativeInspection;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
-use std::sync::atomic::Ordering;
+use std::sync::Arc;
 
 /// The native lock behind `blob_lock.BlobLock`.
 #[pyclass(frozen, module = "blob_lock._blob_lock")]
 pub(crate) struct NativeLock {
     lock: Lock,
-    lease: Slot,
+    /// What it holds, shared with its asyncio acquisitions (`holding.rs`).
+    shared: Arc<Shared>,
     /// The process that made it.
     pid: u32,
     /// The options the core does not use: `timeout` (checked) and `raise_on_lost`.
@@ -79,23 +80,40 @@ impl NativeLock {
         Ok(other)
     }
 
-    /// Takes the turn to acquire through this object if it is free (`blob_lock._turn`).
-    fn take_turn(&self) -> bool {
-        self.lease
-            .turn
-            .compare_exchange(false, true, Ordering::SeqCst, Ordering::SeqCst)
-            .is_ok()
+    /// Takes the turn to hold this object for `me` (a thread or task) if it is free: True;
+    /// False while another holds it; LockError if `me` does (locks are not reentrant). Who
+    /// holds it and whether it is free are one value: no window between the two.
+    fn take_turn(&self, me: &Bound<'_, PyAny>) -> PyResult<bool> {
+        let mut turn = self.shared.turn();
+        let mine = match turn.as_ref() {
+            None => {
+                *turn = Some(me.clone().unbind());
+                return Ok(true);
+            }
+            Some(holder) => holder.is(me),
+        };
+        drop(turn);
+        if !mine {
+            return Ok(false);
+        }
+        let uri = self.lock.uri();
+        Err(LockError::new_err((
+            format!("this BlobLock already holds {uri} (or is acquiring it) in this thread; release it first (locks are not reentrant)"),
+            uri.to_string(),
+        )))
     }
 
-    /// Gives the turn back.
+    /// Gives the turn back, whoever holds it.
     fn give_turn(&self) {
-        self.lease.turn.store(false, Ordering::SeqCst);
+        // Dropped after the mutex: the last reference to a thread or task may run Python.
+        let holder = self.shared.turn().take();
+        drop(holder);
     }
 
     /// Waits for the lock; False on timeout, or raises LockTimeout when `raise_timeout`.
     #[pyo3(signature = (timeout, raise_timeout))]
     fn acquire(&self, py: Python<'_>, timeout: Option<f64>, raise_timeout: bool) -> PyResult<bool> {
-        let _acquiring = self.begin_acquiring()?;
+        let _running = self.begin_running()?;
         let t = self::timeout(timeout)?;
         let lock = self.lock.clone();
         match wait(
@@ -114,7 +132,7 @@ impl NativeLock {
 
     /// One attempt; never waits.
     fn try_acquire(&self, py: Python<'_>) -> PyResult<bool> {
-        let _acquiring = self.begin_acquiring()?;
+        let _running = self.begin_running()?;
         let lock = self.lock.clone();
         match wait(
             py,
@@ -131,7 +149,7 @@ impl NativeLock {
 
     /// Releases; returns the status name.
     fn release(&self, py: Python<'_>) -> PyResult<&'static str> {
-        let status = wait(py, release_slot(self.lock.clone(), &self.lease), None)?;
+        let status = wait(py, release_held(self.lock.clone(), &self.shared), None)?;
         Ok(status.as_str())
     }
 
@@ -143,12 +161,12 @@ impl NativeLock {
         timeout: Option<f64>,
         raise_timeout: bool,
     ) -> PyResult<Bound<'py, PyAny>> {
-        let acquiring = self.begin_acquiring()?;
+        let running = self.begin_running()?;
         let t = self::timeout(timeout)?;
-        let landing = self.in_flight(&acquiring);
+        let landing = self.in_flight(&running);
         let lock = self.lock.clone();
         awaitable(py, async move {
-            let _acquiring = acquiring; // kept until the acquisition has landed
+            let _running = running; // kept until the acquisition has landed
             let result = lock.acquire(t).await;
             match result {
                 Ok(lease) => Ok(landing.land(Some(lease))),
@@ -165,11 +183,11 @@ impl NativeLock {
 
     /// `try_acquire` as an awaitable.
     fn try_acquire_async<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        let acquiring = self.begin_acquiring()?;
-        let landing = self.in_flight(&acquiring);
+        let running = self.begin_running()?;
+        let landing = self.in_flight(&running);
         let lock = self.lock.clone();
         awaitable(py, async move {
-            let _acquiring = acquiring;
+            let _running = running;
             let result = lock.try_acquire().await;
             match result {
                 Ok(acquired) => Ok(landing.land(acquired)),
@@ -187,8 +205,8 @@ impl NativeLock {
     /// or its future is dropped; a lease it already holds (acquired just before the
     /// cancellation) is released at once, in the background, without the event loop.
     fn abandon(&self) {
-        let mut holding = self.lease.holding();
-        if abandon_in_flight(&self.lease, &mut holding, &self.lock) {
+        let mut holding = self.shared.holding();
+        if abandon_in_flight(&self.shared, &mut holding, &self.lock) {
             return;
         }
         let taken = holding.lease.take();
@@ -200,7 +218,7 @@ impl NativeLock {
 
     /// `release` as an awaitable.
     fn release_async<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        let releasing = release_slot(self.lock.clone(), &self.lease);
+        let releasing = release_held(self.lock.clone(), &self.shared);
         awaitable(py, async move {
             releasing.await.map(|s| s.as_str()).map_err(to_py)
         })
@@ -229,13 +247,13 @@ impl NativeLock {
     /// hand-off); keeps why it was lost, if it was. Writes nothing.
     fn let_go(&self) {
         let taken = {
-            let mut holding = self.lease.holding();
+            let mut holding = self.shared.holding();
             holding.lease.take()
         };
-        // Read with the slot's mutex free: finding the loss logs it and calls on_lost.
+        // Read with the holding mutex free: finding the loss logs it and calls on_lost.
         let loss = taken.as_ref().and_then(|l| l.lost_reason());
         if loss.is_some() {
-            let mut holding = self.lease.holding();
+            let mut holding = self.shared.holding();
             holding.last_loss = loss.map(String::into_boxed_str);
         }
         if let Some(lease) = taken {
@@ -337,6 +355,6 @@ impl NativeLock {
         &self,
     ) -> impl std::future::Future<Output = crate::Result<crate::ReleaseStatus>> + Send + 'static
     {
-        release_slot(self.lock.clone(), &self.lease)
+        release_held(self.lock.clone(), &self.shared)
     }
 }

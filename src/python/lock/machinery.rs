@@ -1,12 +1,12 @@
-//! What NativeLock's methods stand on: one acquisition through an object at a time
-//! (`Acquiring`), the slot of its lease and a loss read from it, the cleanup a dropped or
+//! What NativeLock's methods stand on: one native acquisition running on an object's owner
+//! id at a time (`Running`), the lease it holds and a loss read from it, the cleanup a dropped or
 //! interrupted acquisition owes, and an inherited lock leaked in a fork child.
 
 use super::NativeLock;
 use crate::lease::{Lease, Lock};
 use crate::python::driver::CancelHook;
 use crate::python::errors::LockError;
-use crate::python::holding::{hold, Flight, Landing, Slot};
+use crate::python::holding::{hold, Flight, Landing, Shared};
 use pyo3::prelude::*;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -19,23 +19,20 @@ impl Drop for NativeLock {
         if self.pid != crate::per_process::pid() {
             // Forgotten clones hold the shared parts (the store client, the lease) for ever.
             std::mem::forget(self.lock.clone());
-            std::mem::forget(self.lease.clone());
+            std::mem::forget(self.shared.clone());
         }
     }
 }
 
-/// Clears the slot's `acquiring` when the acquisition it numbers ends, however it ends
-/// (unless `abandon` cleared it first and another one began). Set while an acquisition
-/// runs: two acquisitions through one object would share its owner id, and both could
-/// believe they hold the lock. (BlobLock already takes turns; this keeps the native object
-/// safe on its own.)
-pub(super) struct Acquiring(Slot, pub(super) u64);
+/// Clears `Shared::running` when the acquisition it numbers ends, however it ends (unless
+/// `abandon` cleared it first and another one began): why that is not the turn, see there.
+pub(super) struct Running(Arc<Shared>, pub(super) u64);
 
-impl Drop for Acquiring {
+impl Drop for Running {
     fn drop(&mut self) {
         let _ = self
             .0
-            .acquiring
+            .running
             .compare_exchange(self.1, 0, Ordering::SeqCst, Ordering::SeqCst);
     }
 }
@@ -45,14 +42,14 @@ pub(super) static ACQUISITIONS: AtomicU64 = AtomicU64::new(1);
 
 impl NativeLock {
     pub(super) fn lease(&self) -> Option<Arc<Lease>> {
-        self.lease.holding().lease.clone()
+        self.shared.holding().lease.clone()
     }
 
     /// Why the current lease, or the last one released, was lost.
     pub(super) fn loss(&self) -> Option<String> {
         match self.lease() {
             Some(lease) => lease.lost_reason(),
-            None => self.lease.holding().last_loss.as_deref().map(String::from),
+            None => self.shared.holding().last_loss.as_deref().map(String::from),
         }
     }
 
@@ -78,7 +75,7 @@ impl NativeLock {
     }
 
     pub(super) fn hold(&self, lease: Lease) {
-        hold(&self.lease, lease)
+        hold(&self.shared, lease)
     }
 
     /// The native lock of a slot a semaphore acquisition took: `lock` (with the owner id
@@ -98,22 +95,22 @@ impl NativeLock {
     pub(super) fn empty(lock: Lock) -> NativeLock {
         NativeLock {
             lock,
-            lease: Default::default(),
+            shared: Default::default(),
             pid: crate::per_process::pid(),
             timeout: None,
             raise_on_lost: true,
         }
     }
 
-    /// Refuses a second acquisition through this object while one runs or is held. (What
-    /// an interrupted acquisition wrote is released by the core before this lock's next
-    /// acquisition begins: see `Lock::release_in_background`.)
-    pub(super) fn begin_acquiring(&self) -> PyResult<Acquiring> {
+    /// Marks an acquisition as running; refuses it while another runs or the lock is held.
+    /// (What an interrupted acquisition wrote is released by the core before this lock's
+    /// next acquisition begins: see `Lock::release_in_background`.)
+    pub(super) fn begin_running(&self) -> PyResult<Running> {
         let id = ACQUISITIONS.fetch_add(1, Ordering::Relaxed);
-        let began =
-            self.lease
-                .acquiring
-                .compare_exchange(0, id, Ordering::SeqCst, Ordering::SeqCst);
+        let began = self
+            .shared
+            .running
+            .compare_exchange(0, id, Ordering::SeqCst, Ordering::SeqCst);
         if began.is_err() {
             return Err(LockError::new_err((
                 format!(
@@ -123,7 +120,7 @@ impl NativeLock {
                 self.lock.uri().to_string(),
             )));
         }
-        let guard = Acquiring(self.lease.clone(), id);
+        let guard = Running(self.shared.clone(), id);
         self.refuse_if_held()?;
         Ok(guard)
     }
@@ -148,10 +145,10 @@ impl NativeLock {
         Box::new(move || lock.release_in_background())
     }
 
-    /// Marks an asyncio acquisition as in flight in the slot; the landing it returns ends
+    /// Marks an asyncio acquisition as in flight; the landing it returns ends
     /// it (`Landing::land`), or, dropped with its future (cancelled), releases what the
     /// acquisition may have written.
-    pub(super) fn in_flight(&self, acquiring: &Acquiring) -> Landing {
-        Flight::start(&self.lease, &self.lock, acquiring.1)
+    pub(super) fn in_flight(&self, running: &Running) -> Landing {
+        Flight::start(&self.shared, &self.lock, running.1)
     }
 }
