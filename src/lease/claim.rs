@@ -112,8 +112,8 @@ impl fmt::Display for State {
     }
 }
 
-/// What a semaphore's slot calls when its claim stops holding it.
-pub type LetGo = Box<dyn Fn() + Send + Sync>;
+/// What a semaphore's slot calls when its claim vacates it (stops holding it, however).
+pub type OnVacate = Box<dyn Fn() + Send + Sync>;
 
 /// One claim: its state, and the names its log lines carry.
 pub struct Claim {
@@ -122,8 +122,8 @@ pub struct Claim {
     owner: Arc<str>,
     state: Mutex<State>,
     /// A semaphore's slot: counted in the process's held slots while held, and what to call
-    /// when it is let go (released, stopped or lost).
-    slot: OnceLock<LetGo>,
+    /// when it is vacated (released, stopped or lost).
+    slot: OnceLock<OnVacate>,
 }
 
 impl fmt::Debug for Claim {
@@ -160,10 +160,10 @@ impl Claim {
     }
 
     /// Counts this claim, a semaphore's slot, in the process's held slots while it holds,
-    /// and calls `let_go` when it stops holding it.
-    pub fn count_as_slot(&self, let_go: LetGo) {
+    /// and calls `on_vacate` when it stops holding it.
+    pub fn count_as_slot(&self, on_vacate: OnVacate) {
         let state = self.state.lock().unwrap_or_else(|e| e.into_inner());
-        if self.slot.set(let_go).is_ok() && state.counts_as_held_slot() {
+        if self.slot.set(on_vacate).is_ok() && state.counts_as_held_slot() {
             crate::metrics::slots_held(1);
         }
     }
@@ -183,7 +183,7 @@ impl Claim {
     /// a second loss) is refused rather than rewriting what happened. Staying in the same
     /// state is allowed and not logged.
     pub fn enter(&self, next: State, why: impl fmt::Display) -> bool {
-        let mut let_go = None;
+        let mut vacated = None;
         let prev = {
             let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
             let prev = *state;
@@ -205,7 +205,7 @@ impl Claim {
                 match (prev.counts_as_held_slot(), next.counts_as_held_slot()) {
                     (true, false) => {
                         crate::metrics::slots_held(-1);
-                        let_go = Some(hook);
+                        vacated = Some(hook);
                     }
                     (false, true) => crate::metrics::slots_held(1),
                     _ => {}
@@ -213,7 +213,7 @@ impl Claim {
             }
             prev
         };
-        if let Some(hook) = let_go {
+        if let Some(hook) = vacated {
             hook();
         }
         // Logged after the mutex is released: in Python, logging takes the GIL.

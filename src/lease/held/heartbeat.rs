@@ -67,7 +67,7 @@ async fn beat(state: &LeaseState) -> Option<Instant> {
     let began = state.engine.clock.now();
     let renewal = {
         // Boxed: inline, the renewal's state would be most of a beat's memory while it
-        // waits for its turn on the held lockfile.
+        // waits on the store (in the load's queue, then for the answer).
         let writer_name = state.remote.then_some(crate::protocol::REMOTE);
         let renewal = state.engine.renew(ours, writer_name);
         // Its requests go ahead of the store's others, by this deadline.

@@ -198,9 +198,9 @@ impl Lease {
     }
 
     /// Counts this lease, a semaphore's slot, in the process's held slots while it holds,
-    /// and calls `let_go` when it stops holding it.
-    pub(crate) fn count_as_slot(&self, let_go: crate::lease::claim::LetGo) {
-        self.state.claim.count_as_slot(let_go);
+    /// and calls `on_vacate` when it stops holding it.
+    pub(crate) fn count_as_slot(&self, on_vacate: crate::lease::claim::OnVacate) {
+        self.state.claim.count_as_slot(on_vacate);
     }
 
     /// Where the claim of this lease is in its lifecycle.
