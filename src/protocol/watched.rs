@@ -23,7 +23,7 @@ pub enum Watched {
     Own,
     /// In the process-wide table, under the lockfile's identity (locks opened from a URI).
     Process(Arc<str>),
-    /// In a record of one lockfile that the locks given it share (each simulated process
+    /// In a cell of one lockfile that the locks given it share (each simulated process
     /// has one, on its own clock).
     Slot(Arc<Mutex<Option<(Version, Instant)>>>),
 }

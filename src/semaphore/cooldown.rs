@@ -1,7 +1,7 @@
 //! The cooldown: a process that vacated a slot of a semaphore (released it, stopped renewing
 //! it, or lost it) waits before it takes one again, so that waiters in other processes,
 //! which find a freed slot only at their next poll, get it first. Without this, a process
-//! that releases and acquires in a loop takes the slot back at once (its record of its own
+//! that releases and acquires in a loop takes the slot back at once (its receipt of its own
 //! release makes that one request) and can starve every waiter elsewhere (measured: a waiter
 //! timed out after 15 s while a loop in another process took a slot of one 388 times).
 //!
