@@ -3,7 +3,7 @@
 
 use super::state::{Kept, LeaseState, NextBeat};
 use crate::errors::{Error, LossCause};
-use crate::lease::claim::State;
+use crate::lease::lifecycle::State;
 use crate::metrics;
 use crate::store::load::{self, Kind};
 use std::sync::atomic::Ordering;
@@ -60,7 +60,8 @@ async fn beat(state: &LeaseState) -> Option<Instant> {
     }
     let mut kept = state.kept.lock().await;
     let Kept { ours, backoff } = &mut *kept;
-    if state.stopped.load(Ordering::SeqCst) || !state.claim.enter(State::Renewing, "heartbeat") {
+    if state.stopped.load(Ordering::SeqCst) || !state.lifecycle.enter(State::Renewing, "heartbeat")
+    {
         return None; // stopped, or lost meanwhile
     }
     let deadline = state.deadline();
@@ -126,7 +127,7 @@ async fn beat(state: &LeaseState) -> Option<Instant> {
             RENEWAL_FAILED
                 .warn(|| format!("{}: renewal failed, retrying: {e}", state.engine.uri()));
             metrics::renewal_retried();
-            state.claim.enter(State::RenewRetrying, &e);
+            state.lifecycle.enter(State::RenewRetrying, &e);
             // Closer to the deadline, tried more often: a third of what is left at most.
             let left = deadline.saturating_duration_since(now);
             let pause = backoff.pause(state.engine.clock.jitter()).min(left / 3);

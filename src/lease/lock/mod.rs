@@ -7,7 +7,7 @@ use super::wait::{arm, Wait};
 use super::{new_owner_id, waker, Lease, LockOptions, LossHook};
 use crate::errors::{Error, Result};
 use crate::inspect::{self, Inspection};
-use crate::lease::claim::{Claim, State};
+use crate::lease::lifecycle::{Lifecycle, State};
 use crate::lockfile::LockFile;
 use crate::metrics;
 use crate::owed::Owed;
@@ -37,7 +37,7 @@ pub struct Lock {
     decided: OnceLock<Arc<Engine>>,
     /// The protocol asked for; `None` lets the store decide.
     requested: Option<Protocol>,
-    /// Shared with the claims and leases of this lock (no copy each).
+    /// Shared with the lifecycles and leases of this lock (no copy each).
     owner: Arc<str>,
     uri: Arc<str>,
     on_lost: Option<LossHook>,
