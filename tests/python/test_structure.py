@@ -61,12 +61,45 @@ def test_stores_import_neither_protocols_nor_leases():
     assert not found, "src/store depends on protocol/ or lease/: " + ", ".join(found)
 
 
-def test_every_file_architecture_names_exists():
-    """ARCHITECTURE.md's map names files and folders in backticks (`store/gate.rs`,
-    `lww.rs`, `cli/`): each must still be there, so that a rename or a removal that forgets
-    the map fails here instead of leaving it to drift."""
+# Paths of src/store/ that ARCHITECTURE.md does not yet write from the root or from its
+# paragraph's folder, each with the file it means: src/store/ is being reorganised, and
+# these are rewritten with it. Each must still be there. Empty this once they are.
+STORE_PATHS_PENDING = {
+    **{f"{n}.rs": f"src/store/load/{n}.rs" for n in ("limit", "queue", "kind", "scope")},
+    **{f"{n}.rs": f"src/store/load/{n}.rs" for n in ("latency", "capacity")},
+    **{f"store/{n}": f"src/store/{n}" for n in ("load/", "cloud/", "cloud/builders.rs")},
+    **{f"store/{n}.rs": f"src/store/{n}.rs" for n in ("conditional_delete", "probe", "client")},
+    **{f"store/{n}.rs": f"src/store/{n}.rs" for n in ("gate", "uri", "credentials", "open")},
+    "store/cloud/mod.rs": "src/store/cloud/mod.rs",
+    "store_kind.rs": "src/store/store_kind.rs",
+    "open.rs": "src/store/open.rs",
+}
+
+
+def _architecture_paths() -> list[tuple[str, list[str]]]:
+    """Each path ARCHITECTURE.md names in backticks (`src/store/gate.rs`, `cli/`), with the
+    folders it may be read from: the repository root, and in a paragraph that opens with a
+    bold path (`**`src/lease/`**: ...`), that path's folder (`held/` there is
+    src/lease/held/)."""
     text = (ROOT / "ARCHITECTURE.md").read_text()
-    names = set(re.findall(r"`([\w./-]+(?:\.rs|\.py|\.md|/))`", text))
+    pattern = r"`([\w./-]+(?:\.rs|\.py|\.md|/))`"
+    found = []
+    for paragraph in re.split(r"\n\s*\n", text):
+        bases = [""]
+        heading = re.match(r"\*\*(.*?)\*\*", paragraph)
+        for named in re.findall(pattern, heading.group(1)) if heading else []:
+            folder = named if named.endswith("/") else str(pathlib.PurePosixPath(named).parent)
+            if (ROOT / folder).is_dir():
+                bases.append(folder.rstrip("/") + "/")
+        found += [(name, bases) for name in re.findall(pattern, paragraph)]
+    return found
+
+
+def test_every_file_architecture_names_exists():
+    """ARCHITECTURE.md's map names files and folders in backticks: each must be there as
+    written, from the repository root (`src/python/lock/`, not `python/lock/`, which would
+    be the package's), or from the folder that its paragraph's bold heading names. So a
+    rename or a removal that forgets the map fails here instead of leaving it to drift."""
     listed = subprocess.run(
         ["git", "ls-files", "--cached", "--others", "--exclude-standard"],
         cwd=ROOT,
@@ -74,14 +107,20 @@ def test_every_file_architecture_names_exists():
         text=True,
         check=True,
     ).stdout.split()
-    files = set(listed) | {str(pathlib.PurePosixPath(f).parent) for f in listed}
-    missing = [
-        n
-        for n in sorted(names)
-        if not any(f == n.rstrip("/") or f.endswith("/" + n.rstrip("/")) for f in files)
-    ]
-    assert len(names) > 40, sorted(names)
-    assert not missing, f"ARCHITECTURE.md names what is not there: {missing}"
+    files = set(listed)
+    for f in listed:
+        files |= {str(parent) + "/" for parent in pathlib.PurePosixPath(f).parents}
+    named = _architecture_paths()
+    missing = sorted(
+        {
+            name
+            for name, bases in named
+            if not any(base + name in files for base in bases)
+            and STORE_PATHS_PENDING.get(name) not in files
+        }
+    )
+    assert len(named) > 40, named
+    assert not missing, f"ARCHITECTURE.md names what is not there (from the root): {missing}"
 
 
 def _python_imports() -> dict[str, set[str]]:
