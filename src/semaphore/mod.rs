@@ -233,7 +233,7 @@ impl Semaphore {
                 // locks opened from a URI: polls that find a crashed holder's write unchanged
                 // count from the first, and its slot is taken after `expire`.
                 Some(open) => Lock::with_store(&uri, open(&format!("slot-{next}")), &self.options)
-                    .with_watched(Watched::Slot(Default::default())),
+                    .with_watched(Watched::Shared(Default::default())),
             });
         }
         Ok(slots[i].clone())

@@ -144,7 +144,7 @@ impl LeaseState {
 
     /// Why the lease was lost, if it was: its cause, and the words that say it.
     pub(super) fn loss(&self) -> Option<(LossCause, String)> {
-        if let Some(loss) = self.recorded_loss() {
+        if let Some(loss) = self.marked_loss() {
             return Some(loss);
         }
         let deadline = self.deadline();
@@ -160,12 +160,12 @@ impl LeaseState {
                 "no successful renewal before the lease deadline ({}s after the last write, less the margin)",
                 self.engine.timing.expire.as_secs_f64()
             ));
-            return self.recorded_loss();
+            return self.marked_loss();
         }
         None
     }
 
-    pub(super) fn recorded_loss(&self) -> Option<(LossCause, String)> {
+    pub(super) fn marked_loss(&self) -> Option<(LossCause, String)> {
         let lost = self.lost.lock().unwrap_or_else(|e| e.into_inner());
         lost.as_deref().cloned()
     }

@@ -309,7 +309,7 @@ impl Process {
             pauses,
             faults: faults.clone(),
             seed,
-            watched: Watched::Slot(Default::default()),
+            watched: Watched::Shared(Default::default()),
             receipts: Receipt::default(),
         }
     }
