@@ -1,4 +1,4 @@
-"""A semaphore under contention: processes taking turns on its slots, on local files and on
+"""A semaphore under contention: processes contending for its slots, on local files and on
 S3 (moto), with each holder checking that no more than the slots hold at once. No peer
 offers a semaphore on blob storage (Consul's `lock -n` needs a Consul cluster), so the rows
 have no peers' figures."""

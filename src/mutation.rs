@@ -18,12 +18,12 @@ pub enum Mutation {
     IgnoreGrace,
     /// A cas acquisition writes the token it found instead of one more.
     TokenNotIncremented,
-    /// An acquisition from the record of our own release writes the released token, not
+    /// An acquisition from the receipt of our own release writes the released token, not
     /// one more (src/protocol/cas/).
-    RecordTokenReused,
-    /// An acquisition from the record of our own release writes whatever the lockfile holds,
-    /// not on the recorded version only.
-    RecordUnconditional,
+    ReceiptTokenReused,
+    /// An acquisition from the receipt of our own release writes whatever the lockfile holds,
+    /// not on the version in the receipt only.
+    ReceiptUnconditional,
     /// An acquisition that guesses the lock is new creates it by writing over whatever is
     /// there, not only if absent.
     CreateFirstOverwrites,
@@ -59,8 +59,8 @@ impl Mutation {
         Mutation::ConflictAsSuccess,
         Mutation::IgnoreGrace,
         Mutation::TokenNotIncremented,
-        Mutation::RecordTokenReused,
-        Mutation::RecordUnconditional,
+        Mutation::ReceiptTokenReused,
+        Mutation::ReceiptUnconditional,
         Mutation::CreateFirstOverwrites,
         Mutation::PruneUnconditional,
         Mutation::SemaphoreSharedOwner,
@@ -111,25 +111,25 @@ pub fn active(mutation: Mutation) -> bool {
 /// feature [`reached`] compiles away.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Branch {
-    /// An acquisition had a record of this process's own release.
-    RecordTaken,
+    /// An acquisition had a receipt of this process's own release.
+    ReceiptTaken,
     /// ... and none (first of its lock here, or taken by another acquisition).
-    NoRecord,
-    /// The record's version, updated at once: nobody wrote since, one request acquired.
-    RecordCurrent,
+    NoReceipt,
+    /// The receipt's version, updated at once: nobody wrote since, one request acquired.
+    ReceiptCurrent,
     /// ... refused: someone wrote since our release.
-    RecordRefused,
-    /// The last record was stale: this one is read and compared instead of used.
-    RecordCompared,
-    /// ... and found current (the next record is used again).
+    ReceiptRefused,
+    /// The last receipt was stale: this one is read and compared instead of used.
+    ReceiptCompared,
+    /// ... and found current (the next receipt is used again).
     ComparedCurrent,
     /// ... and found stale.
     ComparedStale,
-    /// No record, new locks likely: created first, and it was new.
+    /// No receipt, new locks likely: created first, and it was new.
     CreateFirstWon,
     /// ... created first against a lockfile that exists.
     CreateFirstRefused,
-    /// No record, read first, and no lockfile (new locks likely from now).
+    /// No receipt, read first, and no lockfile (new locks likely from now).
     ReadFirstAbsent,
     /// ... read first and a lockfile was there.
     ReadFirstPresent,
@@ -163,18 +163,18 @@ pub enum Branch {
     RenewCoOwnerAdopted,
     /// A renewal refused by another owner's write, or the lockfile gone: lost.
     RenewLost,
-    /// A release that landed conditionally: its record kept.
-    RecordSet,
+    /// A release that landed conditionally: its receipt kept.
+    ReceiptSet,
 }
 
 impl Branch {
     /// Every branch counted.
     pub const ALL: [Branch; 27] = [
-        Branch::RecordTaken,
-        Branch::NoRecord,
-        Branch::RecordCurrent,
-        Branch::RecordRefused,
-        Branch::RecordCompared,
+        Branch::ReceiptTaken,
+        Branch::NoReceipt,
+        Branch::ReceiptCurrent,
+        Branch::ReceiptRefused,
+        Branch::ReceiptCompared,
         Branch::ComparedCurrent,
         Branch::ComparedStale,
         Branch::CreateFirstWon,
@@ -196,7 +196,7 @@ impl Branch {
         Branch::RenewOwnRetried,
         Branch::RenewCoOwnerAdopted,
         Branch::RenewLost,
-        Branch::RecordSet,
+        Branch::ReceiptSet,
     ];
 }
 

@@ -116,28 +116,28 @@ impl<T: Send + Sync + 'static> PerProcess<T> {
             // One thread of this process makes the value (a runtime, a thread); the others
             // wait for it. A maker of another generation is an ancestor's, at the fork.
             let maker = self.maker.load(Ordering::Acquire);
-            let claimed = maker != me
+            let making = maker != me
                 && self
                     .maker
                     .compare_exchange(maker, me, Ordering::AcqRel, Ordering::Acquire)
                     .is_ok();
-            if !claimed {
+            if !making {
                 std::thread::yield_now();
                 continue;
             }
-            struct Unclaim<'a>(&'a AtomicU64);
-            impl Drop for Unclaim<'_> {
+            struct GiveBack<'a>(&'a AtomicU64);
+            impl Drop for GiveBack<'_> {
                 fn drop(&mut self) {
                     self.0.store(0, Ordering::Release); // `make` panicked: another may try
                 }
             }
-            let unclaim = Unclaim(&self.maker);
+            let give_back = GiveBack(&self.maker);
             let fresh = Box::leak(Box::new(Entry {
                 generation: me,
                 value: (self.make)(),
                 parent: entry.map(|e| &e.value),
             }));
-            std::mem::forget(unclaim);
+            std::mem::forget(give_back);
             self.current.store(fresh, Ordering::Release);
             return (&fresh.value, fresh.parent);
         }

@@ -54,8 +54,8 @@ __version__: str
 
 # What `release` found (blob_lock.ReleaseStatus holds the same values).
 _ReleaseStatus = Literal["released", "no_lockfile", "held_by_other", "already_released"]
-# Where a lock's current claim is: "unheld" before any acquisition, else the claim's state.
-_ClaimState = Literal[
+# Where a lock's current lifecycle is: "unheld" before any acquisition, else its state.
+_LifecycleState = Literal[
     "unheld",
     "new",
     "acquiring",
@@ -130,7 +130,7 @@ class NativeLock:
     @property
     def uri(self) -> str: ...
     @property
-    def state(self) -> _ClaimState: ...
+    def state(self) -> _LifecycleState: ...
     @property
     def protocol(self) -> Literal["cas", "lww", "auto"]: ...
     @property

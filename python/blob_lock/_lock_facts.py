@@ -58,9 +58,9 @@ class LockFacts:
 
     @property
     def state(self) -> str:
-        """Where this lock's claim is in its lifecycle: ``unheld`` when it has no lease
+        """Where this lock is in its lifecycle: ``unheld`` when it has no lease
         (before acquiring, and after a release), else ``held``, ``renewing``,
-        ``renew_retrying`` or ``lost`` (the lifecycle logged under ``blob_lock.claim``)."""
+        ``renew_retrying`` or ``lost`` (the lifecycle logged under ``blob_lock.lifecycle``)."""
         return self._native.state
 
     def inspect(self) -> Inspection:

@@ -323,7 +323,7 @@ def _took(key: str, holder: str, label: str, lock: BlobLock, hold_timeout: float
 
 
 def _hold_ended(held: here.Held) -> None:
-    """``hold_timeout`` passed: the lock is let go, as Prefect's own managers let it go."""
+    """``hold_timeout`` passed: the lock is released, as Prefect's own managers release it."""
     if not here.forget(held):
         return
     if held.lock.held:

@@ -3,7 +3,7 @@
 use super::retry::with_retries;
 use super::{Lease, LockOptions};
 use crate::errors::{Error, Result};
-use crate::lease::claim::{Claim, State};
+use crate::lease::lifecycle::{Lifecycle, State};
 use crate::protocol::{Engine, OurWrite, Protocol, REMOTE};
 use crate::store::{self, LockStore};
 use std::sync::Arc;
@@ -13,12 +13,12 @@ use std::sync::Arc;
 /// or is released. Never releases.
 pub async fn keep_alive(uri: &str, owner: &str, options: &LockOptions) -> Result<Lease> {
     let store = store::open(uri, &options.store, &options.timing)?;
-    let (mut engine, ours, claim) = adopt(store, owner, options).await?;
+    let (mut engine, ours, lifecycle) = adopt(store, owner, options).await?;
     // Requests are bounded by the lock's own schedule, which only the lockfile told us.
     if engine.timing.request_timeout() != options.timing.request_timeout() {
         engine.store = store::open(uri, &options.store, &engine.timing)?;
     }
-    Ok(remote_lease(engine, ours, claim, options))
+    Ok(remote_lease(engine, ours, lifecycle, options))
 }
 
 /// [`keep_alive`] on a given store.
@@ -27,29 +27,44 @@ pub async fn keep_alive_on(
     owner: &str,
     options: &LockOptions,
 ) -> Result<Lease> {
-    let (engine, ours, claim) = adopt(store, owner, options).await?;
-    Ok(remote_lease(engine, ours, claim, options))
+    let (engine, ours, lifecycle) = adopt(store, owner, options).await?;
+    Ok(remote_lease(engine, ours, lifecycle, options))
 }
 
 /// The remote's lease on what [`adopt`] took up, renewed as the remote's writes.
-fn remote_lease(engine: Engine, ours: OurWrite, claim: Arc<Claim>, options: &LockOptions) -> Lease {
-    Lease::start(Arc::new(engine), ours, true, options.on_lost.clone(), claim)
+fn remote_lease(
+    engine: Engine,
+    ours: OurWrite,
+    lifecycle: Arc<Lifecycle>,
+    options: &LockOptions,
+) -> Lease {
+    Lease::start(
+        Arc::new(engine),
+        ours,
+        true,
+        options.on_lost.clone(),
+        lifecycle,
+    )
 }
 
 /// Takes up `owner`'s lock as a co-owner: the engine on the lock's own schedule, what it
-/// holds, and its claim.
+/// holds, and its lifecycle.
 async fn adopt(
     store: Arc<dyn LockStore>,
     owner: &str,
     options: &LockOptions,
-) -> Result<(Engine, OurWrite, Arc<Claim>)> {
+) -> Result<(Engine, OurWrite, Arc<Lifecycle>)> {
     if owner.is_empty() || owner.contains('/') {
         return Err(Error::InvalidArgument(format!(
             "owner {owner:?} is not an owner id; pass the `owner` of the orchestrator's held lock"
         )));
     }
     let mut engine = options.engine(store);
-    let claim = Arc::new(Claim::starting_in(engine.uri(), owner, State::Acquiring));
+    let lifecycle = Arc::new(Lifecycle::starting_in(
+        engine.uri(),
+        owner,
+        State::Acquiring,
+    ));
     // A remote starting during a store blip retries for a heartbeat before giving up.
     let until = engine.clock.now() + engine.timing.heartbeat;
     let adopted = with_retries(&engine, "keep_alive", until, || async {
@@ -60,12 +75,12 @@ async fn adopt(
     let (ours, protocol) = match adopted.await.0 {
         Ok(adopted) => adopted,
         Err(e) => {
-            claim.enter(State::Failed, &e);
+            lifecycle.enter(State::Failed, &e);
             return Err(e);
         }
     };
     engine.protocol = protocol;
-    claim.enter(
+    lifecycle.enter(
         State::Held,
         format_args!("kept alive, token {}", ours.token()),
     );
@@ -77,9 +92,9 @@ async fn adopt(
                 "the lock's expire_s ({}s, from its lockfile) does not fit the options given to keep_alive: {e}",
                 ours.body.expire_s
             ));
-            claim.enter(State::Failed, &e);
+            lifecycle.enter(State::Failed, &e);
             return Err(e);
         }
     }
-    Ok((engine, ours, claim))
+    Ok((engine, ours, lifecycle))
 }

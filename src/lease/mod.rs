@@ -9,9 +9,9 @@
 //! release an interrupted acquisition owes (`owed_release.rs`), and the starter that spawns
 //! each beat of a heartbeat when it is due (`starter.rs`).
 
-pub mod claim;
 mod held;
 mod keep_alive;
+pub mod lifecycle;
 mod lock;
 mod options;
 mod owed_release;

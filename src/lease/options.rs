@@ -65,7 +65,7 @@ impl LockOptions {
 
 impl LockOptions {
     /// The engine these options run on `store`: the protocol asked for (`cas` in place of
-    /// auto until the store decides), no release record, no watch record and no waker yet.
+    /// auto until the store decides), no receipt, nothing watched and no waker yet.
     pub(crate) fn engine(&self, store: Arc<dyn LockStore>) -> Engine {
         Engine {
             store,

@@ -3,7 +3,7 @@
 //! hold times, renewals with their latency and the margin left before the deadline, store
 //! requests by kind and outcome, losses by cause.
 //!
-//! Every figure is a relaxed atomic in one static: recording is a few uncontended atomic
+//! Every figure is a relaxed atomic in one static: counting is a few uncontended atomic
 //! additions, nothing is allocated, and a held lock carries nothing for it.
 
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering::Relaxed};
@@ -35,7 +35,7 @@ impl Histogram {
         }
     }
 
-    fn record(&self, d: Duration) {
+    fn observe(&self, d: Duration) {
         let s = d.as_secs_f64();
         let i = BUCKETS
             .iter()
@@ -126,7 +126,7 @@ impl Tightest {
             + 1
     }
 
-    fn record(&self, margin: Duration) {
+    fn observe(&self, margin: Duration) {
         let micros = u64::try_from(margin.as_micros()).unwrap_or(u64::MAX);
         let now = Self::minute();
         let mut m = self.minutes.lock().unwrap_or_else(|e| e.into_inner());
@@ -166,28 +166,28 @@ where
 pub fn acquisition(ended: Acquired, waited: Duration) {
     METRICS.acquisitions[ended as usize].fetch_add(1, Relaxed);
     if ended != Acquired::Busy {
-        METRICS.acquire_wait.record(waited);
+        METRICS.acquire_wait.observe(waited);
     }
 }
 
 /// A lease ended by its own release after `held` (from its acquisition).
 pub fn released(held: Duration) {
     METRICS.releases.fetch_add(1, Relaxed);
-    METRICS.hold.record(held);
+    METRICS.hold.observe(held);
 }
 
 /// A lease was lost, `held` after its acquisition.
 pub fn lost(cause: LossCause, held: Duration) {
     METRICS.losses[cause as usize].fetch_add(1, Relaxed);
-    METRICS.hold.record(held);
+    METRICS.hold.observe(held);
 }
 
 /// A renewal succeeded in `latency`, with `margin` left before the lease deadline.
 pub fn renewed(latency: Duration, margin: Duration) {
     METRICS.renewals_ok.fetch_add(1, Relaxed);
-    METRICS.renewal_latency.record(latency);
-    METRICS.renewal_margin.record(margin);
-    METRICS.tightest.record(margin);
+    METRICS.renewal_latency.observe(latency);
+    METRICS.renewal_margin.observe(margin);
+    METRICS.tightest.observe(margin);
 }
 
 /// A store answered that it is overloaded (a throttling answer).
@@ -308,7 +308,7 @@ mod tests {
     fn a_histogram_counts_into_cumulative_buckets_and_sums() {
         let h = Histogram::new();
         for ms in [0, 3, 3, 700, 100_000_000] {
-            h.record(Duration::from_millis(ms));
+            h.observe(Duration::from_millis(ms));
         }
         let s = h.snapshot();
         assert_eq!(s.count, 5);

@@ -9,7 +9,7 @@ use crate::clock::Clock;
 use crate::errors::{Error, LossCause, Result};
 use crate::lockfile::LockFile;
 use crate::metrics::{self, Request};
-use crate::protocol::released::Record;
+use crate::protocol::released::Receipt;
 use crate::protocol::watched::Watched;
 use crate::store::{load, LockStore, Snapshot, Version, Write};
 use crate::timing::Timing;
@@ -19,7 +19,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 /// The protocol engine of one lock: one protocol bound to one lockfile, with the timing,
-/// clocks and process-wide records it runs on. Every write of the lockfile is one of its
+/// clocks and process-wide tables it runs on. Every write of the lockfile is one of its
 /// steps: attempt, renew, adopt, release, break.
 #[derive(Debug, Clone)]
 pub struct Engine {
@@ -33,7 +33,7 @@ pub struct Engine {
     /// Its clocks.
     pub clock: Arc<dyn Clock>,
     /// What our own last release of this lock wrote (see [`crate::protocol::released`]).
-    pub last_release: Record,
+    pub last_release: Receipt,
     /// What this process has seen of the lockfile between acquisitions (see
     /// [`crate::protocol::watched`]).
     pub watched: Watched,

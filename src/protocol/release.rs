@@ -152,7 +152,7 @@ impl Engine {
                     Write::Done(version) => {
                         // Only a conditional write proves what the lockfile held after it.
                         if steps.conditional() {
-                            crate::mutation::reached(crate::mutation::Branch::RecordSet);
+                            crate::mutation::reached(crate::mutation::Branch::ReceiptSet);
                             self.last_release.set(body, version);
                         }
                         break 'seen (ReleaseStatus::Released, None);

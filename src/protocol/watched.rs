@@ -23,9 +23,9 @@ pub enum Watched {
     Own,
     /// In the process-wide table, under the lockfile's identity (locks opened from a URI).
     Process(Arc<str>),
-    /// In a record of one lockfile that the locks given it share (each simulated process
+    /// In a cell of one lockfile that the locks given it share (each simulated process
     /// has one, on its own clock).
-    Slot(Arc<Mutex<Option<(Version, Instant)>>>),
+    Shared(Arc<Mutex<Option<(Version, Instant)>>>),
 }
 
 /// Lockfiles remembered at most; beyond, an arbitrary one makes room (a miss only means an
@@ -41,9 +41,9 @@ impl Watched {
     pub fn since(&self, version: &Version) -> Option<Instant> {
         let key = match self {
             Watched::Own => return None,
-            Watched::Slot(slot) => {
-                let slot = slot.lock().unwrap_or_else(|e| e.into_inner());
-                let (seen, since) = slot.as_ref()?;
+            Watched::Shared(cell) => {
+                let cell = cell.lock().unwrap_or_else(|e| e.into_inner());
+                let (seen, since) = cell.as_ref()?;
                 return (seen == version).then_some(*since);
             }
             Watched::Process(key) => key,
@@ -57,10 +57,10 @@ impl Watched {
     pub fn note(&self, version: &Version, since: Instant) {
         let key = match self {
             Watched::Own => return,
-            Watched::Slot(slot) => {
-                let mut slot = slot.lock().unwrap_or_else(|e| e.into_inner());
-                if slot.as_ref().is_none_or(|(seen, _)| seen != version) {
-                    *slot = Some((version.clone(), since));
+            Watched::Shared(cell) => {
+                let mut cell = cell.lock().unwrap_or_else(|e| e.into_inner());
+                if cell.as_ref().is_none_or(|(seen, _)| seen != version) {
+                    *cell = Some((version.clone(), since));
                 }
                 return;
             }

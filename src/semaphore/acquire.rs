@@ -1,6 +1,7 @@
 //! Taking a slot: one round over the slots from where the acquisition's owner id points,
 //! then, every slot held, one slot read per poll (`rotation.rs`), woken at once by a release
-//! in this process; a process that just let go of a slot waits its turn first (`turns.rs`).
+//! in this process; a process that just vacated a slot waits out its cooldown first
+//! (`cooldown.rs`).
 //! The wait itself (deadline, cutoff, polls, wakers, seniority) is a lock's
 //! (`crate::lease::Wait`).
 //! Each acquisition writes an owner id of its own, and an attempt abandoned mid-request
@@ -104,13 +105,14 @@ impl Semaphore {
         // The deadline, its cutoff, the polls and the seniority, as a lock's wait has them.
         let mut wait = Wait::new(&clock, &self.options.timing, timeout);
         let deadline = wait.deadline();
-        // Having just let go of a slot here, this process leaves it to waiters elsewhere
-        // first (`turns.rs`).
-        // (The turn's length is looked up only within the longest it can be: a let-go longer
-        // ago holds nothing back, and a fresh semaphore per `with` asks nothing then.)
+        // Having just vacated a slot here, this process leaves it to waiters elsewhere
+        // first (`cooldown.rs`).
+        // (The cooldown's length is looked up only within the longest it can be: a slot
+        // vacated longer ago holds nothing back, and a fresh semaphore per `with` asks
+        // nothing then.)
         let recent = |at| clock.now() < at + self.options.timing.poll_max;
-        if let Some(at) = self.turns.last_let_go().filter(|&at| recent(at)) {
-            let until = at + self.turn()?;
+        if let Some(at) = self.cooldown.last_vacated().filter(|&at| recent(at)) {
+            let until = at + self.cooldown()?;
             let until = deadline.map_or(until, |d| until.min(d));
             if clock.now() < until {
                 clock.sleep_until(until).await;
@@ -259,11 +261,11 @@ impl Semaphore {
             .collect()
     }
 
-    /// How long this process leaves a slot it let go of to waiters elsewhere before it
-    /// takes one again (`turns.rs`): one longest poll, within which each of them reads some
-    /// slot; where they hear a release at once (a store that watches writes, local
-    /// files), only the shortest poll.
-    fn turn(&self) -> Result<Duration> {
+    /// The cooldown: how long this process leaves a slot it vacated to waiters elsewhere
+    /// before it takes one again (`cooldown.rs`): one longest poll, within which each of
+    /// them reads some slot; where they hear a release at once (a store that watches
+    /// writes, local files), only the shortest poll.
+    fn cooldown(&self) -> Result<Duration> {
         let timing = &self.options.timing;
         let heard = self
             .slot(0)?
@@ -278,8 +280,8 @@ impl Semaphore {
     }
 
     fn permit(&self, slot: usize, lock: &Lock, lease: Lease) -> Permit {
-        let (turns, clock) = (self.turns.clone(), self.options.clock.clone());
-        lease.count_as_slot(Box::new(move || turns.let_go(clock.now())));
+        let (cooldown, clock) = (self.cooldown.clone(), self.options.clock.clone());
+        lease.count_as_slot(Box::new(move || cooldown.vacated(clock.now())));
         Permit {
             slot,
             lock: lock.clone(),

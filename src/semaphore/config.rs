@@ -19,7 +19,7 @@ use bytes::Bytes;
 use std::sync::Arc;
 use std::time::Duration;
 
-/// The most slots a semaphore may have: a waiter reads its slots in turn, and each is a
+/// The most slots a semaphore may have: a waiter reads its slots in order, and each is a
 /// lockfile of its own.
 pub const MAX_SLOTS: usize = 4096;
 

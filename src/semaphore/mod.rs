@@ -5,13 +5,13 @@
 //! number N stored beside them ([`config`]).
 //!
 //! Taking a slot is `acquire.rs` (a round over the slots, then one slot read a poll,
-//! `rotation.rs`; a process's turn after its own let-go, `turns.rs`). Slots at or above a
+//! `rotation.rs`; a process's cooldown after it vacated a slot, `cooldown.rs`). Slots at or above a
 //! lowered N are never taken anew: their holders finish, and they drain.
 
 mod acquire;
 pub mod config;
+mod cooldown;
 mod rotation;
-mod turns;
 
 use crate::errors::{Error, Result};
 use crate::lease::{Lease, Lock, LockOptions};
@@ -20,9 +20,9 @@ use crate::protocol::watched::Watched;
 use crate::store::LockStore;
 use crate::timing::Polls;
 use config::{Config, Stored};
+use cooldown::Cooldown;
 use std::sync::{Arc, Mutex};
 use tokio::time::Instant;
-use turns::Turns;
 
 /// What opens the objects under a semaphore's prefix, by name (`slot-0`, `semaphore.json`):
 /// a store the caller brings ([`Semaphore::with_stores`]).
@@ -42,8 +42,8 @@ pub struct Semaphore {
     slots: Mutex<Vec<Lock>>,
     /// The stored number last seen, to say once when it differs from the one asked.
     warned_for: Mutex<Option<usize>>,
-    /// When this process last let go of a slot here (`turns.rs`).
-    turns: Turns,
+    /// When this process last vacated a slot here (`cooldown.rs`).
+    cooldown: Cooldown,
 }
 
 impl std::fmt::Debug for Semaphore {
@@ -126,7 +126,7 @@ impl Semaphore {
             options: options.clone(),
             slots: Mutex::new(vec![first]),
             warned_for: Mutex::new(None),
-            turns: Turns::Process(prefix.into()),
+            cooldown: Cooldown::Process(prefix.into()),
         })
     }
 
@@ -149,7 +149,7 @@ impl Semaphore {
             options: options.clone(),
             slots: Mutex::new(Vec::new()),
             warned_for: Mutex::new(None),
-            turns: Turns::Own(Default::default()),
+            cooldown: Cooldown::Own(Default::default()),
         })
     }
 
@@ -233,7 +233,7 @@ impl Semaphore {
                 // locks opened from a URI: polls that find a crashed holder's write unchanged
                 // count from the first, and its slot is taken after `expire`.
                 Some(open) => Lock::with_store(&uri, open(&format!("slot-{next}")), &self.options)
-                    .with_watched(Watched::Slot(Default::default())),
+                    .with_watched(Watched::Shared(Default::default())),
             });
         }
         Ok(slots[i].clone())

@@ -2,7 +2,7 @@
 //! W waiters on N held slots that is W reads a poll, not W × N. It keeps, for each slot,
 //! when the holder's last write it read expires, and reads the slot due soonest at that
 //! moment (a crashed holder's slot is taken as soon as it may be); meanwhile it reads the
-//! slots in turn, which finds a slot released before its expiry within N polls.
+//! slots in order, which finds a slot released before its expiry within N polls.
 
 use std::time::Duration;
 use tokio::time::Instant;
@@ -12,12 +12,12 @@ use tokio::time::Instant;
 pub(super) struct Rotation {
     /// When each slot's last write read expires; `None` where that is unknown.
     expires: Vec<Option<Instant>>,
-    /// The slot read next in turn.
+    /// The slot read next in order.
     cursor: usize,
 }
 
 impl Rotation {
-    /// `slots` slots, the first turn at `start` (spread by the caller: waiters that all began
+    /// `slots` slots, the first read at `start` (spread by the caller: waiters that all began
     /// at slot 0 would read the same slot at the same time).
     pub(super) fn new(slots: usize, start: usize) -> Rotation {
         Rotation {
@@ -31,14 +31,14 @@ impl Rotation {
         self.expires.len()
     }
 
-    /// Every slot once, from the next in turn.
+    /// Every slot once, from the next in order.
     pub(super) fn round(&self) -> impl Iterator<Item = usize> {
         let (n, start) = (self.slots(), self.cursor);
         (0..n).map(move |i| (start + i) % n)
     }
 
     /// The number of slots changed (the stored configuration did): slots gone are no longer
-    /// read, new ones are read in turn.
+    /// read, new ones are read in order.
     pub(super) fn resize(&mut self, slots: usize) {
         self.expires.resize(slots, None);
         if self.cursor >= slots {
@@ -54,7 +54,7 @@ impl Rotation {
     }
 
     /// The slot to read next and when, waiting at most `pause` from `now`: the slot due
-    /// soonest, at its expiry, if that comes within the pause; else the next in turn, after
+    /// soonest, at its expiry, if that comes within the pause; else the next in order, after
     /// the pause.
     pub(super) fn next(&mut self, now: Instant, pause: Duration) -> (usize, Instant) {
         let soonest = (0..self.slots())
@@ -84,7 +84,7 @@ mod tests {
     }
 
     #[test]
-    fn reads_in_turn_while_nothing_expires_within_the_pause() {
+    fn reads_in_order_while_nothing_expires_within_the_pause() {
         let now = Instant::now();
         let mut r = Rotation::new(3, 1);
         for slot in 0..3 {
@@ -103,7 +103,7 @@ mod tests {
         r.saw(2, now, Some(SECOND / 4));
         assert_eq!(r.next(now, SECOND), (2, now + SECOND / 4));
         assert_eq!(r.next(now, SECOND), (1, now + SECOND / 2));
-        // Then in turn again: slot 0 expires after the pause.
+        // Then in order again: slot 0 expires after the pause.
         assert_eq!(r.next(now, SECOND), (0, now + SECOND));
     }
 

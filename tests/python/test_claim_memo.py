@@ -266,7 +266,7 @@ def test_a_claim_waits_for_the_quota_then_gives_up_naming_it_and_lets_the_memo_g
         with claim_memo(memo, done=lambda: False, quota=quota, timeout=1, poll=0.2):
             pytest.fail("launched without a slot")
     assert time.monotonic() - began < 60
-    assert inspect(f"{memo}/lock").state is LockState.RELEASED, "the memo's lock was let go"
+    assert inspect(f"{memo}/lock").state is LockState.RELEASED, "the memo's lock was released"
     taken.release()
 
 

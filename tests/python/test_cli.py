@@ -104,7 +104,7 @@ def test_a_signal_while_waiting_for_the_lock_ends_the_wait(tmp_path):
         assert held.held and not held.lost
 
 
-def test_run_verbose_logs_each_transition_of_the_claim(tmp_path):
+def test_run_verbose_logs_each_transition_of_the_lifecycle(tmp_path):
     done = run("run", "-v", str(tmp_path / "lock"), "--", "true")
     assert done.returncode == 0, done.stderr
     steps = re.findall(r"owner \w+: (\w+) -> (\w+)", done.stderr)

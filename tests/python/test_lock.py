@@ -484,7 +484,7 @@ def test_debug_records_follow_the_level_set_before_the_first_lock(tmp_path, leve
             capture_output=True, text=True, timeout=60,
         )  # fmt: skip
         assert done.returncode == 0, done.stderr
-        steps = re.findall(r"blob_lock\.claim .*owner \w+: (\w+) -> (\w+)", done.stdout)
+        steps = re.findall(r"blob_lock\.lifecycle .*owner \w+: (\w+) -> (\w+)", done.stdout)
         expected = [("new", "acquiring"), ("acquiring", "held"), ("held", "releasing"),
                     ("releasing", "released")] * 3  # fmt: skip
         assert steps == (expected if level == "DEBUG" else []), done.stdout
@@ -508,7 +508,7 @@ print(lock.release())
 """
 
 
-def test_a_lost_claim_logs_its_way_there(tmp_path):
+def test_a_lost_lifecycle_logs_its_way_there(tmp_path):
     import subprocess
 
     done = subprocess.run(
@@ -519,12 +519,12 @@ def test_a_lost_claim_logs_its_way_there(tmp_path):
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "held_by_other"
-    steps = re.findall(r"blob_lock.claim .*owner \w+: (\w+) -> (\w+)", done.stderr)
+    steps = re.findall(r"blob_lock\.lifecycle .*owner \w+: (\w+) -> (\w+)", done.stderr)
     assert steps[:2] == [("new", "acquiring"), ("acquiring", "held")], done.stderr
     assert ("renewing", "lost") in steps, done.stderr
     # The release after the loss. (Not by position: the loss is logged by the runtime's
     # thread and the release by the caller's, and logging keeps no order across threads;
-    # the claim's table orders the states themselves.)
+    # the lifecycle's table orders the states themselves.)
     assert ("lost", "releasing") in steps and ("releasing", "lost") in steps, done.stderr
     assert steps.index(("lost", "releasing")) < steps.index(("releasing", "lost"))
     assert ("lost", "held") not in steps and ("lost", "renewing") not in steps

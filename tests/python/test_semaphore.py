@@ -225,7 +225,7 @@ while True:
 
 
 def test_a_waiter_is_not_starved_by_a_process_that_takes_the_slot_again_and_again(tmp_path):
-    # Before a process that let go of a slot paused before taking one again, a waiter in
+    # Before a process that vacated a slot cooled down before taking one again, a waiter in
     # another process timed out after 15 s while the loop took the slot 388 times.
     prefix, count = str(tmp_path / "quota"), tmp_path / "taken"
     hog = subprocess.Popen([sys.executable, "-c", HOG, prefix, str(count)])
@@ -367,7 +367,7 @@ def test_a_waiter_through_a_lowering_never_takes_a_slot_at_or_above_the_new_numb
         for i in range(7, 0, -1):
             held.pop(i).release()
         # Slots 1 to 7 stay free while the waiter polls, reading the number each time:
-        # looked at for 3 s, then slot 0 is let go.
+        # looked at for 3 s, then slot 0 is released.
         deadline = time.monotonic() + 3
         while time.monotonic() < deadline:
             for i in range(1, 8):

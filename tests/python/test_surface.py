@@ -1,5 +1,5 @@
 """The Python surface beyond with-blocks: asyncio, inspection, the decorator, locked(),
-repr and the claim state, as users meet them."""
+repr and the lifecycle's state, as users meet them."""
 
 from __future__ import annotations
 

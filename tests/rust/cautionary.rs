@@ -72,7 +72,7 @@ fn process(world: &Arc<World>, c: &Contender, lag: Duration) -> Process {
         faults,
         seed: 7,
         watched: Default::default(),
-        records: Default::default(),
+        receipts: Default::default(),
     }
 }
 

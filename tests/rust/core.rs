@@ -396,7 +396,7 @@ async fn write_once_lands_once_and_refuses_what_is_not_an_object() {
 /// Waits cut into single attempts, each through a fresh lock object (as mops's lease waiter
 /// polls `acquire(block=0)`), take over an abandoned lock once it has been unchanged for
 /// `expire`, as one long wait would: the process remembers since when it has seen the
-/// lockfile's version. (Each attempt alone has watched nothing; without the record only the
+/// lockfile's version. (Each attempt alone has watched nothing; without that memory only the
 /// wall clock, after `expire + clock_skew`, would let one in.)
 #[tokio::test(start_paused = true)]
 async fn repeated_single_attempts_take_over_after_expire_as_a_wait_does() {

@@ -72,13 +72,13 @@ async fn orchestrator(
         let mut c = choose.lock().unwrap();
         Process::new(&world, &format!("o{i}"), &faults, &mut *c)
     };
-    // Each orchestrator is a process whose locks share its records (a fresh lock per
+    // Each orchestrator is a process whose locks share its receipts (a fresh lock per
     // round, as users make one per `with`). The second comes with the other guesses a
-    // process can have learnt from earlier locks (new locks likely, its last record stale),
-    // so that it creates first, and reads and compares its record, from its first rounds.
+    // process can have learnt from earlier locks (new locks likely, its last receipt stale),
+    // so that it creates first, and reads and compares its receipt, from its first rounds.
     if i == 1 {
-        p.records.found(Guess::New, true);
-        p.records.found(Guess::Stale, true);
+        p.receipts.found(Guess::New, true);
+        p.receipts.found(Guess::Stale, true);
     }
     let mut remotes = Vec::new();
     for round in 0..rounds {
@@ -201,7 +201,7 @@ async fn remote(p: Process, owner: String, protocol: Protocol, queued: f64) {
 
 /// An operator's `blob-lock prune --older-than 0`, in some runs: after each release until
 /// it takes the lock (the others take it again at once), it takes the free lock and
-/// deletes its lockfile (a record of that release then stale, a lock then new to the next
+/// deletes its lockfile (a receipt of that release then stale, a lock then new to the next
 /// acquisition), as prune does on every store, through the store's conditional delete. Its
 /// requests have every fault the others have: a delete held up past prune's lease must not
 /// cost a later holder its lock. It stops once the orchestrators are done.
@@ -584,7 +584,7 @@ fn cas_keeps_every_property_in_every_schedule_within_the_bounds() {
 }
 
 /// Every branch of the paths that decide who holds a lock and save requests
-/// (src/protocol/cas/, the records of src/protocol/released.rs) was reached by the exploration
+/// (src/protocol/cas/, the receipts of src/protocol/released.rs) was reached by the exploration
 /// just run on this thread: how many runs reached each, and none never.
 #[cfg(feature = "mutations")]
 fn every_branch_reached() {

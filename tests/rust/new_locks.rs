@@ -30,8 +30,8 @@ async fn cycle(uri: &str, o: &LockOptions) -> (u64, u64, u64) {
     since(&before)
 }
 
-/// A lock taken and released by another process: a lock over the same store with a record
-/// of its own, so that this process's records learn nothing of it.
+/// A lock taken and released by another process: a lock over the same store with a receipt
+/// of its own, so that this process's receipts learn nothing of it.
 async fn released_elsewhere(uri: &str, o: &LockOptions) {
     let store = store::open(uri, &Access::default(), &o.timing).unwrap();
     let elsewhere = Lock::with_store(uri, store, o);
@@ -71,7 +71,7 @@ async fn new_locks_cost_two_requests_after_the_first_and_existing_ones_three() {
     assert_eq!(cycle("memory://runs/new-6", &o).await, (1, 1, 1));
     assert_eq!(cycle("memory://runs/new-7", &o).await, (0, 1, 1));
     // A lock released here, then taken by another process between our turns: the update on
-    // the version our release left is refused, once (a stale record); while others go on
+    // the version our release left is refused, once (a stale receipt); while others go on
     // writing between our turns, read first: read, update, release.
     let shared = "memory://runs/shared";
     assert_eq!(cycle(shared, &o).await, (0, 1, 1));
@@ -81,7 +81,7 @@ async fn new_locks_cost_two_requests_after_the_first_and_existing_ones_three() {
         released_elsewhere(shared, &o).await;
         assert_eq!(cycle(shared, &o).await, (1, 0, 2));
     }
-    // Taken again only here: one read finds the record current, then two requests again.
+    // Taken again only here: one read finds the receipt current, then two requests again.
     assert_eq!(cycle(shared, &o).await, (1, 0, 2));
     assert_eq!(cycle(shared, &o).await, (0, 0, 2));
 }

@@ -48,7 +48,7 @@ async fn orchestrator(world: Arc<World>, i: usize, protocol: Protocol, faults: F
         let timeout = Duration::from_secs_f64(rng.random_range(0.5..6.0) * EXPIRE);
         world.log(&p.name, format!("acquire as {owner}"));
         // Half the orchestrators wait in slices (as claim_memo does, checking for a result
-        // between them), which the process's watch record joins into one wait. From the
+        // between them), which what the process watched joins into one wait. From the
         // seed's bits, so that the other draws of each seed stay as they were.
         let slice = ((seed >> 7) & 1 == 1)
             .then(|| Duration::from_secs_f64((0.05 + ((seed >> 8) % 8) as f64 * 0.05) * EXPIRE));

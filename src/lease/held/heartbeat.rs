@@ -3,7 +3,7 @@
 
 use super::state::{Kept, LeaseState, NextBeat};
 use crate::errors::{Error, LossCause};
-use crate::lease::claim::State;
+use crate::lease::lifecycle::State;
 use crate::metrics;
 use crate::store::load::{self, Kind};
 use std::sync::atomic::Ordering;
@@ -60,14 +60,15 @@ async fn beat(state: &LeaseState) -> Option<Instant> {
     }
     let mut kept = state.kept.lock().await;
     let Kept { ours, backoff } = &mut *kept;
-    if state.stopped.load(Ordering::SeqCst) || !state.claim.enter(State::Renewing, "heartbeat") {
+    if state.stopped.load(Ordering::SeqCst) || !state.lifecycle.enter(State::Renewing, "heartbeat")
+    {
         return None; // stopped, or lost meanwhile
     }
     let deadline = state.deadline();
     let began = state.engine.clock.now();
     let renewal = {
         // Boxed: inline, the renewal's state would be most of a beat's memory while it
-        // waits for its turn on the held lockfile.
+        // waits on the store (in the load's queue, then for the answer).
         let writer_name = state.remote.then_some(crate::protocol::REMOTE);
         let renewal = state.engine.renew(ours, writer_name);
         // Its requests go ahead of the store's others, by this deadline.
@@ -126,7 +127,7 @@ async fn beat(state: &LeaseState) -> Option<Instant> {
             RENEWAL_FAILED
                 .warn(|| format!("{}: renewal failed, retrying: {e}", state.engine.uri()));
             metrics::renewal_retried();
-            state.claim.enter(State::RenewRetrying, &e);
+            state.lifecycle.enter(State::RenewRetrying, &e);
             // Closer to the deadline, tried more often: a third of what is left at most.
             let left = deadline.saturating_duration_since(now);
             let pause = backoff.pause(state.engine.clock.jitter()).min(left / 3);

@@ -7,7 +7,7 @@ mod state;
 use super::retry::{release_retrying, Backoff};
 use super::LossHook;
 use crate::errors::{Error, LossCause, Result};
-use crate::lease::claim::{Claim, State};
+use crate::lease::lifecycle::{Lifecycle, State};
 use crate::metrics;
 use crate::protocol::{Engine, OurWrite, ReleaseStatus};
 use crate::store::load::Kind;
@@ -29,7 +29,7 @@ impl std::fmt::Debug for Lease {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Lease")
             .field("uri", &self.state.engine.uri())
-            .field("owner", &self.state.claim.owner())
+            .field("owner", &self.state.lifecycle.owner())
             .field("token", &self.state.token)
             .finish()
     }
@@ -41,7 +41,7 @@ impl Lease {
         ours: OurWrite,
         remote: bool,
         on_lost: Option<LossHook>,
-        claim: Arc<Claim>,
+        lifecycle: Arc<Lifecycle>,
     ) -> Lease {
         let first_beat = ours.lease_start + engine.timing.heartbeat;
         // Decided once: the beats of a lease run where its first one does.
@@ -52,7 +52,7 @@ impl Lease {
         };
         let state = Arc::new(LeaseState {
             on_lost,
-            claim,
+            lifecycle,
             token: ours.token(),
             remote,
             // The deadline of the acquiring write, which started at `acquired_at`.
@@ -78,7 +78,7 @@ impl Lease {
 
     /// The owner id.
     pub fn owner(&self) -> &str {
-        self.state.claim.owner()
+        self.state.lifecycle.owner()
     }
 
     /// The fencing token of this acquisition.
@@ -107,7 +107,7 @@ impl Lease {
     }
 
     /// The version of our last write, and the instant past which the lease no longer
-    /// claims the lock (its deadline).
+    /// counts the lock ours (its deadline).
     pub(crate) async fn last_write(&self) -> (crate::store::Version, Instant) {
         let version = self.state.kept.lock().await.ours.version.clone();
         (version, self.state.deadline())
@@ -118,7 +118,9 @@ impl Lease {
     pub async fn stop(&self) {
         self.halt();
         drop(self.state.kept.lock().await);
-        self.state.claim.enter(State::Stopped, "renewal stopped");
+        self.state
+            .lifecycle
+            .enter(State::Stopped, "renewal stopped");
     }
 
     /// Hands the lock to a remote that may take up to `grace` to start its keep_alive: renews
@@ -151,7 +153,7 @@ impl Lease {
                 "{uri}: hand_off needs a held lock, and this one was released or stopped"
             )));
         }
-        if !state.claim.enter(State::Renewing, "hand-off") {
+        if !state.lifecycle.enter(State::Renewing, "hand-off") {
             return Err(lost(ended("the lease ended")));
         }
         let handed = state.engine.hand_off(ours, grace);
@@ -164,7 +166,7 @@ impl Lease {
                 log::info!(
                     "{uri}: handed off with {:.1}s of launch grace (owner {}, token {})",
                     grace.as_secs_f64(),
-                    state.claim.owner(),
+                    state.lifecycle.owner(),
                     state.token
                 );
                 Ok(())
@@ -175,7 +177,7 @@ impl Lease {
                 Err(lost((cause, reason)))
             }
             Err(e) => {
-                state.claim.enter(State::Held, "hand-off failed");
+                state.lifecycle.enter(State::Held, "hand-off failed");
                 Err(e)
             }
         }
@@ -192,20 +194,20 @@ impl Lease {
     /// owner's (the remote's, after a hand-off) until nobody renews it for its lifetime.
     pub fn let_go(&self) {
         self.halt();
-        if self.state.claim.state().is_holding() {
-            self.state.claim.enter(State::Stopped, "let go");
+        if self.state.lifecycle.state().is_holding() {
+            self.state.lifecycle.enter(State::Stopped, "let go");
         }
     }
 
     /// Counts this lease, a semaphore's slot, in the process's held slots while it holds,
-    /// and calls `let_go` when it stops holding it.
-    pub(crate) fn count_as_slot(&self, let_go: crate::lease::claim::LetGo) {
-        self.state.claim.count_as_slot(let_go);
+    /// and calls `on_vacate` when it stops holding it.
+    pub(crate) fn count_as_slot(&self, on_vacate: crate::lease::lifecycle::OnVacate) {
+        self.state.lifecycle.count_as_slot(on_vacate);
     }
 
-    /// Where the claim of this lease is in its lifecycle.
+    /// Where the lifecycle of this lease is.
     pub fn state(&self) -> State {
-        self.state.claim.state()
+        self.state.lifecycle.state()
     }
 
     /// Stops the heartbeat and releases.
@@ -214,7 +216,7 @@ impl Lease {
         let in_time = !self.remaining().is_zero();
         self.halt();
         let kept = self.state.kept.lock().await;
-        self.state.claim.enter(State::Releasing, "release");
+        self.state.lifecycle.enter(State::Releasing, "release");
         // Retry within the lease, or a heartbeat if that has run out (nobody may have
         // taken the lock yet: releasing it still saves the next owner a wait).
         let engine = &self.state.engine;
@@ -222,7 +224,7 @@ impl Lease {
         let until = deadline.max(engine.clock.now() + engine.timing.heartbeat);
         let released = release_retrying(
             engine,
-            self.state.claim.owner(),
+            self.state.lifecycle.owner(),
             Some(&kept.ours),
             until,
             in_time,
@@ -233,14 +235,14 @@ impl Lease {
         let status = match crate::store::load::as_kind(kind, released).await {
             Ok(status) => status,
             Err(e) => {
-                self.state.claim.enter(State::Failed, &e);
+                self.state.lifecycle.enter(State::Failed, &e);
                 return Err(e);
             }
         };
         match &status {
             ReleaseStatus::Released => {
                 self.state.released.store(true, Ordering::SeqCst);
-                self.state.claim.enter(State::Released, "released");
+                self.state.lifecycle.enter(State::Released, "released");
                 if self
                     .state
                     .lost
@@ -313,9 +315,9 @@ impl Lease {
 impl Drop for Lease {
     fn drop(&mut self) {
         self.halt();
-        if self.state.claim.state().is_holding() {
+        if self.state.lifecycle.state().is_holding() {
             // Dropped mid-renewal or mid-release (an abandoned future) too.
-            self.state.claim.enter(State::Stopped, "lease dropped");
+            self.state.lifecycle.enter(State::Stopped, "lease dropped");
         }
     }
 }

@@ -4,7 +4,7 @@
 use super::super::retry::Backoff;
 use super::super::LossHook;
 use crate::errors::{Error, LossCause};
-use crate::lease::claim::{Claim, State};
+use crate::lease::lifecycle::{Lifecycle, State};
 use crate::metrics;
 use crate::protocol::{Engine, OurWrite};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -20,9 +20,9 @@ pub(super) struct LeaseState {
     /// Shared with the lock (an engine is about 100 bytes, and thousands of locks are held).
     pub(super) engine: Arc<Engine>,
     pub(super) token: u64,
-    /// The heartbeat and release take turns on the lockfile through this.
+    /// The heartbeat and release write the lockfile one at a time through this.
     pub(super) kept: tokio::sync::Mutex<Kept>,
-    /// Past this instant we no longer claim the lock (`lease_start + expire - margin`), as
+    /// Past this instant we no longer count the lock ours (`lease_start + expire - margin`), as
     /// nanoseconds after `acquired_at`.
     pub(super) deadline_ns: AtomicU64,
     /// When the lock was acquired (the start of the acquiring write): hold times count from it.
@@ -38,7 +38,7 @@ pub(super) struct LeaseState {
     /// How the next beat waits (see [`super::heartbeat::file_beat`]).
     pub(super) next: Mutex<NextBeat>,
     pub(super) on_lost: Option<LossHook>,
-    pub(super) claim: Arc<Claim>,
+    pub(super) lifecycle: Arc<Lifecycle>,
     /// Set while this lease is counted in what its store can take (while it renews).
     pub(super) counted: AtomicBool,
 }
@@ -104,8 +104,8 @@ impl LeaseState {
             }
             first
         };
-        // Every time: a release after an earlier loss has moved the claim on since.
-        self.claim.enter(State::Lost, &reason);
+        // Every time: a release after an earlier loss has moved the lifecycle on since.
+        self.lifecycle.enter(State::Lost, &reason);
         if !first {
             return;
         }
@@ -116,7 +116,7 @@ impl LeaseState {
         log::warn!(
             "{}: lock lost by owner {}: {reason}",
             self.engine.uri(),
-            self.claim.owner()
+            self.lifecycle.owner()
         );
         if let Some(hook) = &self.on_lost {
             (hook.0)(&Error::Lost {
@@ -135,7 +135,7 @@ impl LeaseState {
             return false;
         }
         self.set_deadline(deadline);
-        self.claim.enter(State::Held, "renewed")
+        self.lifecycle.enter(State::Held, "renewed")
     }
 
     pub(super) fn lost_reason(&self) -> Option<String> {
@@ -144,15 +144,15 @@ impl LeaseState {
 
     /// Why the lease was lost, if it was: its cause, and the words that say it.
     pub(super) fn loss(&self) -> Option<(LossCause, String)> {
-        if let Some(loss) = self.recorded_loss() {
+        if let Some(loss) = self.marked_loss() {
             return Some(loss);
         }
         let deadline = self.deadline();
         // A stopped lease (the remote's keep_alive after stop()) is lost at its deadline too;
-        // only a release ends the claim without loss. Stopping was asked for, so that loss
+        // only a release ends the lifecycle without loss. Stopping was asked for, so that loss
         // is neither warned about nor told to on_lost.
         if self.engine.clock.now() >= deadline && !self.released.load(Ordering::SeqCst) {
-            if self.claim.state() == State::Stopped {
+            if self.lifecycle.state() == State::Stopped {
                 let reason = "renewal was stopped and the lease ran out";
                 return Some((LossCause::Deadline, reason.into()));
             }
@@ -160,12 +160,12 @@ impl LeaseState {
                 "no successful renewal before the lease deadline ({}s after the last write, less the margin)",
                 self.engine.timing.expire.as_secs_f64()
             ));
-            return self.recorded_loss();
+            return self.marked_loss();
         }
         None
     }
 
-    pub(super) fn recorded_loss(&self) -> Option<(LossCause, String)> {
+    pub(super) fn marked_loss(&self) -> Option<(LossCause, String)> {
         let lost = self.lost.lock().unwrap_or_else(|e| e.into_inner());
         lost.as_deref().cloned()
     }

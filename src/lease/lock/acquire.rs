@@ -1,6 +1,6 @@
 //! How a [`Lock`] is acquired: the wait (polls, the store's saturation, the acquisition's
-//! timeout, the cleanup an interrupted one owes), single attempts, and the claim of what an
-//! attempt won.
+//! timeout, the cleanup an interrupted one owes), single attempts, and the check of what an
+//! attempt won before it is reported held.
 
 use super::*;
 
@@ -32,26 +32,26 @@ impl Lock {
         let mut wait = Wait::new(clock, &self.engine.timing, timeout);
         let mut acquisition = Acquisition::default();
         let mut logged_holder = String::new();
-        let claim = Arc::new(Claim::new(self.uri.clone(), self.owner.clone()));
+        let lifecycle = Arc::new(Lifecycle::new(self.uri.clone(), self.owner.clone()));
         // Only while we wait: a held lock keeps no waker.
         let wake = self.engine.wake.as_ref().map(waker);
         // Where the store hears of other processes' writes, from the first time we wait.
         let mut watching: Option<Option<Box<dyn std::any::Any + Send + Sync>>> = None;
         let timed_out =
-            |claim: &Claim, waited: Duration, holder: &str, saturated: Option<String>| {
+            |lifecycle: &Lifecycle, waited: Duration, holder: &str, saturated: Option<String>| {
                 let timeout = Error::Timeout {
                     uri: self.uri.to_string(),
                     waited,
                     holder: holder.to_string(),
                     saturated,
                 };
-                claim.enter(State::Failed, &timeout);
+                lifecycle.enter(State::Failed, &timeout);
                 timeout
             };
         // The cutoff bounds every wait below.
         if !self.drained_by(wait.cutoff()).await {
             return Err(timed_out(
-                &claim,
+                &lifecycle,
                 wait.waited(),
                 "ourselves (what an interrupted acquisition wrote is still being released)",
                 None,
@@ -60,26 +60,27 @@ impl Lock {
         loop {
             // Listening before the attempt: a release between our read and our sleep wakes us.
             let armed = arm(wake.iter());
-            claim.enter(State::Acquiring, "attempt");
+            lifecycle.enter(State::Acquiring, "attempt");
             let Some(outcome) = wait.within_cutoff(self.attempt(&mut acquisition)).await else {
                 self.release_in_background();
                 return Err(timed_out(
-                    &claim,
+                    &lifecycle,
                     wait.waited(),
                     "unknown (the last attempt did not finish in time)",
                     None,
                 ));
             };
             let seen_holder = matches!(outcome, Ok((_, Attempt::Busy { .. })));
-            let (who, expires_in, saturated) = match self.after(outcome, &claim, &mut wait).await {
-                Next::Held(lease) => return Ok(lease),
-                Next::Wait {
-                    who,
-                    expires_in,
-                    saturated,
-                } => (who, expires_in, saturated),
-                Next::Fail(e) => return Err(e),
-            };
+            let (who, expires_in, saturated) =
+                match self.after(outcome, &lifecycle, &mut wait).await {
+                    Next::Held(lease) => return Ok(lease),
+                    Next::Wait {
+                        who,
+                        expires_in,
+                        saturated,
+                    } => (who, expires_in, saturated),
+                    Next::Fail(e) => return Err(e),
+                };
             if who != logged_holder {
                 log::debug!("{}: held by {who}, waiting", self.uri);
                 logged_holder = who.clone();
@@ -97,7 +98,7 @@ impl Lock {
                     // The last attempt failed or came too late: a write of it may be there.
                     self.release_if_written(&acquisition);
                 }
-                return Err(timed_out(&claim, wait.waited(), &who, saturated));
+                return Err(timed_out(&lifecycle, wait.waited(), &who, saturated));
             }
             let pause = wait.next_pause(expires_in);
             // Woken with others, perhaps: the senior waiters try first (seniority.rs).
@@ -128,16 +129,16 @@ impl Lock {
     async fn after(
         &self,
         outcome: Result<(Arc<Engine>, Attempt)>,
-        claim: &Arc<Claim>,
+        lifecycle: &Arc<Lifecycle>,
         wait: &mut Wait,
     ) -> Next {
         match outcome {
             Ok((engine, Attempt::Acquired(ours))) => match self.fresh(&engine, ours).await {
-                Some(ours) => Next::Held(self.start(engine, ours, claim.clone())),
+                Some(ours) => Next::Held(self.start(engine, ours, lifecycle.clone())),
                 None => {
-                    claim.enter(State::Waiting, "acquired too late to claim it");
+                    lifecycle.enter(State::Waiting, "acquired too late to hold it");
                     Next::Wait {
-                        who: "ourselves, too late to claim".to_string(),
+                        who: "ourselves, too late to hold it".to_string(),
                         expires_in: None,
                         saturated: None,
                     }
@@ -148,7 +149,7 @@ impl Lock {
                     wait.saw(holder);
                 }
                 let who = holder.as_ref().map(LockFile::describe).unwrap_or_default();
-                claim.enter(State::Waiting, format_args!("held by {who}"));
+                lifecycle.enter(State::Waiting, format_args!("held by {who}"));
                 Next::Wait {
                     who,
                     expires_in,
@@ -157,7 +158,7 @@ impl Lock {
             }
             Err(Error::Saturated { message, .. }) => {
                 // Waits for the store to catch up, as for a holder to leave.
-                claim.enter(State::Retrying, &message);
+                lifecycle.enter(State::Retrying, &message);
                 Next::Wait {
                     who: "not known: no new lock is tried while the store is saturated".into(),
                     expires_in: None,
@@ -167,7 +168,7 @@ impl Lock {
             Err(e) if e.is_transient() => {
                 ATTEMPT_FAILED
                     .warn(|| format!("{}: acquisition attempt failed, retrying: {e}", self.uri));
-                claim.enter(State::Retrying, &e);
+                lifecycle.enter(State::Retrying, &e);
                 Next::Wait {
                     who: format!("unknown ({e})"),
                     expires_in: None,
@@ -175,7 +176,7 @@ impl Lock {
                 }
             }
             Err(e) => {
-                claim.enter(State::Failed, &e);
+                lifecycle.enter(State::Failed, &e);
                 Next::Fail(e)
             }
         }
@@ -220,10 +221,10 @@ impl Lock {
     /// One attempt, counted in no metric: the lease won, or how long the holder's last
     /// write has left (a semaphore's wait chooses the slot to read next by it).
     pub(crate) async fn try_once(&self) -> Result<Tried> {
-        let claim = Arc::new(Claim::new(self.uri.clone(), self.owner.clone()));
-        claim.enter(State::Acquiring, "one attempt");
+        let lifecycle = Arc::new(Lifecycle::new(self.uri.clone(), self.owner.clone()));
+        lifecycle.enter(State::Acquiring, "one attempt");
         if self.cleanups.pending() {
-            claim.enter(
+            lifecycle.enter(
                 State::Failed,
                 "an interrupted acquisition is being released",
             );
@@ -235,9 +236,9 @@ impl Lock {
         let mut acquisition = Acquisition::default();
         match self.attempt(&mut acquisition).await {
             Ok((engine, Attempt::Acquired(ours))) => match self.fresh(&engine, ours).await {
-                Some(ours) => Ok(Tried::Held(self.start(engine, ours, claim))),
+                Some(ours) => Ok(Tried::Held(self.start(engine, ours, lifecycle))),
                 None => {
-                    claim.enter(State::Failed, "acquired too late to claim it");
+                    lifecycle.enter(State::Failed, "acquired too late to hold it");
                     self.release_in_background();
                     Ok(Tried::Busy {
                         holder: None,
@@ -247,14 +248,14 @@ impl Lock {
             },
             Ok((_, Attempt::Busy { holder, expires_in })) => {
                 let who = holder.as_ref().map(LockFile::describe).unwrap_or_default();
-                claim.enter(State::Failed, format_args!("held by {who}"));
+                lifecycle.enter(State::Failed, format_args!("held by {who}"));
                 Ok(Tried::Busy {
                     holder: holder.map(Box::new),
                     expires_in,
                 })
             }
             Err(e) => {
-                claim.enter(State::Failed, &e);
+                lifecycle.enter(State::Failed, &e);
                 if e.is_transient() {
                     self.release_if_written(&acquisition);
                 }
@@ -264,23 +265,23 @@ impl Lock {
     }
 
     /// An acquisition whose write took so long that its lease has already run out (a
-    /// request delayed past `expire - margin`) must not be claimed: a waiter may have taken
-    /// the lock over meanwhile. Renew it first; claim it only if that succeeds.
+    /// request delayed past `expire - margin`) must not be reported held: a waiter may have
+    /// taken the lock over meanwhile. Renew it first; report it held only if that succeeds.
     async fn fresh(&self, engine: &Engine, mut ours: OurWrite) -> Option<OurWrite> {
         let t = &engine.timing;
         if engine.clock.now() < ours.lease_start + t.claim() {
             return Some(ours);
         }
-        log::debug!("{}: acquired too late to claim; renewing first", self.uri);
+        log::debug!("{}: acquired too late to hold; renewing first", self.uri);
         match engine.renew(&mut ours, None).await {
             Ok(()) if engine.clock.now() < ours.lease_start + t.claim() => Some(ours),
             _ => None,
         }
     }
 
-    fn start(&self, engine: Arc<Engine>, ours: OurWrite, claim: Arc<Claim>) -> Lease {
-        claim.enter(State::Held, format_args!("token {}", ours.token()));
-        Lease::start(engine, ours, false, self.on_lost.clone(), claim)
+    fn start(&self, engine: Arc<Engine>, ours: OurWrite, lifecycle: Arc<Lifecycle>) -> Lease {
+        lifecycle.enter(State::Held, format_args!("token {}", ours.token()));
+        Lease::start(engine, ours, false, self.on_lost.clone(), lifecycle)
     }
 }
 

@@ -7,11 +7,11 @@ use super::wait::{arm, Wait};
 use super::{new_owner_id, waker, Lease, LockOptions, LossHook};
 use crate::errors::{Error, Result};
 use crate::inspect::{self, Inspection};
-use crate::lease::claim::{Claim, State};
+use crate::lease::lifecycle::{Lifecycle, State};
 use crate::lockfile::LockFile;
 use crate::metrics;
 use crate::owed::Owed;
-use crate::protocol::released::Record;
+use crate::protocol::released::Receipt;
 use crate::protocol::watched::Watched;
 use crate::protocol::Protocol;
 use crate::protocol::{Acquisition, Attempt, Broken, Engine, OurWrite, ReleaseStatus};
@@ -37,7 +37,7 @@ pub struct Lock {
     decided: OnceLock<Arc<Engine>>,
     /// The protocol asked for; `None` lets the store decide.
     requested: Option<Protocol>,
-    /// Shared with the claims and leases of this lock (no copy each).
+    /// Shared with the lifecycles and leases of this lock (no copy each).
     owner: Arc<str>,
     uri: Arc<str>,
     on_lost: Option<LossHook>,
@@ -52,13 +52,13 @@ impl Lock {
     /// Opens the lock at `uri`. Checks the URI and options; makes no request.
     pub fn new(uri: &str, options: &LockOptions) -> Result<Lock> {
         let store = store::open(uri, &options.store, &options.timing)?;
-        // One copy of the identity for the records and the waker (thousands of locks).
+        // One copy of the identity for the process-wide tables and the waker (thousands of locks).
         let identity = store.identity();
         let mut lock = Lock::with_store(uri, store, options);
         let engine = Arc::make_mut(&mut lock.engine);
         engine.wake = Some(identity.clone());
-        engine.last_release = Record::Process(identity.clone());
-        // The record's instants are the system clock's: not for a lock on a clock of its own.
+        engine.last_release = Receipt::Process(identity.clone());
+        // What is watched is timed by the system clock: not for a lock on a clock of its own.
         if options.clock.is_tokio() {
             engine.watched = Watched::Process(identity);
         }
@@ -117,19 +117,19 @@ impl Lock {
 
     /// The same lock keeping what it sees of its lockfile in `watched` (see
     /// [`crate::protocol::watched`]): for stores brought by tests and simulations, whose locks keep
-    /// no process-wide record.
+    /// no process-wide table.
     pub fn with_watched(mut self, watched: Watched) -> Lock {
         self.decided = OnceLock::new(); // decided on the engine as it was
         Arc::make_mut(&mut self.engine).watched = watched;
         self
     }
 
-    /// The same lock keeping the record of its releases and its guesses in `record` (see
+    /// The same lock keeping the receipt of its releases and its guesses in `receipt` (see
     /// [`crate::protocol::released`]): simulated processes, which share one real process, each bring
     /// their own, shared by all their locks as the process-wide one is.
-    pub fn with_record(mut self, record: Record) -> Lock {
+    pub fn with_receipt(mut self, receipt: Receipt) -> Lock {
         self.decided = OnceLock::new(); // decided on the engine as it was
-        Arc::make_mut(&mut self.engine).last_release = record;
+        Arc::make_mut(&mut self.engine).last_release = receipt;
         self
     }
 

@@ -1,5 +1,5 @@
 //! The guesses that save requests before the cas safety path ([`super::take`]) reads:
-//! the record of this process's own last release (an update conditional on the version it
+//! the receipt of this process's own last release (an update conditional on the version it
 //! wrote, one request), and create-first while new locks are likely (see
 //! [`crate::protocol::released`]). A guess that is wrong costs a refused conditional write,
 //! never safety: what the guesses write is conditional as every cas write is, and after a
@@ -27,14 +27,14 @@ pub(super) enum Guessed {
 
 /// What the guesses learn from the safety path's read.
 pub(super) struct Learning {
-    /// The first attempt without a record of our own release guesses whether the lock is
+    /// The first attempt without a receipt of our own release guesses whether the lock is
     /// new; later attempts know it exists.
     guessing: bool,
-    /// A record compared with what is read instead of used, the last one being stale.
+    /// A receipt compared with what is read instead of used, the last one being stale.
     unused: Option<LockFile>,
 }
 
-/// The guesses, in order: the record of our last release, then create-first.
+/// The guesses, in order: the receipt of our last release, then create-first.
 pub(super) async fn try_them(
     engine: &Engine,
     owner: &Arc<str>,
@@ -42,19 +42,19 @@ pub(super) async fn try_them(
 ) -> Result<Guessed> {
     let mut guessing = acquisition.begin();
     let mut unused = None;
-    let record = engine.last_release.take();
-    reached(if record.is_some() {
-        Branch::RecordTaken
+    let receipt = engine.last_release.take();
+    reached(if receipt.is_some() {
+        Branch::ReceiptTaken
     } else {
-        Branch::NoRecord
+        Branch::NoReceipt
     });
-    if let Some((released, version)) = record.filter(|(lf, _)| lf.is_released()) {
+    if let Some((released, version)) = receipt.filter(|(lf, _)| lf.is_released()) {
         guessing = false;
         if engine.last_release.likely(Guess::Stale) {
-            reached(Branch::RecordCompared);
+            reached(Branch::ReceiptCompared);
             unused = Some(released);
         } else {
-            let token = if active(Mutation::RecordTokenReused) {
+            let token = if active(Mutation::ReceiptTokenReused) {
                 released.token
             } else {
                 released.token + 1
@@ -64,19 +64,19 @@ pub(super) async fn try_them(
             let start = engine.clock.now();
             acquisition.note(token, start);
             let bytes = Bytes::from(body.encode());
-            let written = if active(Mutation::RecordUnconditional) {
+            let written = if active(Mutation::ReceiptUnconditional) {
                 Write::Done(engine.overwrite_lockfile(bytes).await?)
             } else {
                 engine.update_lockfile(bytes, &version).await?
             };
             if let Write::Done(version) = written {
-                reached(Branch::RecordCurrent);
+                reached(Branch::ReceiptCurrent);
                 return Ok(Guessed::Acquired(Attempt::Acquired(
                     engine.our_write(owner, body, version, start),
                 )));
             }
             // Someone wrote since our release: the safety path finds out who.
-            reached(Branch::RecordRefused);
+            reached(Branch::ReceiptRefused);
             engine.last_release.found(Guess::Stale, true);
         }
     }
@@ -106,10 +106,10 @@ impl Learning {
             });
             engine.last_release.found(Guess::New, current.is_none());
         }
-        if let Some(recorded) = self.unused {
+        if let Some(receipt) = self.unused {
             // By content, not version: a store may name one object's version differently
             // in a write's answer and a read's.
-            let stale = current != Some(&recorded);
+            let stale = current != Some(&receipt);
             reached(if stale {
                 Branch::ComparedStale
             } else {

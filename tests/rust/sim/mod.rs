@@ -5,7 +5,7 @@
 
 use blob_lock::clock::{Clock, DriftingClock};
 use blob_lock::lease::Settings;
-use blob_lock::protocol::released::Record;
+use blob_lock::protocol::released::Receipt;
 use blob_lock::protocol::watched::Watched;
 use blob_lock::store::LockStore;
 use blob_lock::{LockOptions, Protocol};
@@ -250,12 +250,12 @@ pub struct Process {
     pub pauses: Arc<Pauses>,
     pub faults: Faults,
     pub seed: u64,
-    /// What this process has seen of the lockfile between acquisitions (its own record:
+    /// What this process has seen of the lockfile between acquisitions (its own table:
     /// the simulated processes share one real process).
     pub watched: Watched,
-    /// The record of this process's own last release and its guesses, shared by all its
+    /// The receipt of this process's own last release and its guesses, shared by all its
     /// locks as a real process's are.
-    pub records: Record,
+    pub receipts: Receipt,
 }
 
 impl Process {
@@ -309,17 +309,17 @@ impl Process {
             pauses,
             faults: faults.clone(),
             seed,
-            watched: Watched::Slot(Default::default()),
-            records: Record::default(),
+            watched: Watched::Shared(Default::default()),
+            receipts: Receipt::default(),
         }
     }
 
-    /// A fresh lock as users make one for every `with`, sharing this process's records.
+    /// A fresh lock as users make one for every `with`, sharing this process's receipts.
     pub fn lock(&self, salt: u64, protocol: Protocol, owner: &str) -> blob_lock::Lock {
         blob_lock::Lock::with_store("sim", self.store(salt), &self.options(protocol))
             .with_owner(owner)
             .with_watched(self.watched.clone())
-            .with_record(self.records.clone())
+            .with_receipt(self.receipts.clone())
     }
 
     pub fn store(&self, salt: u64) -> Arc<dyn LockStore> {

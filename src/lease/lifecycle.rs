@@ -1,7 +1,8 @@
-//! The lifecycle of one claim on a lock, from the first acquisition attempt to its end, as an
-//! explicit state machine. Every transition is checked against the table below and logged at
-//! debug level (in Python: the `blob_lock.claim` logger), so that a person reading the log
-//! of a flaky run sees exactly what the lock did and why.
+//! The lifecycle of one lock object's hold on a lock, from the first acquisition attempt to
+//! its end, as an explicit state machine. Every transition is checked against the table below
+//! and logged at debug level (in Python: the `blob_lock.lifecycle` logger), so that a person
+//! reading the log of a flaky run sees exactly what the lock did and why. (Not a "claim":
+//! that word is `claim_memo`'s.)
 //!
 //! ```text
 //! new ──> acquiring ──> held ──> renewing ──> held ...
@@ -13,15 +14,15 @@
 //!          failed        └──> lost (taken over, or no renewal before the deadline)
 //! ```
 //!
-//! `failed` ends a claim that never held the lock (timeout, permanent error) or whose release
-//! failed; `released`, `stopped` and `lost` end a claim that held it. A lost, stopped or
-//! failed claim may still be released (a lease that ran out unrenewed is still ours in the
+//! `failed` ends a lifecycle that never held the lock (timeout, permanent error) or whose
+//! release failed; `released`, `stopped` and `lost` end one that held it. A lost, stopped or
+//! failed lifecycle may still be released (a lease that ran out unrenewed is still ours in the
 //! lockfile).
 
 use std::fmt;
 use std::sync::{Arc, Mutex, OnceLock};
 
-/// Where a claim is in its lifecycle.
+/// Where a lifecycle is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum State {
     /// Made, no request sent yet.
@@ -69,7 +70,7 @@ impl State {
         }
     }
 
-    /// Whether a claim in this state holds the lock (as far as it knows).
+    /// Whether a lifecycle in this state holds the lock (as far as it knows).
     pub fn is_holding(self) -> bool {
         matches!(
             self,
@@ -77,7 +78,7 @@ impl State {
         )
     }
 
-    /// Whether a semaphore's slot whose claim is in this state counts as held by this
+    /// Whether a semaphore's slot whose lifecycle is in this state counts as held by this
     /// process (`stats()["slots_held"]`): renewed by it, not yet being released.
     fn counts_as_held_slot(self) -> bool {
         matches!(self, State::Held | State::Renewing | State::RenewRetrying)
@@ -97,7 +98,7 @@ impl State {
             (Renewing, Held | RenewRetrying | Releasing | Stopped | Lost) => true,
             (RenewRetrying, Renewing | Releasing | Stopped | Lost) => true,
             (Releasing, Released | Stopped | Lost | Failed) => true,
-            // A lost, stopped or failed claim may still be released (a lease that ran out
+            // A lost, stopped or failed lifecycle may still be released (a lease that ran out
             // unrenewed is still ours in the lockfile; a failed release may be retried).
             (Lost | Stopped | Failed, Releasing) => true,
             (Stopped, Lost) => true, // a stopped lease runs out at its deadline
@@ -112,23 +113,23 @@ impl fmt::Display for State {
     }
 }
 
-/// What a semaphore's slot calls when its claim stops holding it.
-pub type LetGo = Box<dyn Fn() + Send + Sync>;
+/// What a semaphore's slot calls when its lifecycle vacates it (stops holding it, however).
+pub type OnVacate = Box<dyn Fn() + Send + Sync>;
 
-/// One claim: its state, and the names its log lines carry.
-pub struct Claim {
+/// One lifecycle: its state, and the names its log lines carry.
+pub struct Lifecycle {
     /// Shared with the lock (thousands of held locks: no copies).
     uri: Arc<str>,
     owner: Arc<str>,
     state: Mutex<State>,
     /// A semaphore's slot: counted in the process's held slots while held, and what to call
-    /// when it is let go (released, stopped or lost).
-    slot: OnceLock<LetGo>,
+    /// when it is vacated (released, stopped or lost).
+    slot: OnceLock<OnVacate>,
 }
 
-impl fmt::Debug for Claim {
+impl fmt::Debug for Lifecycle {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Claim")
+        f.debug_struct("Lifecycle")
             .field("uri", &self.uri)
             .field("owner", &self.owner)
             .field("state", &self.state())
@@ -137,21 +138,21 @@ impl fmt::Debug for Claim {
     }
 }
 
-impl Claim {
-    /// A new claim of `owner` on the lock at `uri`.
-    pub fn new(uri: impl Into<Arc<str>>, owner: impl Into<Arc<str>>) -> Claim {
-        Claim::starting_in(uri, owner, State::New)
+impl Lifecycle {
+    /// A new lifecycle of `owner` on the lock at `uri`.
+    pub fn new(uri: impl Into<Arc<str>>, owner: impl Into<Arc<str>>) -> Lifecycle {
+        Lifecycle::starting_in(uri, owner, State::New)
     }
 
-    /// A claim that starts in `state` (a remote's keep-alive starts as `acquiring`).
+    /// A lifecycle that starts in `state` (a remote's keep-alive starts as `acquiring`).
     pub fn starting_in(
         uri: impl Into<Arc<str>>,
         owner: impl Into<Arc<str>>,
         state: State,
-    ) -> Claim {
+    ) -> Lifecycle {
         let (uri, owner) = (uri.into(), owner.into());
-        log::debug!(target: "blob_lock::claim", "{uri}: owner {owner}: {state}");
-        Claim {
+        log::debug!(target: "blob_lock::lifecycle", "{uri}: owner {owner}: {state}");
+        Lifecycle {
             uri,
             owner,
             state: Mutex::new(state),
@@ -159,16 +160,16 @@ impl Claim {
         }
     }
 
-    /// Counts this claim, a semaphore's slot, in the process's held slots while it holds,
-    /// and calls `let_go` when it stops holding it.
-    pub fn count_as_slot(&self, let_go: LetGo) {
+    /// Counts this lifecycle, a semaphore's slot's, in the process's held slots while it holds,
+    /// and calls `on_vacate` when it stops holding it.
+    pub fn count_as_slot(&self, on_vacate: OnVacate) {
         let state = self.state.lock().unwrap_or_else(|e| e.into_inner());
-        if self.slot.set(let_go).is_ok() && state.counts_as_held_slot() {
+        if self.slot.set(on_vacate).is_ok() && state.counts_as_held_slot() {
             crate::metrics::slots_held(1);
         }
     }
 
-    /// The owner id whose claim this is.
+    /// The owner id whose lifecycle this is.
     pub fn owner(&self) -> &str {
         &self.owner
     }
@@ -179,11 +180,11 @@ impl Claim {
     }
 
     /// Moves to `next`, saying why. Returns false, and changes nothing, when the table does
-    /// not allow it: a transition that loses a race (a release after the claim was lost,
+    /// not allow it: a transition that loses a race (a release after the lifecycle was lost,
     /// a second loss) is refused rather than rewriting what happened. Staying in the same
     /// state is allowed and not logged.
     pub fn enter(&self, next: State, why: impl fmt::Display) -> bool {
-        let mut let_go = None;
+        let mut vacated = None;
         let prev = {
             let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
             let prev = *state;
@@ -193,7 +194,7 @@ impl Claim {
             if !prev.may_become(next) {
                 drop(state);
                 log::debug!(
-                    target: "blob_lock::claim",
+                    target: "blob_lock::lifecycle",
                     "{}: owner {}: stays {prev}, not {next} ({why})",
                     self.uri,
                     self.owner
@@ -205,7 +206,7 @@ impl Claim {
                 match (prev.counts_as_held_slot(), next.counts_as_held_slot()) {
                     (true, false) => {
                         crate::metrics::slots_held(-1);
-                        let_go = Some(hook);
+                        vacated = Some(hook);
                     }
                     (false, true) => crate::metrics::slots_held(1),
                     _ => {}
@@ -213,12 +214,12 @@ impl Claim {
             }
             prev
         };
-        if let Some(hook) = let_go {
+        if let Some(hook) = vacated {
             hook();
         }
         // Logged after the mutex is released: in Python, logging takes the GIL.
         log::debug!(
-            target: "blob_lock::claim",
+            target: "blob_lock::lifecycle",
             "{}: owner {}: {prev} -> {next} ({why})",
             self.uri,
             self.owner
@@ -227,7 +228,7 @@ impl Claim {
     }
 }
 
-impl Drop for Claim {
+impl Drop for Lifecycle {
     fn drop(&mut self) {
         let state = *self.state.get_mut().unwrap_or_else(|e| e.into_inner());
         if let Some(hook) = self.slot.get().filter(|_| state.counts_as_held_slot()) {
@@ -242,8 +243,8 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_claim_follows_the_table() {
-        let c = Claim::new("memory://t/x", "o");
+    fn a_lifecycle_follows_the_table() {
+        let c = Lifecycle::new("memory://t/x", "o");
         assert!(!c.enter(State::Held, "no request yet"));
         assert_eq!(c.state(), State::New);
         for s in [
@@ -268,8 +269,8 @@ mod tests {
     }
 
     #[test]
-    fn a_lost_claim_may_still_be_released_but_never_held_again() {
-        let c = Claim::starting_in("memory://t/x", "o", State::Held);
+    fn a_lost_lifecycle_may_still_be_released_but_never_held_again() {
+        let c = Lifecycle::starting_in("memory://t/x", "o", State::Held);
         assert!(c.enter(State::Lost, "deadline"));
         assert!(!c.enter(State::Held, "a late renewal"));
         assert!(!c.enter(State::Renewing, "a late renewal"));
