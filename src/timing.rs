@@ -207,9 +207,9 @@ impl Timing {
         })
     }
 
-    /// How long after the start of one of its writes a holder may still claim the lock:
-    /// `expire` less the margin, which is earlier than any waiter's takeover.
-    pub fn claim(&self) -> Duration {
+    /// How long after the start of one of its writes a holder may still count the lock
+    /// held: `expire` less the margin, which is earlier than any waiter's takeover.
+    pub fn held_for(&self) -> Duration {
         self.expire.saturating_sub(self.margin)
     }
 

@@ -169,7 +169,7 @@ pub trait LockStore: Send + Sync + fmt::Debug + 'static {
     }
 
     /// A name of this lockfile that every spelling of its URI shares in this process (the
-    /// key of the process-wide records: release hints, wakers). Shared: a lock keeps it.
+    /// key of the process-wide tables: receipts, wakers). Shared: a lock keeps it.
     fn identity(&self) -> Arc<str> {
         self.uri().into()
     }

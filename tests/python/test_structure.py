@@ -62,21 +62,6 @@ def test_stores_import_neither_protocols_nor_leases():
     assert not found, "src/store depends on protocol/ or lease/: " + ", ".join(found)
 
 
-# Paths of src/store/ that ARCHITECTURE.md does not yet write from the root or from its
-# paragraph's folder, each with the file it means: src/store/ is being reorganised, and
-# these are rewritten with it. Each must still be there. Empty this once they are.
-STORE_PATHS_PENDING = {
-    **{f"{n}.rs": f"src/store/load/{n}.rs" for n in ("limit", "queue", "kind", "scope")},
-    **{f"{n}.rs": f"src/store/load/{n}.rs" for n in ("latency", "capacity")},
-    **{f"store/{n}": f"src/store/{n}" for n in ("load/", "cloud/", "cloud/builders.rs")},
-    **{f"store/{n}.rs": f"src/store/{n}.rs" for n in ("conditional_delete", "probe", "client")},
-    **{f"store/{n}.rs": f"src/store/{n}.rs" for n in ("gate", "uri", "credentials", "open")},
-    "store/cloud/mod.rs": "src/store/cloud/mod.rs",
-    "store_kind.rs": "src/store/store_kind.rs",
-    "open.rs": "src/store/open.rs",
-}
-
-
 def _architecture_paths() -> list[tuple[str, list[str]]]:
     """Each path ARCHITECTURE.md names in backticks (`src/store/gate.rs`, `cli/`), with the
     folders it may be read from: the repository root, and in a paragraph that opens with a
@@ -113,12 +98,7 @@ def test_every_file_architecture_names_exists():
         files |= {str(parent) + "/" for parent in pathlib.PurePosixPath(f).parents}
     named = _architecture_paths()
     missing = sorted(
-        {
-            name
-            for name, bases in named
-            if not any(base + name in files for base in bases)
-            and STORE_PATHS_PENDING.get(name) not in files
-        }
+        {name for name, bases in named if not any(base + name in files for base in bases)}
     )
     assert len(named) > 40, named
     assert not missing, f"ARCHITECTURE.md names what is not there (from the root): {missing}"
@@ -348,12 +328,6 @@ SLOT_PLACES = (
     "tests/rust/model.rs",
     "tests/rust/sim/",
 )
-# Places not yet held to the words, being renamed elsewhere: src/store/ (its load's queue
-# says "turn" and "slot" of a request), with the store's reorganisation; and for "slot",
-# the native lock's holding (src/python/holding.rs, src/python/lock/). Empty these once
-# they are.
-PENDING = ("src/store/",)
-SLOT_PENDING = ("src/python/holding.rs", "src/python/lock/")
 # `Lease::let_go` and its bindings: the glossary's "let go" (stop renewing, no release).
 LET_GO_PLACES = ("src/lease/held/mod.rs", "src/python/lock/mod.rs", "tests/rust/")
 
@@ -380,9 +354,7 @@ def _misnamed() -> list[str]:
     for path in rust_files(ROOT / "src") + rust_files(ROOT / "tests" / "rust"):
         where = str(path.relative_to(ROOT))
         bindings = where.startswith("src/python/")
-        if where.startswith(PENDING):
-            continue
-        for n, name, words, after in _identifiers(path):
+        for n, name, words, _after in _identifiers(path):
             at = f"{where}:{n}: {name}"
             joined = "_".join(words)
             # "turn": BlobLock's one acquisition per object (the bindings keep its flag);
@@ -399,15 +371,12 @@ def _misnamed() -> list[str]:
                 name != "let_go" or not where.startswith(LET_GO_PLACES)
             ):
                 bad.append(f"{at} (let go: stop renewing without releasing; else vacate)")
-            # "claim": claim_memo's. A lock object's life is its lifecycle. (`Timing::claim()`,
-            # how long a holder may count its lock held, is still to be renamed: its callers
-            # include src/store/gate.rs.)
+            # "claim": claim_memo's. A lock object's life is its lifecycle.
             if {"claim", "claims", "claimed", "unclaim"} & set(words) and not bindings:
-                if not (name == "claim" and after.startswith("(")):
-                    bad.append(f"{at} (a claim is claim_memo's; a lock's life is its lifecycle)")
+                bad.append(f"{at} (a claim is claim_memo's; a lock's life is its lifecycle)")
             # "slot": a semaphore's slot.
             if {"slot", "slots"} & set(words):
-                if not where.startswith(SLOT_PLACES + SLOT_PENDING):
+                if not where.startswith(SLOT_PLACES):
                     bad.append(f"{at} (a slot is a semaphore's)")
     return bad
 
@@ -416,8 +385,8 @@ def test_a_glossary_word_names_one_concept_in_rust_identifiers():
     """ARCHITECTURE.md's "Words" give each concept one word. Checked in the Rust sources'
     identifiers (src/, tests/rust/; comments and strings aside): no "turn" outside the
     bindings (it is BlobLock's), no "record" outside them (a log record's), "let_go" only as
-    `Lease::let_go` and its callers, no "claim" (claim_memo's, a Python name) but the
-    `Timing::claim()` method, and "slot" only where a semaphore's slots are."""
+    `Lease::let_go` and its callers, no "claim" (claim_memo's, a Python name), and "slot"
+    only where a semaphore's slots are (not a request's pass of its store's load)."""
     identifiers = [i for p in rust_files(ROOT / "src" / "semaphore") for i in _identifiers(p)]
     assert any(name == "Cooldown" for _, name, _, _ in identifiers), "the check reads names"
     bad = _misnamed()

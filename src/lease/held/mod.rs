@@ -56,7 +56,7 @@ impl Lease {
             token: ours.token(),
             remote,
             // The deadline of the acquiring write, which started at `acquired_at`.
-            deadline_ns: AtomicU64::new(state::nanos(engine.timing.claim())),
+            deadline_ns: AtomicU64::new(state::nanos(engine.timing.held_for())),
             acquired_at: ours.lease_start,
             kept: tokio::sync::Mutex::new(Kept {
                 backoff: Backoff::new(&engine.timing),

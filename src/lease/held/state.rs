@@ -63,7 +63,7 @@ pub(super) enum NextBeat {
 
 impl LeaseState {
     pub(super) fn deadline_of(&self, ours: &OurWrite) -> Instant {
-        ours.lease_start + self.engine.timing.claim()
+        ours.lease_start + self.engine.timing.held_for()
     }
 
     pub(super) fn deadline(&self) -> Instant {

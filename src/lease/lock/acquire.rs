@@ -269,12 +269,12 @@ impl Lock {
     /// taken the lock over meanwhile. Renew it first; report it held only if that succeeds.
     async fn fresh(&self, engine: &Engine, mut ours: OurWrite) -> Option<OurWrite> {
         let t = &engine.timing;
-        if engine.clock.now() < ours.lease_start + t.claim() {
+        if engine.clock.now() < ours.lease_start + t.held_for() {
             return Some(ours);
         }
         log::debug!("{}: acquired too late to hold; renewing first", self.uri);
         match engine.renew(&mut ours, None).await {
-            Ok(()) if engine.clock.now() < ours.lease_start + t.claim() => Some(ours),
+            Ok(()) if engine.clock.now() < ours.lease_start + t.held_for() => Some(ours),
             _ => None,
         }
     }

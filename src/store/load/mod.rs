@@ -30,7 +30,7 @@ use latency::Latency;
 use limit::Limit;
 use pass::Waiting;
 pub use pass::{Ending, Pass, TooLate};
-use queue::{Queue, Rank, Turn};
+use queue::{Call, Queue, Rank};
 pub use saturation::HEADROOM;
 pub use scope::{as_kind, current_kind, reserving};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -118,8 +118,8 @@ impl Load {
             s.hand_on(asked);
             heard
         };
-        let turn = match heard.try_recv().ok() {
-            Some(turn) => turn,
+        let call = match heard.try_recv().ok() {
+            Some(call) => call,
             None => {
                 let waiting = Waiting {
                     load: self,
@@ -130,18 +130,18 @@ impl Load {
                 match rank {
                     // Renewals and the releases of held leases wait until their deadline
                     // (the queue says when it is too late).
-                    Rank::Renewal(_) | Rank::LeaseRelease(_) => waiting.turn().await,
+                    Rank::Renewal(_) | Rank::LeaseRelease(_) => waiting.called().await,
                     // The rest give way for at most a request timeout: an acquisition
                     // behind renewals that keep coming is refused as saturated (its caller
                     // retries within its own timeout), never left waiting without end.
-                    _ => match tokio::time::timeout(floor, waiting.turn()).await {
-                        Ok(turn) => turn,
+                    _ => match tokio::time::timeout(floor, waiting.called()).await {
+                        Ok(call) => call,
                         Err(_) => return Err(TooLate(self.no_pass(floor))),
                     },
                 }
             }
         };
-        if let Turn::TooLate = turn {
+        if let Call::TooLate = call {
             return Err(TooLate(self.too_late(kind)));
         }
         let now = Instant::now();
@@ -350,7 +350,7 @@ impl State {
     }
 
     /// Queues a request of `rank`.
-    fn push(&mut self, rank: Rank, now: Instant) -> tokio::sync::oneshot::Receiver<Turn> {
+    fn push(&mut self, rank: Rank, now: Instant) -> tokio::sync::oneshot::Receiver<Call> {
         if self.waiting == 0 {
             self.capacity.busy(now);
         }
@@ -359,7 +359,7 @@ impl State {
         self.queue.push(rank)
     }
 
-    /// One waiter fewer: told its turn, or gone.
+    /// One waiter fewer: called, or gone.
     fn unqueue(&mut self, now: Instant) {
         self.waiting -= 1;
         metrics::queued(-1);
@@ -392,13 +392,13 @@ impl State {
         }
     }
 
-    /// Hands free passes to the waiters in turn.
+    /// Hands free passes to the waiters, first in the queue first.
     fn hand_on(&mut self, now: Instant) {
         while let Some(rank) = self.queue.first() {
             if let Rank::Renewal(deadline) = rank {
                 let fastest = self.latency.baseline().unwrap_or_default();
                 if deadline.saturating_duration_since(now) <= fastest {
-                    if self.queue.tell_first(Turn::TooLate) {
+                    if self.queue.tell_first(Call::TooLate) {
                         self.unqueue(now);
                     }
                     continue;
@@ -409,7 +409,7 @@ impl State {
             }
             // Taken now: a waiter that leaves before it hears gives it back (`Waiting`).
             self.take(rank);
-            if self.queue.tell_first(Turn::Go) {
+            if self.queue.tell_first(Call::Go) {
                 self.unqueue(now);
             } else {
                 self.untake(rank);

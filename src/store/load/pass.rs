@@ -1,8 +1,8 @@
-//! A request's way through the load: waiting for its turn (`Waiting`), then let through
+//! A request's way through the load: waiting to be called (`Waiting`), then let through
 //! with a timeout (`Pass`), giving its pass back however it ends.
 
 use super::kind::{rank_of, Kind};
-use super::queue::{Rank, Turn};
+use super::queue::{Call, Rank};
 use super::Load;
 use std::sync::Arc;
 use std::time::Duration;
@@ -27,21 +27,21 @@ pub enum Ending {
     Unanswered,
 }
 
-/// A request waiting in the queue. Dropped before its turn (its caller stopped waiting), it
+/// A request waiting in the queue. Dropped before it is called (its caller stopped waiting), it
 /// leaves the queue; dropped after being told to go, it gives the pass back.
 pub(super) struct Waiting<'a> {
     pub(super) load: &'a Arc<Load>,
-    pub(super) heard: tokio::sync::oneshot::Receiver<Turn>,
+    pub(super) heard: tokio::sync::oneshot::Receiver<Call>,
     pub(super) rank: Rank,
     pub(super) told: bool,
 }
 
 impl Waiting<'_> {
-    pub(super) async fn turn(mut self) -> Turn {
+    pub(super) async fn called(mut self) -> Call {
         // The queue keeps the sender until it tells: no error while the load exists.
-        let turn = (&mut self.heard).await.unwrap_or(Turn::TooLate);
+        let call = (&mut self.heard).await.unwrap_or(Call::TooLate);
         self.told = true;
-        turn
+        call
     }
 }
 
@@ -52,8 +52,8 @@ impl Drop for Waiting<'_> {
         }
         self.heard.close();
         match self.heard.try_recv() {
-            Ok(Turn::Go) => self.load.give_back(self.rank),
-            Ok(Turn::TooLate) => {}
+            Ok(Call::Go) => self.load.give_back(self.rank),
+            Ok(Call::TooLate) => {}
             Err(_) => {
                 let mut s = self.load.state();
                 s.unqueue(Instant::now());

@@ -39,8 +39,8 @@ impl Rank {
     }
 }
 
-/// What a waiter is told when its turn comes.
-pub(super) enum Turn {
+/// What a waiter is told when it is called.
+pub(super) enum Call {
     /// Go: the pass is taken for it.
     Go,
     /// A renewal that could not land before its deadline: not sent.
@@ -50,7 +50,7 @@ pub(super) enum Turn {
 struct Waiter {
     rank: Rank,
     seq: u64,
-    turn: oneshot::Sender<Turn>,
+    call: oneshot::Sender<Call>,
 }
 
 impl Waiter {
@@ -88,14 +88,14 @@ pub(super) struct Queue {
 }
 
 impl Queue {
-    /// Queues a request of `rank`; the receiver hears when its turn comes.
-    pub(super) fn push(&mut self, rank: Rank) -> oneshot::Receiver<Turn> {
-        let (turn, heard) = oneshot::channel();
+    /// Queues a request of `rank`; the receiver hears when it is called.
+    pub(super) fn push(&mut self, rank: Rank) -> oneshot::Receiver<Call> {
+        let (call, heard) = oneshot::channel();
         self.seq += 1;
         self.heap.push(Reverse(Waiter {
             rank,
             seq: self.seq,
-            turn,
+            call,
         }));
         heard
     }
@@ -103,7 +103,7 @@ impl Queue {
     /// The rank of the first waiter still waiting (those whose caller left are dropped).
     pub(super) fn first(&mut self) -> Option<Rank> {
         while let Some(Reverse(w)) = self.heap.peek() {
-            if !w.turn.is_closed() {
+            if !w.call.is_closed() {
                 return Some(w.rank);
             }
             self.heap.pop();
@@ -111,10 +111,10 @@ impl Queue {
         None
     }
 
-    /// Tells the first waiter `turn`; false if it had left meanwhile (nothing was taken).
-    pub(super) fn tell_first(&mut self, turn: Turn) -> bool {
+    /// Tells the first waiter `call`; false if it had left meanwhile (nothing was taken).
+    pub(super) fn tell_first(&mut self, call: Call) -> bool {
         match self.heap.pop() {
-            Some(Reverse(w)) => w.turn.send(turn).is_ok(),
+            Some(Reverse(w)) => w.call.send(call).is_ok(),
             None => false,
         }
     }
@@ -144,7 +144,7 @@ mod tests {
         ];
         let mut order = Vec::new();
         while q.first().is_some() {
-            assert!(q.tell_first(Turn::Go));
+            assert!(q.tell_first(Call::Go));
             for (name, rx) in heard.iter_mut() {
                 if rx.try_recv().is_ok() {
                     order.push(*name);
@@ -170,8 +170,8 @@ mod tests {
         let mut stays = q.push(Rank::Other);
         drop(gone);
         assert_eq!(q.first(), Some(Rank::Other));
-        assert!(q.tell_first(Turn::Go));
-        assert!(matches!(stays.try_recv(), Ok(Turn::Go)));
+        assert!(q.tell_first(Call::Go));
+        assert!(matches!(stays.try_recv(), Ok(Call::Go)));
         assert_eq!(q.first(), None);
     }
 }

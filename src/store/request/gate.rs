@@ -43,7 +43,7 @@ impl Timeouts {
         let floor = timing.request_timeout();
         Timeouts {
             floor,
-            ceiling: timing.claim().max(floor),
+            ceiling: timing.held_for().max(floor),
         }
     }
 
