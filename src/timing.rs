@@ -219,6 +219,14 @@ impl Timing {
     pub fn request_timeout(&self) -> Duration {
         (self.heartbeat / 2).clamp(Duration::from_secs(1), Duration::from_secs(30))
     }
+
+    /// The longest one of the lock's requests may be in flight: [`Timing::request_timeout`]
+    /// at least, and on a slow store up to [`Timing::held_for`], as each request's timeout
+    /// follows the store's latency (`store::request::gate`) but a write that lands later
+    /// cannot count. An lww read takes an unreadable lockfile for a write in flight for this long.
+    pub fn longest_request(&self) -> Duration {
+        self.held_for().max(self.request_timeout())
+    }
 }
 
 /// A waiter's polls: capped exponential backoff with jitter, but waking at the moment the

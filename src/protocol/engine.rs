@@ -66,24 +66,29 @@ impl Engine {
     /// Reads and decodes the lockfile. A lockfile we cannot decode is an error, never
     /// something to overwrite: it may be a live lock of a tool we do not understand. Under
     /// `lww` (stores whose writes may not be atomic: a reader can see half of a write in
-    /// flight) it is read again until it decodes, for at most a request timeout, the
-    /// longest a write can be in flight.
+    /// flight) it is read again until it decodes, and reported only when a read sent
+    /// [`Timing::longest_request`] or more after the first unreadable read still cannot
+    /// decode it: any write that read caught in flight has ended by then, whatever each
+    /// read took.
     pub async fn read(&self) -> Result<Option<(LockFile, Snapshot)>> {
         self.read_patiently(false).await
     }
 
     /// [`Engine::read`] for a look from outside (inspect, status, ls), which writes
     /// nothing on what it sees: the same undecodable version read three times in a row is
-    /// reported then, not after a request timeout, with a word on what it may be.
+    /// reported then, not after the longest request, with a word on what it may be.
     pub async fn look(&self) -> Result<Option<(LockFile, Snapshot)>> {
         self.read_patiently(true).await
     }
 
     async fn read_patiently(&self, look: bool) -> Result<Option<(LockFile, Snapshot)>> {
-        let mut since = None;
+        // When the first unreadable read ended: a write it caught in flight has landed or
+        // been given up by its writer `longest_request` after that.
+        let mut first: Option<Instant> = None;
         let mut last: Option<Snapshot> = None;
         let mut same = 0;
         loop {
+            let sent = self.clock.now();
             let read = metrics::request(Request::Read, self.store.read());
             let Some(snap) = read.await? else {
                 return Ok(None);
@@ -97,11 +102,15 @@ impl Engine {
                 .is_some_and(|l| l.version == snap.version && l.bytes == snap.bytes);
             same = if unchanged { same + 1 } else { 0 };
             last = Some(snap);
-            let now = self.clock.now();
-            let first = *since.get_or_insert(now);
+            let first = *first.get_or_insert_with(|| self.clock.now());
             let lww = !self.protocol.steps().conditional();
             let stable = look && same >= 2;
-            if lww && !stable && now - first < self.timing.request_timeout() {
+            // Only a read sent after the writes in flight have ended counts: not how long
+            // the reads took, nor how many there were (on a loaded store or machine a few
+            // slow reads can span the whole bound while one write is still in flight).
+            let waited = sent.saturating_duration_since(first);
+            let longest = self.timing.longest_request();
+            if lww && !stable && waited < longest {
                 log::debug!(
                     "{}: unreadable ({e}), a write in flight? reading again",
                     self.uri()
@@ -109,12 +118,19 @@ impl Engine {
                 self.clock.sleep(self.timing.poll_min).await;
                 continue;
             }
-            let reason = match stable {
-                true => format!(
+            let reason = if stable {
+                format!(
                     "{} (the same in three reads; on a store whose writes are not atomic a slow write in flight looks like this for a moment: look again)",
                     e.0
-                ),
-                false => e.0,
+                )
+            } else if lww {
+                format!(
+                    "{} (still so {:.1}s after the first unreadable read, longer than a write of this lock can be in flight)",
+                    e.0,
+                    waited.as_secs_f64()
+                )
+            } else {
+                e.0
             };
             return Err(Error::InvalidLockFile {
                 uri: self.uri().to_string(),
@@ -374,5 +390,116 @@ impl Engine {
             Err(Error::Lost { reason, .. }) => Err(stolen(reason)),
             Err(e) => Err(e),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::lease::LockOptions;
+    use crate::store::{Access, Snapshot};
+    use async_trait::async_trait;
+
+    /// A store whose writes are not atomic for readers (s3rver), holding a lockfile that a
+    /// write is rewriting for `in_flight` from the test's start: a read answered before
+    /// then sees half of it. Each read takes `read_time`, answered as it is sent.
+    #[derive(Debug)]
+    struct WriteInFlight {
+        inner: Arc<dyn LockStore>,
+        until: Instant,
+        read_time: Duration,
+    }
+
+    #[async_trait]
+    impl LockStore for WriteInFlight {
+        async fn read(&self) -> Result<Option<Snapshot>> {
+            let torn = Instant::now() < self.until;
+            let mut snap = self.inner.read().await?;
+            tokio::time::sleep(self.read_time).await;
+            if let Some(s) = snap.as_mut().filter(|_| torn) {
+                s.bytes = s.bytes.slice(..s.bytes.len() / 2);
+            }
+            Ok(snap)
+        }
+        async fn create(&self, body: Bytes) -> Result<Write> {
+            self.inner.create(body).await
+        }
+        async fn update(&self, body: Bytes, expected: &Version) -> Result<Write> {
+            self.inner.update(body, expected).await
+        }
+        async fn overwrite(&self, body: Bytes) -> Result<Version> {
+            self.inner.overwrite(body).await
+        }
+        fn uri(&self) -> &str {
+            self.inner.uri()
+        }
+        async fn conditional_writes(&self, _required: bool) -> Result<bool> {
+            Ok(false)
+        }
+        fn known_conditional_writes(&self) -> Option<bool> {
+            Some(false)
+        }
+    }
+
+    /// An lww engine (expire 2 s) over a lockfile that a write keeps torn for `in_flight`,
+    /// each read taking `read_time`.
+    async fn torn_for(name: &str, in_flight: Duration, read_time: Duration) -> Engine {
+        let mut o = LockOptions::new(2.0).unwrap();
+        o.protocol = Some(Protocol::Lww);
+        let uri = format!("memory://{name}/lock");
+        let inner = crate::store::open(&uri, &Access::default(), &o.timing).unwrap();
+        let written = o.engine(inner.clone());
+        let body = written.body(&Arc::from("holder"), 1);
+        written
+            .overwrite_lockfile(Bytes::from(body.encode()))
+            .await
+            .unwrap();
+        o.engine(Arc::new(WriteInFlight {
+            inner,
+            until: Instant::now() + in_flight,
+            read_time,
+        }))
+    }
+
+    /// A write may be in flight as long as the longest request of the lock (its timeout
+    /// follows a slow store's latency up to `claim`), and on a loaded store each read is
+    /// slow too: the lockfile is read again until a read sent after that, never reported
+    /// on the strength of the reads' own time. (Bounded by one request timeout counted at
+    /// the end of each read, it was reported after a second with the write still in flight,
+    /// and with reads of a third of a second, on the fourth read.)
+    #[tokio::test(start_paused = true)]
+    async fn an_lww_read_waits_out_the_longest_write_in_flight() {
+        let timing = LockOptions::new(2.0).unwrap().timing;
+        let longest = timing.longest_request();
+        assert!(longest > timing.request_timeout(), "{timing:?}");
+        for read_time in [Duration::ZERO, timing.request_timeout() / 3] {
+            let engine = torn_for("in-flight", longest, read_time).await;
+            let read = engine.read().await;
+            let (lf, _) = read.unwrap().expect("a lockfile");
+            assert_eq!(&*lf.writer_id, "holder");
+            assert_eq!(lf.token, 1);
+        }
+    }
+
+    /// Still unreadable in a read sent after the longest write: reported, saying so; under
+    /// cas at once.
+    #[tokio::test(start_paused = true)]
+    async fn a_lockfile_unreadable_past_the_longest_write_is_reported() {
+        let forever = Duration::from_secs(86_400);
+        let engine = torn_for("torn-for-good", forever, Duration::ZERO).await;
+        let err = engine.read().await.unwrap_err();
+        let Error::InvalidLockFile { reason, .. } = &err else {
+            panic!("{err}")
+        };
+        assert!(reason.contains("not JSON"), "{reason}");
+        assert!(
+            reason.contains("after the first unreadable read"),
+            "{reason}"
+        );
+        let cas = torn_for("torn-cas", forever, Duration::ZERO)
+            .await
+            .with_protocol(Protocol::Cas);
+        let err = cas.read().await.unwrap_err();
+        assert!(matches!(err, Error::InvalidLockFile { .. }), "{err}");
     }
 }

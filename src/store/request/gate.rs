@@ -40,10 +40,9 @@ pub struct Timeouts {
 impl Timeouts {
     /// The timeouts of a lock's requests.
     pub fn of(timing: &Timing) -> Timeouts {
-        let floor = timing.request_timeout();
         Timeouts {
-            floor,
-            ceiling: timing.held_for().max(floor),
+            floor: timing.request_timeout(),
+            ceiling: timing.longest_request(),
         }
     }
 
