@@ -1,11 +1,11 @@
 //! A lockfile in an object_store store (S3, Azure, GCS, memory), on its store's shared
 //! [`Client`], every request through the store's [`Gate`].
 
+use super::lock_store::{LockStore, Snapshot, Version, Write};
 use super::probe;
 use super::request::answers::{missing_bucket, names_a_missing_bucket};
 use super::request::client::Client;
 use super::request::gate::{self, Gate, Timeouts};
-use super::{LockStore, Snapshot, Version, Write};
 use crate::errors::{Error, Result, StoreErrorKind};
 use crate::lockfile::{LOCKFILE_NAME, MAX_LOCKFILE_BYTES};
 use async_trait::async_trait;

@@ -4,10 +4,10 @@
 use super::config::options::Options;
 use super::config::{Access, Cloud, Location};
 use super::file::FileStore;
+use super::lock_store::LockStore;
 use super::object::ObjectLockStore;
 use super::request::client::Client;
 use super::request::gate::Timeouts;
-use super::LockStore;
 use crate::errors::{Error, Result};
 use crate::lockfile::LOCKFILE_NAME;
 use crate::per_process::PerProcess;

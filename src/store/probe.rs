@@ -9,10 +9,10 @@
 //! It cannot see writes that are checked and then made in two steps, which two racers can
 //! both pass (moto's server); `blob-lock doctor --race` races clients to find those.
 
+use super::lock_store::{Version, Write};
 use super::request::answers::status_in;
 use super::request::client::Facts;
 use super::request::gate::Gate;
-use super::{Version, Write};
 use crate::errors::{Error, Result};
 use bytes::Bytes;
 use object_store::path::Path;
@@ -96,7 +96,7 @@ pub(crate) async fn verdict(gate: &Gate, beside: &Path) -> Result<Verdict> {
         .await
 }
 
-/// See [`super::LockStore::conditional_writes`].
+/// See [`super::lock_store::LockStore::conditional_writes`].
 pub(crate) async fn conditional_writes(gate: &Gate, beside: &Path, required: bool) -> Result<bool> {
     let v = verdict(gate, beside).await?;
     if v.honoured() {
@@ -118,7 +118,7 @@ pub(crate) async fn conditional_writes(gate: &Gate, beside: &Path, required: boo
     Ok(false)
 }
 
-/// See [`super::LockStore::known_conditional_writes`].
+/// See [`super::lock_store::LockStore::known_conditional_writes`].
 pub(crate) fn known_conditional_writes(gate: &Gate) -> Option<bool> {
     if gate.client.trusted() {
         return Some(true);
@@ -136,7 +136,7 @@ fn scratch_beside(beside: &Path) -> Path {
     ))
 }
 
-/// See [`super::LockStore::conditional_deletes`]: known, or probed now beside `beside`
+/// See [`super::lock_store::LockStore::conditional_deletes`]: known, or probed now beside `beside`
 /// (create a scratch object, delete it at a version it does not have, then at its own).
 pub(crate) async fn conditional_deletes(
     gate: &Gate,

@@ -7,9 +7,9 @@
 //! options, sends it. Stores that ignore the condition (s3rver) are found by a probe, once
 //! per client, and get no conditional delete.
 
+use crate::store::lock_store::Version;
 use crate::store::request::answers::summary;
 use crate::store::request::client::Deleted;
-use crate::store::Version;
 use object_store::client::{
     ClientOptions, HttpClient, HttpConnector, HttpError, HttpErrorKind, ReqwestConnector,
 };

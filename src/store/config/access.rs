@@ -1,5 +1,5 @@
 //! How to reach a store: object_store's configuration keys on top of the environment, and
-//! credentials from outside object_store's own chain ([`Credentials`]), if any.
+//! credentials from outside object_store's own chain (`Credentials`, with the `cloud` feature), if any.
 
 #[cfg(feature = "cloud")]
 use super::credentials::Credentials;

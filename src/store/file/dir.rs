@@ -2,13 +2,13 @@
 //! (exchange or rename), update-if-match (compare and replace under the guards), and the
 //! removal of stray temporary files. [`super::FileStore`] decides which thread runs them.
 
-use super::super::{Snapshot, Version, Write};
 use super::folders;
 use super::guard::{flock_guard, in_process_mutex, GUARD_NAME};
 use super::place;
 use super::version::{temp_path, version_of, TEMP_PREFIX, TEMP_SUFFIX};
 use crate::errors::{Error, Result, StoreErrorKind};
 use crate::lockfile::MAX_LOCKFILE_BYTES;
+use crate::store::lock_store::{Snapshot, Version, Write};
 use bytes::Bytes;
 use chrono::{DateTime, Utc};
 use std::fs::{self, File, OpenOptions};

@@ -37,8 +37,8 @@ pub mod sweeper;
 mod tests;
 mod version;
 
-use super::{LockStore, Snapshot, Version, Write};
 use crate::errors::Result;
+use crate::store::lock_store::{LockStore, Snapshot, Version, Write};
 use async_trait::async_trait;
 use bytes::Bytes;
 use dir::LockDir;

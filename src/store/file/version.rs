@@ -2,8 +2,8 @@
 //! made on every update, so written without `format!` (its machinery cost more than the
 //! digest of the lockfile itself).
 
-use super::super::Version;
 use crate::per_process::PerProcess;
+use crate::store::lock_store::Version;
 use std::ffi::OsString;
 use std::fs;
 use std::path::{Path, PathBuf, MAIN_SEPARATOR_STR};

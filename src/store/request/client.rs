@@ -2,11 +2,11 @@
 //! inspection and probe on that store in this process (its connection pool too), with what
 //! the process has learnt about the store (whether it ever answered, whether it honours
 //! conditional writes: [`super::super::probe`]), its [`Load`](crate::store::load::Load), and what
-//! its cloud adds to object_store's client ([`CloudParts`]). Cloud clients are built and
+//! its cloud adds to object_store's client (`CloudParts`). Cloud clients are built and
 //! kept once per store by `store/cloud/`; memory stores by `store/open.rs`.
 
 use crate::store::config::Cloud;
-use crate::store::Version;
+use crate::store::lock_store::Version;
 use async_trait::async_trait;
 use object_store::path::Path;
 use object_store::ObjectStore;

@@ -2,7 +2,7 @@
 //! tests and benchmarks.
 
 use crate::errors::Result;
-use crate::store::{LockStore, Snapshot, Version, Write};
+use crate::store::lock_store::{LockStore, Snapshot, Version, Write};
 use async_trait::async_trait;
 use bytes::Bytes;
 use std::sync::Arc;

@@ -16,7 +16,7 @@ use super::guarded::Guarded;
 use super::transport::{dropped_connection, resendable};
 use crate::errors::{Error, Result, StoreErrorKind};
 use crate::store::load::{self, Ending, TooLate};
-use crate::store::{Version, Write};
+use crate::store::lock_store::{Version, Write};
 use crate::timing::Timing;
 use bytes::Bytes;
 use object_store::path::Path;

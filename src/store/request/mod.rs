@@ -2,7 +2,7 @@
 //! client in this process ([`client`]), the [`gate`] (credentials made ready, a pass of the
 //! store's load taken, `store/load/`, a timeout that follows the store's latency, a dropped
 //! connection resent, a throttle tried again, a panic caught by [`guarded`]), and what the
-//! answer meant ([`answers`], [`transport`]). [`counted`] counts the requests a lockfile's
+//! answer meant (`answers.rs`, `transport.rs`). [`counted`] counts the requests a lockfile's
 //! store makes.
 
 pub(crate) mod answers;
