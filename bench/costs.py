@@ -160,7 +160,7 @@ def requests(rep: Report, sz: Sizes, tmp: str, moto) -> None:
 
     def count(protocol: str, case: str) -> tuple[float, str]:
         reqs = []
-        # One round unmeasured first: the process guesses whether a lock without a record of
+        # One round unmeasured first: the process guesses whether a lock without a receipt of
         # its own release is new from the last such lock (docs/operations.md, "Requests per
         # lock"), so each case is measured in a run of its kind.
         for i in range(n + 1):
@@ -210,7 +210,7 @@ def requests(rep: Report, sz: Sizes, tmp: str, moto) -> None:
         (
             "stale",
             "a fresh BlobLock on a lock this process released, then another process took and "
-            "released (a stale record), in a run of such locks",
+            "released (a stale receipt), in a run of such locks",
         ),
     ]
     per_case: dict[str, list[float]] = {"cas": [], "lww": []}
@@ -247,7 +247,7 @@ def requests(rep: Report, sz: Sizes, tmp: str, moto) -> None:
             "again,\nsame object",
             "released here,\nfresh object",
             "released by\nanother process",
-            "stale record\nof our release",
+            "stale receipt\nof our release",
         ],
         note="Counted on the wire by a proxy in front of moto.",
     )

@@ -262,7 +262,7 @@ pub async fn prune_lock(lock: &Lock, seen: &Inspection, older_than: Duration) ->
     lease.stop().await;
     let (ours, deadline) = lease.last_write().await;
     // The delete must be on its way a request timeout before the lease ends, however long
-    // it waits for a slot in this process's queue first.
+    // it waits for a pass of its store's load first.
     let send_by = deadline.checked_sub(lock.timing().request_timeout());
     let left = send_by.map(|by| by.saturating_duration_since(lock.clock().now()));
     let Some(left) = left.filter(|left| !left.is_zero() && !lease.is_lost()) else {

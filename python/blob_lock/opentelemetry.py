@@ -96,7 +96,7 @@ def instrument(meter_provider: MeterProvider | None = None) -> None:
             f"blob_lock.{name}", callbacks=[_callback(read)], unit=unit, description=description
         )
     gauges: list[tuple[str, str, str, Read]] = [
-        ("queued", "Store requests waiting for a slot now.", "1",
+        ("queued", "Store requests waiting now for a pass of their store's load.", "1",
          lambda s: [Observation(s["queued"])]),
         ("slots_held", "Semaphore slots held now.", "1",
          lambda s: [Observation(s["slots_held"])]),

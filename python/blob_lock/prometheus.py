@@ -70,7 +70,9 @@ class BlobLockCollector(Collector):
         throttled.add_metric([], s["throttled"])
         yield throttled
         yield GaugeMetricFamily(
-            "blob_lock_queued", "Store requests waiting for a slot now.", value=s["queued"]
+            "blob_lock_queued",
+            "Store requests waiting now for a pass of their store's load.",
+            value=s["queued"],
         )
         yield GaugeMetricFamily(
             "blob_lock_slots_held", "Semaphore slots held now.", value=s["slots_held"]

@@ -35,15 +35,10 @@ impl NativeCredentials {
             PyValueError::new_err(format!("refresh must be seconds, got {refresh}"))
         })?;
         let fetch = Arc::new(fetch);
-        let inner = match cloud {
-            "s3" => Credentials::s3(source, refresh, fetcher(fetch, aws)),
-            "azure" => Credentials::azure(source, refresh, fetcher(fetch, azure)),
-            "gcs" => Credentials::gcs(source, refresh, fetcher(fetch, gcs)),
-            other => {
-                return Err(PyValueError::new_err(format!(
-                    "cloud must be \"s3\", \"azure\" or \"gcs\", got {other:?}"
-                )))
-            }
+        let inner = match Cloud::from_key(cloud).map_err(PyValueError::new_err)? {
+            Cloud::S3 => Credentials::s3(source, refresh, fetcher(fetch, aws)),
+            Cloud::Azure => Credentials::azure(source, refresh, fetcher(fetch, azure)),
+            Cloud::Gcs => Credentials::gcs(source, refresh, fetcher(fetch, gcs)),
         };
         Ok(NativeCredentials { inner })
     }

@@ -33,6 +33,15 @@ impl Shared {
     pub(crate) fn turn(&self) -> MutexGuard<'_, Option<Py<PyAny>>> {
         self.turn.lock().unwrap_or_else(|e| e.into_inner())
     }
+
+    /// The turn if nobody else has its mutex now (the cycle collector must not wait).
+    pub(crate) fn try_turn(&self) -> Result<MutexGuard<'_, Option<Py<PyAny>>>, ()> {
+        match self.turn.try_lock() {
+            Ok(turn) => Ok(turn),
+            Err(std::sync::TryLockError::Poisoned(e)) => Ok(e.into_inner()),
+            Err(std::sync::TryLockError::WouldBlock) => Err(()),
+        }
+    }
 }
 
 /// The lease a NativeLock holds, shared with its asyncio acquisitions, and why the last one

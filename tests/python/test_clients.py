@@ -25,8 +25,8 @@ def test_a_fresh_lock_per_with_takes_two_requests_after_our_own_release(moto_end
     proxy, options, root = proxied_moto(moto_endpoint)
     uri = f"{root}/fresh"
     try:
-        # The probe and the lock's first acquisition; then one with a record, which also
-        # tells a guess of stale records left by the tests before that ours are current.
+        # The probe and the lock's first acquisition; then one with a receipt, which also
+        # tells a guess of stale receipts left by the tests before that ours are current.
         for _ in range(2):
             with BlobLock(uri, storage_options=options):
                 pass
@@ -87,7 +87,7 @@ def test_new_locks_cost_two_requests_after_the_first_and_existing_ones_three(mot
 
     try:
         kinds("new-0")  # the probe, and whatever the tests before left this process guessing
-        kinds("new-0")  # with a record: one that tells a guess of stale records otherwise
+        kinds("new-0")  # with a receipt: one that tells a guess of stale receipts otherwise
         assert kinds("new-1") == ["create", "update"]
         assert kinds("new-2") == ["create", "update"]
         released_elsewhere("old-0")

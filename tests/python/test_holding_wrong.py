@@ -239,3 +239,20 @@ def test_keep_alive_on_a_released_lock_says_released_not_held(tmp_path):
             pass
     msg = str(e.value)
     assert "released" in msg and "nobody holds it" in msg and "it is held by" not in msg, msg
+
+
+def test_a_lock_whose_turn_holder_is_garbage_is_collected_with_it():
+    """A task abandoned while it held a lock object's turn (its coroutine holding the lock,
+    the lock's turn holding the task) is collected with the lock: the turn's holder is
+    visible to Python's cycle collector, not hidden inside the native lock."""
+
+    class Holder:  # stands for the task: it holds the lock, as the task's coroutine does
+        lock: BlobLock
+
+    holder = Holder()
+    holder.lock = BlobLock("memory://gc-turn/lock")
+    assert holder.lock._native.take_turn(holder)
+    gone = weakref.ref(holder)
+    del holder
+    gc.collect()
+    assert gone() is None, "the turn kept its holder and the lock alive"

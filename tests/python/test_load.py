@@ -99,8 +99,8 @@ def test_a_store_slower_than_the_request_timeout_keeps_the_lock(proxied, workers
 
 @pytest.mark.heavy
 def test_a_store_that_falls_behind_the_held_locks_keeps_every_one(moto_endpoint):
-    """150 locks at expire 6 are taken; then the store answers only 36 requests a second,
-    fewer than their heartbeats ask (75): each renewal now waits its turn. A lease counted
+    """150 locks at expire 6 are taken; then the store answers only 45 requests a second,
+    fewer than their heartbeats ask (75): each renewal now waits to be called. A lease counted
     from when its renewal left (not from when it began to wait) gains a whole lease at each
     renewal, so the renewals space out to what the store answers and every lock stays held.
     Counted from before the wait, every lease would gain less than a heartbeat each time and
@@ -123,7 +123,9 @@ def test_a_store_that_falls_behind_the_held_locks_keeps_every_one(moto_endpoint)
         for lock in locks:
             assert lock.acquire(timeout=60)
         before = stats()["renewals"]["ok"]
-        proxy.throughput(36)
+        # Fewer than the 75 asked, with room for a loaded machine's pauses: each lease is
+        # renewed every 3.3 s of its 5.4 s (where it gives: BENCHMARKS.md).
+        proxy.throughput(45)
         # Four lifetimes of every lease at least, and until the leases were renewed twice
         # over (however slowly the renewals come): only renewals keep them. A loss ends it.
         began = time.monotonic()

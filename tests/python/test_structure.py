@@ -63,7 +63,7 @@ def test_stores_import_neither_protocols_nor_leases():
 
 
 def _architecture_paths() -> list[tuple[str, list[str]]]:
-    """Each path ARCHITECTURE.md names in backticks (`src/store/gate.rs`, `cli/`), with the
+    """Each path ARCHITECTURE.md names in backticks (`src/store/request/gate.rs`, `cli/`), with the
     folders it may be read from: the repository root, and in a paragraph that opens with a
     bold path (`**`src/lease/`**: ...`), that path's folder (`held/` there is
     src/lease/held/)."""

@@ -80,6 +80,21 @@ impl NativeLock {
         Ok(other)
     }
 
+    /// The turn's holder, for Python's cycle collector: a task abandoned while it held the
+    /// turn (its coroutine holding the BlobLock that holds this) is then collected.
+    fn __traverse__(&self, visit: pyo3::PyVisit<'_>) -> Result<(), pyo3::PyTraverseError> {
+        if let Ok(turn) = self.shared.try_turn() {
+            if let Some(holder) = turn.as_ref() {
+                visit.call(holder)?;
+            }
+        }
+        Ok(())
+    }
+
+    fn __clear__(&self) {
+        self.give_turn();
+    }
+
     /// Takes the turn to hold this object for `me` (a thread or task) if it is free: True;
     /// False while another holds it; LockError if `me` does (locks are not reentrant). Who
     /// holds it and whether it is free are one value: no window between the two.

@@ -19,8 +19,9 @@ pub(crate) trait Builder: Sized {
     /// Its own storage options (object_store's keys and the few the Python package reads),
     /// for the "did you mean" of an unknown one ([`super::option_names`]).
     const OPTION_NAMES: &'static [&'static str];
-    /// Of those, the ones object_store does not parse: read before it, by us or by the
-    /// Python package.
+    /// Of those, the ones object_store does not parse: read before it by the Python package
+    /// (`aws_profile`: given from Rust, it is refused saying so), or expanded by [`Builder::expand`]
+    /// before the options are checked (Azure's connection string).
     const OPTIONS_OF_OURS: &'static [&'static str] = &[];
     /// What a Rust caller can do when object_store's chain finds no credentials.
     const NO_CREDENTIALS_FIX: &'static str;

@@ -201,7 +201,7 @@ impl Load {
     fn no_pass(&self, waited: Duration) -> String {
         let s = self.state();
         format!(
-            "no request pass within {:.1}s: the renewals of the {} leases held there go first ({}, {} requests waiting, {} in flight)",
+            "no pass to send a request within {:.1}s: the renewals of the {} leases held there go first ({}, {} requests waiting, {} in flight)",
             waited.as_secs_f64(),
             s.leases,
             s.latency_words(),

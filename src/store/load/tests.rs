@@ -336,7 +336,7 @@ async fn an_acquisition_behind_renewals_gives_up_after_a_request_timeout() {
     let refused = load.enter(Kind::Other, FLOOR, FLOOR).await.unwrap_err();
     assert_eq!(Instant::now() - began, FLOOR);
     assert!(
-        refused.0.contains("no request pass within 1.0s"),
+        refused.0.contains("no pass to send a request within 1.0s"),
         "{}",
         refused.0
     );

@@ -162,7 +162,7 @@ pub async fn racing_writes_have_one_winner(views: Views) {
     );
 }
 
-/// Every view of one lockfile names it alike (the key of the process-wide records), and
+/// Every view of one lockfile names it alike (the key of the process-wide tables: receipts, wakers), and
 /// `quiesced` returns once nothing is running.
 pub async fn identity_and_quiesced(views: Views) {
     let id = views[0].identity();
