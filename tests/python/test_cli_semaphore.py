@@ -133,3 +133,28 @@ def test_an_unknown_keyword_of_blob_semaphore_is_named_with_the_nearest(
     assert f'unknown option "{named}": did you mean "{meant}"?' in said, said
     assert "missing" not in said
     assert not (tmp_path / "quota").exists()
+
+
+def test_status_shows_a_plain_lock_at_a_semaphores_prefix_and_then_the_semaphore(tmp_path):
+    """A plain lock taken at a semaphore's prefix (by a `run` of an older version) does not
+    hide the semaphore: status shows the lock, then the semaphore and its slots."""
+    prefix = str(tmp_path / "quota")
+    slot = BlobSemaphore(prefix, 2).acquire()
+    plain = BlobLock(prefix)
+    plain.acquire()
+    try:
+        done = cli("status", prefix)
+        assert done.returncode == 0, done.stderr
+        lines = done.stdout.splitlines()
+        assert plain.owner in lines[0] and "held" in lines[0], done.stdout
+        at = [i for i, line in enumerate(lines) if line.startswith(f"{prefix}: semaphore of 2")]
+        assert at and at[0] > 0, done.stdout
+        assert lines[at[0]].startswith(f"{prefix}: semaphore of 2 slots, 1 held"), done.stdout
+        assert any(f"{prefix}/slot-" in line for line in lines[at[0] + 1 :]), done.stdout
+        seen = json.loads(cli("status", "--json", prefix).stdout)
+        assert seen["owner"] == plain.owner, seen
+        here = seen["semaphore_here"]
+        assert (here["semaphore"]["slots"], here["held"]) == (2, 1), here
+    finally:
+        plain.release()
+        slot.release()

@@ -21,28 +21,35 @@ from blob_lock import (
 from blob_lock.cli._exits import EXIT_REFUSED, EXIT_TIMEOUT
 from blob_lock.cli._parser import storage_options
 from blob_lock.cli._progress import Progress
-from blob_lock.cli._semaphore import refused_at_semaphore, show_semaphore
+from blob_lock.cli._semaphore import refused_at_semaphore, semaphore_json, show_semaphore
 from blob_lock.cli._signals import Signalled, handle_signals, raise_signalled, restore
 
 
 def status_command(args: argparse.Namespace) -> int:
-    """``blob-lock status``: one read, shown."""
+    """``blob-lock status``: one read of the lock and one of ``URI/semaphore.json``, shown."""
     options = storage_options(args)
     seen = inspect(args.uri, storage_options=options)
-    if seen.state == LockState.UNLOCKED:
-        # No lock here: a semaphore's prefix, perhaps (one more read, only then).
-        stored = BlobSemaphore(args.uri, 1, storage_options=options).stored()
-        if stored is not None:
-            show_semaphore(args.uri, stored, options, args.json)
-            return 0
+    # A semaphore's prefix, perhaps: one more read. Where a plain lock was taken there too (a
+    # `run` without --slots, before such runs were refused), both are shown: the lock alone
+    # would hide the semaphore, whose slots' holders never take it.
+    stored = BlobSemaphore(args.uri, 1, storage_options=options).stored()
+    if stored is not None and seen.state == LockState.UNLOCKED:
+        show_semaphore(args.uri, stored, options, args.json)
+        return 0
     if args.json:
-        print(json.dumps(seen.to_json(), indent=2))
-    else:
-        print(seen.describe())
-        if seen.written_at is not None:
-            print(f"  last written {seen.written_at.isoformat()} (expire_s {seen.expire_s:g})")
-        if seen.released_at is not None:
-            print(f"  released {seen.released_at.isoformat()}")
+        body = seen.to_json()
+        if stored is not None:
+            body["semaphore_here"] = semaphore_json(args.uri, stored, options)
+        print(json.dumps(body, indent=2))
+        return 0
+    print(seen.describe())
+    if seen.written_at is not None:
+        print(f"  last written {seen.written_at.isoformat()} (expire_s {seen.expire_s:g})")
+    if seen.released_at is not None:
+        print(f"  released {seen.released_at.isoformat()}")
+    if stored is not None:
+        print("  a plain lock at a semaphore's prefix, which no holder of a slot takes:")
+        show_semaphore(args.uri, stored, options)
     return 0
 
 

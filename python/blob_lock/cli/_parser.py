@@ -294,13 +294,14 @@ def parser() -> _Parser:
         "status",
         "show who holds a lock",
         "Read the lock once and show its state (unlocked, held, expired, released), holder, "
-        "token and times; at a semaphore's prefix (no lock there), its number of slots and "
-        "each slot's holder. Never writes.",
+        "token and times; at a semaphore's prefix, its number of slots and each slot's "
+        "holder (after a plain lock's lines, where one was taken there too). Never writes.",
     )
     status.add_argument(
         "--json",
         action="store_true",
-        help="print one JSON object (at a semaphore's prefix: its number, held count and slots)",
+        help="print one JSON object (at a semaphore's prefix: its number, held count and "
+        "slots; beside a plain lock there, as the lock's semaphore_here)",
     )
 
     slots = command(

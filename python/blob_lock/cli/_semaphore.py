@@ -72,36 +72,51 @@ def slots_command(args: argparse.Namespace) -> int:
     return 0
 
 
-def show_semaphore(
-    prefix: str, stored: SemaphoreConfig, options: dict[str, str] | None, as_json: bool = False
-) -> None:
-    """A semaphore's number and its slots, each as one read shows it: a slot held at or
-    above the number (lowered while it was held) is marked draining, as its holder keeps it
-    until it releases and no one takes it anew. With ``as_json``, one JSON object: the
-    configuration, how many are held and draining, and each slot's inspection as ``status
-    --json`` prints a lock's, with its index and whether it drains."""
+def _slots(
+    prefix: str, stored: SemaphoreConfig, options: dict[str, str] | None
+) -> tuple[list[tuple[int, Inspection]], int, set[int]]:
+    """A semaphore's slots as one listing shows them, by index; how many are held; and which
+    drain: held at or above the number (lowered while they were held), kept until their
+    holders release them and not taken anew."""
     listed = list_locks(prefix, storage_options=options)
     found = [(i, seen) for seen in listed if (i := _slot(prefix, seen.uri)) is not None]
     slots = sorted(found, key=lambda f: f[0])
-    n = stored.slots
 
     def held(seen: Inspection) -> bool:
         return seen.state in (LockState.HELD, LockState.OURS)
 
     busy = sum(held(seen) for _, seen in slots)
-    draining = {i for i, seen in slots if i >= n and held(seen)}
+    return slots, busy, {i for i, seen in slots if i >= stored.slots and held(seen)}
+
+
+def semaphore_json(
+    prefix: str, stored: SemaphoreConfig, options: dict[str, str] | None
+) -> dict[str, object]:
+    """What ``status --json`` prints at a semaphore's prefix: the configuration, how many
+    slots are held and draining, and each slot's inspection as ``status --json`` prints a
+    lock's, with its index and whether it drains."""
+    slots, busy, draining = _slots(prefix, stored, options)
+    return {
+        "uri": prefix,
+        "semaphore": {"slots": stored.slots, "set_by": stored.set_by, "set_at": stored.set_at},
+        "held": busy,
+        "draining": len(draining),
+        "slot_locks": [
+            {**seen.to_json(), "slot": i, "draining": i in draining} for i, seen in slots
+        ],
+    }
+
+
+def show_semaphore(
+    prefix: str, stored: SemaphoreConfig, options: dict[str, str] | None, as_json: bool = False
+) -> None:
+    """A semaphore's number and its slots, each as one read shows it, a slot that drains
+    marked so; with ``as_json``, :func:`semaphore_json`."""
     if as_json:
-        body = {
-            "uri": prefix,
-            "semaphore": {"slots": n, "set_by": stored.set_by, "set_at": stored.set_at},
-            "held": busy,
-            "draining": len(draining),
-            "slot_locks": [
-                {**seen.to_json(), "slot": i, "draining": i in draining} for i, seen in slots
-            ],
-        }
-        print(json.dumps(body, indent=2))
+        print(json.dumps(semaphore_json(prefix, stored, options), indent=2))
         return
+    slots, busy, draining = _slots(prefix, stored, options)
+    n = stored.slots
     also = f", {len(draining)} draining" if draining else ""
     print(
         f"{prefix}: semaphore of {slots_text(n)}, {busy} held{also} "
