@@ -47,8 +47,8 @@ def test_run_wait_and_break_refuse_a_semaphores_prefix_without_slots(tmp_path):
 
 
 def test_a_plain_lock_pays_one_read_of_semaphore_json_per_command(moto_endpoint):
-    """run, wait and break on a plain lock: one GET of URI/semaphore.json, nothing else
-    beside the lock's own requests."""
+    """status, run, wait and break on a plain lock: one GET of URI/semaphore.json, nothing
+    else beside the lock's own requests."""
     proxy, options, root = proxied_moto(moto_endpoint)
     # Trusted: no command probes the store (its scratch writes are beside the lock too).
     options = {**options, "blob_lock_conditional_writes": "trust"}
@@ -58,6 +58,7 @@ def test_a_plain_lock_pays_one_read_of_semaphore_json_per_command(moto_endpoint)
     try:
         holder.acquire()  # for break to break
         for args in (
+            ["status", uri],  # held: the lock's read, then semaphore.json's
             ["break", "--yes", uri],
             ["wait", "--timeout", "5", uri],
             ["run", "--no-wait", uri, "--", "true"],

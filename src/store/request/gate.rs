@@ -146,14 +146,13 @@ impl Gate {
         let facts = self.client.facts();
         // Credentials first, under their own bound: a slow token endpoint is not a store
         // that does not answer, and what failed is named as such.
-        if let Some(Err(message)) = match self.client.parts() {
-            Some(parts) => Some(parts.ready().await),
-            None => None,
-        } {
-            return Err(Failure::Ours(Error::Credentials {
-                uri: self.uri.to_string(),
-                message,
-            }));
+        if let Some(parts) = self.client.parts() {
+            if let Err(message) = parts.ready().await {
+                return Err(Failure::Ours(Error::Credentials {
+                    uri: self.uri.to_string(),
+                    message,
+                }));
+            }
         }
         // The wait for a pass is this process's own queue, not the store's answer: it is
         // bounded by the callers' deadlines (an acquisition's timeout, a lease's), and only
