@@ -10,6 +10,7 @@ use crate::errors::{Error, Result};
 use crate::inspect::{Inspection, LockState};
 use crate::lease::{Lock, LockOptions};
 use crate::store::Listing;
+use crate::timing::Timing;
 use chrono::{DateTime, Utc};
 use futures_util::stream::{self, StreamExt};
 use std::time::Duration;
@@ -131,7 +132,9 @@ pub enum Pruned {
     Deleted,
     /// It would be deleted (a dry run wrote nothing).
     WouldDelete,
-    /// Released or expired, but not for `older_than` yet; kept.
+    /// Released or expired, but not for `older_than` yet, or its tokens began less than
+    /// the clock skew allowance ago (deleted sooner, the next holder's tokens could start
+    /// below them); kept.
     TooRecent,
     /// Held; kept.
     Held,
@@ -198,7 +201,7 @@ pub async fn prune(
         Ok(seen) => seen,
         Err(why) => return Pruned::Unreadable(why.clone()),
     };
-    if let Some(kept) = judge(seen, older_than, options.clock.wall()) {
+    if let Some(kept) = judge(seen, older_than, options.clock.wall(), &options.timing) {
         return kept;
     }
     if !delete {
@@ -210,12 +213,30 @@ pub async fn prune(
     }
 }
 
-/// Why a lock seen as `seen` is kept without a request, if it is.
-fn judge(seen: &Inspection, older_than: Duration, now: DateTime<Utc>) -> Option<Pruned> {
+/// Why a lock seen as `seen` is kept without a request, if it is. A lockfile whose last
+/// acquisition (its token) is more recent than the clock skew allowance (`clock_skew`, or
+/// the largest allowance when it is off) plus the longest a write may be on its way (its
+/// writers' `expire`, as the lockfile states it) is too recent too: deleted now, the next
+/// holder's token could be below it ([`crate::lockfile::token`]).
+fn judge(
+    seen: &Inspection,
+    older_than: Duration,
+    now: DateTime<Utc>,
+    timing: &Timing,
+) -> Option<Pruned> {
+    let skew = timing.skew.unwrap_or(Timing::MAX_SKEW);
+    let (token, expire) = seen
+        .lockfile
+        .as_ref()
+        .map_or((0, 0.0), |lf| (lf.token, lf.expire_s));
+    let on_its_way = Duration::try_from_secs_f64(expire).unwrap_or(timing.expire);
     match idle_for(seen, now) {
         None if seen.state == LockState::Held => Some(Pruned::Held),
         None => Some(Pruned::TooRecent),
         Some(idle) if idle < older_than => Some(Pruned::TooRecent),
+        Some(_) if !crate::lockfile::token::may_delete(token, now, skew + on_its_way) => {
+            Some(Pruned::TooRecent)
+        }
         Some(_) => None,
     }
 }
@@ -223,9 +244,11 @@ fn judge(seen: &Inspection, older_than: Duration, now: DateTime<Utc>) -> Option<
 /// [`prune`] (deleting) of a lock seen as `seen` (its lockfile once read), through `lock`
 /// (the model check brings one on its simulated store).
 pub async fn prune_lock(lock: &Lock, seen: &Inspection, older_than: Duration) -> Pruned {
-    if let Some(kept) = judge(seen, older_than, lock.clock().wall()) {
+    if let Some(kept) = judge(seen, older_than, lock.clock().wall(), lock.timing()) {
         return kept;
     }
+    // Its token one more than the listed one, which was judged old enough to delete.
+    let lock = &lock.clone().with_fence(crate::protocol::Fence::Counted);
     let listed_token = seen.lockfile.as_ref().map_or(0, |lf| lf.token);
     if let Err(why) = lock.store().conditional_deletes().await {
         match lock.store().conditional_writes(false).await {
@@ -252,7 +275,8 @@ pub async fn prune_lock(lock: &Lock, seen: &Inspection, older_than: Duration) ->
         let _ = lease.release().await;
         outcome
     };
-    if lease.token() != listed_token + 1 {
+    // (A lockfile without a token, written by mops, gives no count to check.)
+    if listed_token != 0 && lease.token() != listed_token + 1 {
         return give_back(Pruned::Changed(format!(
             "acquired by someone else since it was listed (token {listed_token} then, {} now)",
             lease.token() - 1

@@ -30,6 +30,9 @@ pub enum Mutation {
     /// prune deletes the lockfile it took whatever it holds by then, not only at its own
     /// write's version (src/inventory.rs).
     PruneUnconditional,
+    /// A fresh lockfile's first token is 1, not the wall clock's floor: after a delete
+    /// (prune) tokens start again below those written before it (src/protocol/engine/).
+    TokenRestartsAtOne,
     /// Every acquisition of one semaphore writes the same owner id, so that a slot another
     /// acquisition of the process holds is counted free: it reads as ours (src/semaphore/).
     SemaphoreSharedOwner,
@@ -53,7 +56,7 @@ pub enum Mutation {
 
 impl Mutation {
     /// Every seeded bug.
-    pub const ALL: [Mutation; 16] = [
+    pub const ALL: [Mutation; 17] = [
         Mutation::AdoptForeignWrite,
         Mutation::ExpireAtHalf,
         Mutation::ConflictAsSuccess,
@@ -63,6 +66,7 @@ impl Mutation {
         Mutation::ReceiptUnconditional,
         Mutation::CreateFirstOverwrites,
         Mutation::PruneUnconditional,
+        Mutation::TokenRestartsAtOne,
         Mutation::SemaphoreSharedOwner,
         Mutation::SemaphoreAskedNumber,
         Mutation::SemaphoreUncheckedSlot,

@@ -179,6 +179,7 @@ class NativeInventory:
         *,
         storage_options: dict[str, str] | None,
         credentials: NativeCredentials | None = None,
+        clock_skew: float | None = ...,
     ) -> NativeInventory: ...
     def next_page(
         self,

@@ -12,10 +12,13 @@ from blob_lock import _args, _blob_lock, _credentials
 from blob_lock._args import Seconds, seconds
 from blob_lock._credentials import CredentialProvider
 from blob_lock._inspect import Inspection, LockState, _entry
+from blob_lock._options import LOCK_OPTIONS
 
 __all__ = ["PruneOutcome", "Pruned", "list_locks", "prune_locks"]
 
 _STATES = ("held", "expired", "released", "invalid", "ours")
+#: A lock's default ``clock_skew`` (its one definition is in the native core).
+_CLOCK_SKEW = next(o.default for o in LOCK_OPTIONS if o.name == "clock_skew")
 
 
 def _states(state: str | LockState | None) -> frozenset[str] | None:
@@ -27,7 +30,10 @@ def _states(state: str | LockState | None) -> frozenset[str] | None:
 
 
 def _inventory(
-    prefix: object, storage_options: Mapping[str, str] | None, credential_provider: object
+    prefix: object,
+    storage_options: Mapping[str, str] | None,
+    credential_provider: object,
+    **timing: Seconds | None,
 ):
     if not isinstance(prefix, (str, os.PathLike)):
         raise TypeError(
@@ -36,7 +42,9 @@ def _inventory(
         )
     uri = _args.lock_uri(prefix)
     return _blob_lock.NativeInventory(
-        uri, **_credentials.resolve(uri, storage_options, credential_provider, prefix=True)
+        uri,
+        **_credentials.resolve(uri, storage_options, credential_provider, prefix=True),
+        **timing,
     )
 
 
@@ -72,12 +80,14 @@ class PruneOutcome(str, enum.Enum):
     """What ``prune_locks`` did with one lock. A str, so ``outcome == "deleted"`` works."""
 
     DELETED = "deleted"
-    """Its lockfile was deleted: the next acquisition of the lock gets token 1."""
+    """Its lockfile was deleted: the next acquisition of the lock starts a new lockfile's
+    tokens, above the deleted one's."""
     WOULD_DELETE = "would_delete"
     """A dry run: it would have been deleted."""
     TOO_RECENT = "too_recent"
     """Released or expired, but not for ``older_than`` yet (by both the writer's and the
-    store's clock); kept."""
+    store's clock), or its tokens began less than ``clock_skew`` ago (deleted sooner, the
+    next holder's tokens could start below them); kept."""
     HELD = "held"
     """Held; kept."""
     CHANGED = "changed"
@@ -115,6 +125,7 @@ def prune_locks(
     only: Collection[str] | None = None,
     storage_options: Mapping[str, str] | None = None,
     credential_provider: CredentialProvider | object | None = None,
+    clock_skew: Seconds | None = _CLOCK_SKEW,
 ) -> Iterator[Pruned]:
     """Deletes the lockfiles under ``prefix`` released or expired at least ``older_than``
     (seconds or a timedelta) ago, judged by both the writer's clock and the store's. Each is
@@ -128,9 +139,11 @@ def prune_locks(
     that); ``dry_run`` writes nothing. ``only`` limits the deletions to those lock URIs (the
     ones a person confirmed after a dry run); the others are judged as in a dry run.
 
-    Deleting a lockfile drops its fencing token: the next acquisition of that lock gets
-    token 1. Do not prune locks whose tokens fence a resource that refuses tokens lower
-    than the highest it has seen; it would refuse their next holder.
+    Fencing tokens survive the delete: the next acquisition of a pruned lock starts a new
+    lockfile's tokens from its wall clock (microseconds since the epoch), above the deleted
+    one's, as long as the machines' wall clocks disagree by less than ``clock_skew`` (as
+    ``BlobLock``'s, 60 s by default; None, not trusting wall clocks, counts as a day).
+    prune keeps a lockfile whose tokens began less than that long ago (``too_recent``).
     """
     if older_than is None:
         raise TypeError("older_than must be seconds (a number) or a timedelta, got None")
@@ -139,23 +152,21 @@ def prune_locks(
     if only is not None and (isinstance(only, str) or not all(isinstance(u, str) for u in only)):
         raise TypeError(f"only must be a collection of lock URIs (str), got {only!r}")
     chosen = None if only is None else set(only)
-    return _prune(prefix, older_than, dry_run, storage_options, chosen, credential_provider)
+    inventory = _inventory(prefix, storage_options, credential_provider, clock_skew=clock_skew)
+    return _prune(inventory, older_than, dry_run, chosen)
 
 
 def _prune(
-    prefix: str | os.PathLike[str],
+    inventory: _blob_lock.NativeInventory,
     older_than: Seconds,
     dry_run: bool,
-    storage_options: Mapping[str, str] | None,
     only: set[str] | None,
-    credential_provider: object = None,
 ) -> Iterator[Pruned]:
     """``prune_locks``, deleting only the URIs in ``only`` when given (the ones a person
     confirmed); the others are judged as in a dry run."""
     age = seconds("older_than", older_than)
     if age < 0:
         raise ValueError(f"older_than must be zero or more seconds, got {age}")
-    inventory = _inventory(prefix, storage_options, credential_provider)
 
     def pages() -> Iterator[Pruned]:
         while page := inventory.next_page(age, not dry_run, only):

@@ -76,6 +76,7 @@ impl LockOptions {
             watched: Default::default(),
             wake: None,
             labels: self.labels.clone(),
+            fence: Default::default(),
         }
     }
 }

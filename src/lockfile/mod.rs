@@ -12,6 +12,7 @@ use std::time::Duration;
 
 mod codec;
 pub mod labels;
+pub mod token;
 mod writer;
 pub use codec::DecodeError;
 pub use labels::Labels;
@@ -52,7 +53,9 @@ pub struct LockFile {
     pub write_count: u64,
     /// `"remote"` when the remote's keep_alive wrote it (shared: a remote renews with it).
     pub writer_name: Option<Arc<str>>,
-    /// Fencing token: grows by one at each acquisition; 0 when the writer did not set one (mops).
+    /// Fencing token: grows at each acquisition, to at least its writer's wall clock in
+    /// microseconds ([`token`](crate::lockfile::token)); 0 when the writer did not set one
+    /// (mops).
     pub token: u64,
     /// Which protocol wrote it, when we did.
     pub protocol: Option<Arc<str>>,

@@ -37,18 +37,15 @@ impl Steps for Lww {
             // A write of ours from an earlier attempt landed: settle, then read it back.
             Some(resolved) => resolved,
             None => {
-                let token = match &current {
-                    None => 1,
-                    Some((lf, snap)) => {
-                        if *lf.writer_id != **owner {
-                            let now = engine.clock.now();
-                            if let Some(busy) = engine.judge(lf, snap, now, acquisition) {
-                                return Ok(busy);
-                            }
-                        }
-                        lf.token + 1
+                if let Some((lf, snap)) =
+                    current.as_ref().filter(|(lf, _)| *lf.writer_id != **owner)
+                {
+                    let now = engine.clock.now();
+                    if let Some(busy) = engine.judge(lf, snap, now, acquisition) {
+                        return Ok(busy);
                     }
-                };
+                }
+                let token = engine.next_token(current.as_ref().map(|(lf, _)| lf));
                 engine.reserve().await?;
                 let body = engine.body(owner, token);
                 let start = engine.clock.now();

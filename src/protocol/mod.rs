@@ -30,7 +30,7 @@ pub mod released;
 pub mod watched;
 
 pub use acquisition::{Acquisition, Attempt, OurWrite};
-pub use engine::{Engine, REMOTE};
+pub use engine::{Engine, Fence, REMOTE};
 pub use release::{Broken, ReleaseStatus};
 
 use crate::errors::Result;

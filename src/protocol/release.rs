@@ -1,6 +1,7 @@
 //! The writes that end a hold: a holder's own release, and a person's `break`. Neither
 //! deletes the lockfile: it is marked released and keeps its token, so the next acquisition
-//! gets a larger one (fencing).
+//! gets a larger one (fencing). A release that finds a later acquisition (a larger token,
+//! or another owner) answers at once that the lock was not ours any more.
 
 use super::acquisition::OurWrite;
 use super::engine::Engine;
@@ -110,11 +111,20 @@ impl Engine {
                     },
                 };
                 // A token below ours is a read the store has not caught up on too (tokens
-                // only grow, unless the lockfile is deleted): older than our own
-                // acquisition's write, it says nothing of what happened since. Read again;
-                // if the store still shows only that, the outcome is unknown (a transient
-                // error, retried within the release's time), never a loss.
+                // only grow, across a delete too: crate::lockfile::token): older than our
+                // own acquisition's write, it says nothing of what happened since. Read
+                // again; if the store still shows only that, the outcome is unknown (a
+                // transient error, retried within the release's time), never a loss. Unless
+                // it was written too long after our acquisition to be older than it: then
+                // the lockfile was made again below our token (by an older version of
+                // blob-lock, or deleted sooner than tokens allow), and another owner has it.
                 if let Some(t) = token.filter(|&t| lf.token != 0 && lf.token < t) {
+                    if ours.is_some_and(|ours| self.written_after(&lf, ours)) {
+                        break 'seen (
+                            ReleaseStatus::HeldByOther(lf.describe(), lf.token),
+                            Some(lf),
+                        );
+                    }
                     if may_reread {
                         stale_reads += 1;
                         self.clock.sleep(self.timing.poll_min).await;
@@ -180,6 +190,18 @@ impl Engine {
             found,
             maybe_landed,
         })
+    }
+
+    /// Whether `lf` was written after `ours` acquired the lock by more than the clock skew
+    /// allowance (each by its writer's wall clock): never, with the allowance off.
+    fn written_after(&self, lf: &LockFile, ours: &OurWrite) -> bool {
+        let acquired = crate::lockfile::parse_time(&ours.body.first_acquired_at);
+        match (self.timing.skew, lf.last_write_time(), acquired) {
+            (Some(skew), Some(theirs), Some(acquired)) => {
+                chrono::Duration::from_std(skew).is_ok_and(|skew| theirs > acquired + skew)
+            }
+            _ => false,
+        }
     }
 
     /// Marks the lock released whoever holds it, as its holder's own release would (the token is

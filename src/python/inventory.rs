@@ -2,15 +2,16 @@
 //! `blob_lock.prune_locks` and the `ls` and `prune` commands; each lock as an inspection
 //! gives it, with its URI, and what pruning did with it.
 
-use super::args::outside_options;
 use super::credentials::{access, NativeCredentials};
 use super::driver::wait;
 use super::errors::to_py;
+use super::options::timing_of;
 use super::results::NativeEntry;
 use crate::inventory::{prune, Inventory};
 use crate::lease::LockOptions;
 use futures_util::stream::{self, StreamExt};
 use pyo3::prelude::*;
+use pyo3::types::PyDict;
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
@@ -26,13 +27,17 @@ pub(crate) struct NativeInventory {
 #[pymethods]
 impl NativeInventory {
     #[new]
-    #[pyo3(signature = (prefix, *, storage_options, credentials=None))]
+    #[pyo3(signature = (prefix, *, storage_options, credentials=None, **timing))]
     fn new(
         prefix: &str,
         storage_options: Option<HashMap<String, String>>,
         credentials: Option<Bound<'_, NativeCredentials>>,
+        timing: Option<&Bound<'_, PyDict>>,
     ) -> PyResult<Self> {
-        let opts = outside_options(access(storage_options, credentials.as_ref()))?;
+        // prune's judgement of a lockfile's tokens follows the clock skew allowance.
+        let settings = timing_of(timing, "prune_locks", &["clock_skew"])?;
+        let store = access(storage_options, credentials.as_ref());
+        let opts = LockOptions::from_settings(&settings, store).map_err(to_py)?;
         let inventory = Inventory::new(prefix, &opts).map_err(to_py)?;
         Ok(NativeInventory {
             inventory: Arc::new(tokio::sync::Mutex::new(inventory)),

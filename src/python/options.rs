@@ -93,6 +93,30 @@ pub(crate) fn resolve(
     Ok(access(options, credentials.as_ref()))
 }
 
+/// The timing options a caller that makes no lock of its own takes (`takes`: their names),
+/// on the defaults: prune's `clock_skew`.
+pub(crate) fn timing_of(
+    options: Option<&Bound<'_, PyDict>>,
+    who: &str,
+    takes: &[&str],
+) -> PyResult<Settings> {
+    let mut settings = Settings::default();
+    for (key, value) in options.into_iter().flat_map(|d| d.iter()) {
+        let name: String = key.extract()?;
+        let field = (Settings::field(&name).ok()).filter(|f| takes.contains(&f.name));
+        let Some(field) = field else {
+            return Err(PyTypeError::new_err(format!(
+                "{who}() does not take {name}; of the lock's options it takes {}",
+                takes.join(", ")
+            )));
+        };
+        settings
+            .set(&name, given(&name, field.kind, &value)?)
+            .map_err(to_py)?;
+    }
+    Ok(settings)
+}
+
 /// A Python value as the option `name` of `kind` takes it.
 fn given(name: &str, kind: Kind, value: &Bound<'_, PyAny>) -> PyResult<Given> {
     let refused = |what: &str| {

@@ -528,3 +528,15 @@ def proxied(request, tmp_path, monkeypatch):
         yield backend, proxy, json.dumps(options), env
     finally:
         proxy.close()
+
+
+def micros_now() -> int:
+    """The wall clock in microseconds since the epoch: the floor a fresh lockfile's first
+    fencing token is taken from."""
+    return time.time_ns() // 1000
+
+
+def assert_first_token(token: int | None, since: int) -> None:
+    """``token`` is a fresh lockfile's first: its writer's wall clock (microseconds) between
+    ``since`` and now, so that tokens grow across a deleted lockfile too."""
+    assert token is not None and since <= token <= micros_now(), (token, since)

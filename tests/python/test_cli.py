@@ -139,10 +139,10 @@ def test_status_shows_each_state_as_text_and_json(shared_backend):
     with shared_backend.lock(uri, expire=30) as held:
         done = run("status", uri, *opts, "--json")
         seen = json.loads(done.stdout)
-        assert (seen["state"], seen["owner"], seen["token"]) == ("held", held.owner, 1)
+        assert (seen["state"], seen["owner"], seen["token"]) == ("held", held.owner, held.token)
         assert 0 < seen["expires_in"] <= 30
         text = run("status", uri, *opts).stdout
-        assert "held" in text and held.owner in text and "token 1" in text
+        assert "held" in text and held.owner in text and f"token {held.token}" in text
     done = run("status", uri, *opts, "--json")
     assert json.loads(done.stdout)["state"] == "released"
 
@@ -257,7 +257,7 @@ def test_break_asks_refuses_without_a_terminal_and_the_holder_learns(tmp_path):
     assert not holder.lost and BlobLock(uri).try_acquire() is False
     broke = run("break", uri, "--yes")
     assert broke.returncode == 0, broke.stderr
-    assert holder.owner in broke.stdout and "token 1" in broke.stdout
+    assert holder.owner in broke.stdout and f"token {holder.token}" in broke.stdout
     # The holder learns at its next heartbeat (every second here).
     deadline = time.monotonic() + 60
     while not holder.lost and time.monotonic() < deadline:

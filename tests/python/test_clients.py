@@ -40,10 +40,10 @@ def test_a_fresh_lock_per_with_takes_two_requests_after_our_own_release(moto_end
         # Another writer in between: the record is stale, and costs one refused request.
         other = BlobLock(uri, storage_options={**options, "aws_endpoint": moto_endpoint})
         with other:
-            pass
+            theirs = other.token
         mark = proxy.snapshot()
         with BlobLock(uri, storage_options=options) as held:
-            assert held.token == 9
+            assert held.token is not None and theirs is not None and held.token > theirs
         kinds = [r.kind for r in proxy.since(mark)]
         assert kinds == ["update", "read", "update", "update"], kinds
         # While another keeps writing between our turns: read first, three requests.

@@ -106,7 +106,7 @@ def test_a_lock_cycle_with_contention_fencing_and_a_remote(target):
         assert seen.owner == first.owner and seen.token == token
     assert other.acquire(timeout=30)
     try:
-        assert other.token == token + 1, "fencing tokens grow"
+        assert other.token > token, "fencing tokens grow"
     finally:
         other.release()
     listed = [s.uri for s in blob_lock.list_locks(prefix, storage_options=options)]

@@ -81,7 +81,7 @@ def test_a_longer_outage_is_reported_as_loss_before_a_waiter_gets_in(proxied, wo
     lost = holder.line(timeout=30)
     assert lost["event"] == "lost", lost
     assert lost["at"] < got_in, "the waiter got in before the holder knew it had lost"
-    assert waiter.token == first["token"] + 1
+    assert waiter.token > first["token"]
     assert waiter.release() == ReleaseStatus.RELEASED
 
 
@@ -168,7 +168,7 @@ def test_a_release_that_landed_is_not_reported_lost_when_its_answer_is_lost(
     try:
         assert waiter.held, "the waiter never got the lock after the release landed"
         assert proxy.answers_lost == 1
-        assert waiter.token == first["token"] + 1
+        assert waiter.token > first["token"]
     finally:
         proxy.let_through()
     ended = holder.line()
@@ -192,14 +192,17 @@ def test_a_prune_whose_delete_landed_but_lost_its_answer_says_deleted(moto_endpo
     try:
         opts = {**backend.storage_options, "aws_endpoint": proxy.url}
         uri = f"{backend.root}/pruned/one"
-        with BlobLock(uri, storage_options=opts):
+        with BlobLock(uri, expire=1, storage_options=opts):
             pass
+        time.sleep(1.1)  # prune keeps it until no create of it can be on its way
         bucket = urlsplit(backend.root).netloc
         proxy.lose_answer(f"DELETE /{bucket}/pruned/one/lock.json".encode())
         found: list = []
         pruning = threading.Thread(
             target=lambda: found.extend(
-                prune_locks(f"{backend.root}/pruned", older_than=0, storage_options=opts)
+                prune_locks(
+                    f"{backend.root}/pruned", older_than=0, storage_options=opts, clock_skew=0
+                )
             )
         )
         pruning.start()

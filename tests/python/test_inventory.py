@@ -22,6 +22,11 @@ from blob_lock import (
 )
 from conftest import BLOB_LOCK, cli
 
+#: The expiry of the released locks the prune tests make: prune keeps a lockfile whose last
+#: acquisition is more recent than ``clock_skew`` plus its ``expire`` (a create of it may
+#: still be on its way), so with ``clock_skew=0`` they may be deleted a second later.
+SHORT = 1.0
+
 
 def plant(backend, prefix: str) -> dict[str, BlobLock]:
     """Under ``prefix``: a held lock, a released one with labels, a nested released one, and
@@ -29,9 +34,9 @@ def plant(backend, prefix: str) -> dict[str, BlobLock]:
     opts = backend.storage_options or None
     held = BlobLock(f"{prefix}/held", storage_options=opts, labels={"run": "r1"})
     held.acquire()
-    with BlobLock(f"{prefix}/done", storage_options=opts, labels={"run": "r0"}):
+    with BlobLock(f"{prefix}/done", expire=SHORT, storage_options=opts, labels={"run": "r0"}):
         pass
-    with BlobLock(f"{prefix}/deep/er/done", storage_options=opts):
+    with BlobLock(f"{prefix}/deep/er/done", expire=SHORT, storage_options=opts):
         pass
     backend.raw_put(f"{prefix}/junk", b"not a lockfile")
     return {"held": held}
@@ -87,13 +92,21 @@ def test_prune_deletes_only_what_was_released_long_enough_and_keeps_the_rest(sha
             "/deep/er/done": PruneOutcome.TOO_RECENT,
             "/junk": PruneOutcome.UNREADABLE,
         }
-        dry = list(prune_locks(prefix, older_than=0, dry_run=True, storage_options=opts))
+        # Made moments ago: deleted now, a writer whose clock is behind ours (by up to the
+        # clock_skew locks are told, 60 s by default) could start the next tokens below.
+        young = list(prune_locks(prefix, older_than=0, dry_run=True, storage_options=opts))
+        assert {p.uri: p.outcome for p in young}[f"{prefix}/done"] is PruneOutcome.TOO_RECENT
+        # With clocks trusted to agree, they are old enough once no create of theirs may
+        # still be on its way (their expire).
+        time.sleep(SHORT * 1.1)
+        skew = {"storage_options": opts, "clock_skew": 0}
+        dry = list(prune_locks(prefix, older_than=0, dry_run=True, **skew))
         assert sorted(p.uri for p in dry if p.outcome is PruneOutcome.WOULD_DELETE) == [
             f"{prefix}/deep/er/done",
             f"{prefix}/done",
         ]
         assert inspect(f"{prefix}/done", storage_options=opts).state == "released"
-        done = {p.uri: p for p in prune_locks(prefix, older_than=0, storage_options=opts)}
+        done = {p.uri: p for p in prune_locks(prefix, older_than=0, **skew)}
         assert done[f"{prefix}/done"].outcome is PruneOutcome.DELETED
         assert done[f"{prefix}/done"].found.labels == {"run": "r0"}
         assert done[f"{prefix}/held"].outcome is PruneOutcome.HELD
@@ -101,34 +114,36 @@ def test_prune_deletes_only_what_was_released_long_enough_and_keeps_the_rest(sha
         assert inspect(f"{prefix}/held", storage_options=opts).state == "ours"
         assert not planted["held"].lost
         assert shared_backend.raw_get(f"{prefix}/junk") == b"not a lockfile"
-        # What pruning means for fencing: the token history starts again.
+        # Fencing survives the delete: the next lockfile's tokens start above the last.
+        last = done[f"{prefix}/done"].found.token
         with BlobLock(f"{prefix}/done", storage_options=opts) as again:
-            assert again.token == 1
+            assert again.token > last + 1
     finally:
         planted["held"].release()
 
 
 def test_prune_asks_first_and_deletes_nothing_without_a_yes(tmp_path):
-    with BlobLock(tmp_path / "a"):
+    with BlobLock(tmp_path / "a", expire=SHORT):
         pass
-    asked = cli("prune", str(tmp_path), "--older-than", "0")
+    time.sleep(SHORT * 1.1)
+    asked = cli("prune", str(tmp_path), "--older-than", "0", "--clock-skew", "0")
     assert asked.returncode == 3, asked.stderr
     assert f"would delete {tmp_path / 'a'}" in asked.stdout
-    assert "pass --yes" in asked.stderr and "token 1" in asked.stderr
+    assert "pass --yes" in asked.stderr and "Fencing tokens survive" in asked.stderr
     assert inspect(tmp_path / "a").state == "released"
-    done = cli("prune", str(tmp_path), "--older-than", "0s", "--yes")
+    done = cli("prune", str(tmp_path), "--older-than", "0s", "--clock-skew", "0", "--yes")
     assert done.returncode == 0, done.stderr
     assert "deleted 1 lockfiles" in done.stdout
     assert inspect(tmp_path / "a").state == "unlocked"
 
 
 def test_prune_waits_out_a_lock_that_was_just_released(tmp_path):
-    with BlobLock(tmp_path / "a"):
+    with BlobLock(tmp_path / "a", expire=SHORT):
         pass
     kept = cli("prune", str(tmp_path), "--older-than", "1h", "--yes")
     assert kept.returncode == 0 and "deleted 0 lockfiles; kept 1 too recent" in kept.stdout
     time.sleep(1.1)
-    done = cli("prune", str(tmp_path), "--older-than", "1", "--yes")
+    done = cli("prune", str(tmp_path), "--older-than", "1", "--clock-skew", "0", "--yes")
     assert "deleted 1 lockfiles" in done.stdout, done.stdout
 
 
@@ -190,11 +205,12 @@ def test_prune_at_a_terminal_deletes_what_it_showed_and_nothing_that_came_after(
     import os
     import pty
 
-    with BlobLock(tmp_path / "shown"):
+    with BlobLock(tmp_path / "shown", expire=SHORT):
         pass
+    time.sleep(SHORT * 1.1)
     controller, terminal = pty.openpty()
     proc = subprocess.Popen(
-        [BLOB_LOCK, "prune", str(tmp_path), "--older-than", "0"],
+        [BLOB_LOCK, "prune", str(tmp_path), "--older-than", "0", "--clock-skew", "0"],
         stdin=terminal,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -208,7 +224,7 @@ def test_prune_at_a_terminal_deletes_what_it_showed_and_nothing_that_came_after(
             got = proc.stderr.read(1)
             assert got, f"prune ended (exit {proc.wait(60)}) without asking: {asked!r}"
             asked += got
-        assert "token 1" in asked  # what pruning means for fencing, said before asking
+        assert "Fencing tokens survive" in asked  # what pruning means for fencing, first
         with BlobLock(tmp_path / "later"):  # released while the question waits
             pass
         os.write(controller, b"y\n")
@@ -241,10 +257,12 @@ def test_ls_on_a_typo_in_the_endpoint_fails_at_once_naming_it():
 def test_prune_only_deletes_the_locks_named_and_judges_the_rest(tmp_path):
     """``only``: what a person confirmed after a dry run is all that may be deleted."""
     for name in ("a", "b"):
-        with BlobLock(tmp_path / name):
+        with BlobLock(tmp_path / name, expire=SHORT):
             pass
+    time.sleep(SHORT * 1.1)
     a, b = str(tmp_path / "a"), str(tmp_path / "b")
-    done = {p.uri: p.outcome for p in prune_locks(tmp_path, older_than=0, only={a})}
+    pruned = prune_locks(tmp_path, older_than=0, only={a}, clock_skew=0)
+    done = {p.uri: p.outcome for p in pruned}
     assert done[a] is PruneOutcome.DELETED and done[b] is PruneOutcome.WOULD_DELETE
     assert inspect(a).state == "unlocked" and inspect(b).state == "released"
     with pytest.raises(TypeError, match="only must be a collection of lock URIs"):
@@ -263,9 +281,10 @@ def test_prune_deletes_only_at_the_version_of_its_own_write(recorder):
     }
     name = f"prune-{uuid.uuid4().hex}"
     prefix = f"s3://{recorder.bucket}/{name}"
-    with BlobLock(f"{prefix}/a", storage_options=opts):
+    with BlobLock(f"{prefix}/a", expire=SHORT, storage_options=opts):
         pass
-    done = list(prune_locks(prefix, older_than=0, storage_options=opts))
+    time.sleep(SHORT * 1.1)
+    done = list(prune_locks(prefix, older_than=0, storage_options=opts, clock_skew=0))
     assert [p.outcome for p in done] == [PruneOutcome.DELETED], [p.detail for p in done]
     assert list(list_locks(prefix, storage_options=opts)) == []
     deletes = [r for r in recorder.requests(f"{name}/a/lock.json") if r["method"] == "DELETE"]
@@ -280,16 +299,17 @@ def test_prune_keeps_the_lockfiles_of_a_cas_store_whose_deletes_ignore_the_condi
     lockfiles are kept, with the reason, and the lock still works."""
     options = {**s3rver.options, "blob_lock_conditional_writes": "trust"}
     prefix = s3rver.uri(f"prune-{uuid.uuid4().hex}")
-    with BlobLock(f"{prefix}/a", storage_options=options):
+    with BlobLock(f"{prefix}/a", expire=SHORT, storage_options=options):
         pass
-    done = list(prune_locks(prefix, older_than=0, storage_options=options))
+    time.sleep(SHORT * 1.1)
+    done = list(prune_locks(prefix, older_than=0, storage_options=options, clock_skew=0))
     assert [p.outcome for p in done] == [PruneOutcome.NO_CONDITIONAL_DELETE]
     assert "ignores the condition of a conditional delete" in (done[0].detail or "")
     assert inspect(f"{prefix}/a", storage_options=options).state is LockState.RELEASED
     args = [f"-o{k}={v}" for k, v in options.items()]
-    shown = cli("prune", prefix, "--older-than", "0", "--yes", *args)
+    shown = cli("prune", prefix, "--older-than", "0", "--clock-skew", "0", "--yes", *args)
     assert shown.returncode == 0, shown.stderr
     assert f"kept {prefix}/a: no_conditional_delete, " in shown.stdout
     assert "kept 1 no conditional delete" in shown.stdout
     with BlobLock(f"{prefix}/a", storage_options=options) as held:
-        assert held.token == 2
+        assert held.token > done[0].found.token

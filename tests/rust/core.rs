@@ -77,8 +77,12 @@ async fn tokens_grow_and_expired_locks_are_taken_over() {
     let s = memory("takeover", &o);
     let a = Lock::with_store("t", s.clone(), &o);
     let b = Lock::with_store("t", s.clone(), &o);
+    let now = || chrono::Utc::now().timestamp_micros() as u64;
+    let before = now();
     let la = a.acquire(None).await.unwrap();
-    assert_eq!(la.token(), 1);
+    // A fresh lockfile's first token is its writer's wall clock in microseconds: a floor
+    // that only grows, so that tokens grow across a deleted lockfile too.
+    assert!((before..=now()).contains(&la.token()), "{}", la.token());
     // A holder that stops renewing (crashed): its lease is not released.
     la.stop().await;
     let start = tokio::time::Instant::now();
@@ -92,11 +96,13 @@ async fn tokens_grow_and_expired_locks_are_taken_over() {
         waited < Duration::from_secs(5),
         "taken over late: {waited:?}"
     );
-    assert_eq!(lb.token(), 2);
+    assert!(lb.token() > la.token());
     assert!(la.is_lost(), "the stopped holder still claims the lock");
     assert_eq!(lb.release().await.unwrap(), ReleaseStatus::Released);
+    let kept = a.inspect().await.unwrap().lockfile.unwrap().token;
+    assert_eq!(kept, lb.token(), "a release keeps the token");
     let lc = a.acquire(None).await.unwrap();
-    assert_eq!(lc.token(), 3, "a release keeps the token");
+    assert!(lc.token() > lb.token());
 }
 
 #[tokio::test(start_paused = true)]
@@ -264,7 +270,8 @@ async fn lww_reads_a_torn_lockfile_again_and_cas_reports_it() {
         let o = opts(protocol, 2.0);
         let inner = memory(&format!("torn-{}", protocol.as_str()), &o);
         let first = Lock::with_store("t", inner.clone(), &o);
-        first.acquire(None).await.unwrap().release().await.unwrap();
+        let first = first.acquire(None).await.unwrap();
+        first.release().await.unwrap();
         let torn = Arc::new(Torn {
             inner,
             torn: AtomicUsize::new(3),
@@ -273,7 +280,7 @@ async fn lww_reads_a_torn_lockfile_again_and_cas_reports_it() {
         match protocol {
             Protocol::Lww => {
                 let lease = lock.acquire(Some(Duration::from_secs(5))).await.unwrap();
-                assert_eq!(lease.token(), 2);
+                assert!(lease.token() > first.token());
                 assert_eq!(
                     torn.torn.load(Ordering::SeqCst),
                     0,
@@ -341,6 +348,7 @@ async fn an_owed_cleanup_runs_before_the_next_acquisition_never_after() {
     let lock = Lock::with_store("t", s.clone(), &o);
     // An acquisition that got the lock just as its caller went away.
     let abandoned = lock.acquire(None).await.unwrap();
+    let first = abandoned.token();
     let owed = lock.owe_cleanup();
     let next = tokio::spawn({
         let lock = lock.clone();
@@ -357,9 +365,8 @@ async fn an_owed_cleanup_runs_before_the_next_acquisition_never_after() {
     );
     owed.give_back(Arc::new(abandoned));
     let held = next.await.unwrap().unwrap();
-    assert_eq!(
-        held.token(),
-        2,
+    assert!(
+        held.token() > first,
         "acquired after the release, not the abandoned lease"
     );
     tokio::time::sleep(Duration::from_secs(5)).await; // renewals run; nothing releases it
@@ -367,7 +374,7 @@ async fn an_owed_cleanup_runs_before_the_next_acquisition_never_after() {
     let seen = lock.inspect().await.unwrap();
     assert_eq!(
         seen.lockfile.map(|lf| (lf.token, lf.is_released())),
-        Some((2, false))
+        Some((held.token(), false))
     );
     assert_eq!(held.release().await.unwrap(), ReleaseStatus::Released);
 }
@@ -428,7 +435,7 @@ async fn repeated_single_attempts_take_over_after_expire_as_a_wait_does() {
         waited >= Duration::from_millis(1500) && waited < Duration::from_secs(4),
         "taken over after {waited:?}, not after about the 2 s expiry"
     );
-    assert_eq!(taken.token(), 2);
+    assert!(taken.token() > lease.token());
 }
 
 /// A store that cannot answer whether it honours conditional writes at first (its probe

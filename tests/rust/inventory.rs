@@ -3,6 +3,7 @@
 //! what is released or expired long enough and unchanged since it was listed.
 
 use blob_lock::inventory::{prune, Entry, Inventory, Pruned, PAGE};
+use blob_lock::lease::Settings;
 use blob_lock::lockfile::LockFile;
 use blob_lock::store;
 use blob_lock::{Lock, LockOptions, LockState};
@@ -13,6 +14,32 @@ use std::time::Duration;
 
 fn opts() -> LockOptions {
     LockOptions::new(30.0).unwrap()
+}
+
+/// Locks that prune may delete a moment after their last acquisition (with [`trusting`]):
+/// no create of theirs can be on its way for longer than their short expire.
+fn short() -> LockOptions {
+    LockOptions::new(SHORT).unwrap()
+}
+
+const SHORT: f64 = 0.5;
+
+/// prune with clocks trusted to agree (`clock_skew` 0): it keeps a lockfile only until no
+/// create of its last acquisition can be on its way ([`settled`]).
+fn trusting() -> LockOptions {
+    let mut o = opts();
+    o.timing = Settings {
+        clock_skew: Some(0.0),
+        ..Settings::with_expire(30.0)
+    }
+    .timing()
+    .unwrap();
+    o
+}
+
+/// Waits until the locks of [`short`] acquired before may be pruned.
+async fn settled() {
+    tokio::time::sleep(Duration::from_secs_f64(SHORT * 1.2)).await;
 }
 
 async fn all(prefix: &str) -> BTreeMap<String, Entry> {
@@ -53,7 +80,7 @@ async fn every_state_listed_and_pruned(root: &str, aged: bool) {
     let o = opts();
     let held = Lock::new(&format!("{root}/a/held"), &o).unwrap();
     let _lease = held.acquire(None).await.unwrap();
-    let released = Lock::new(&format!("{root}/a/b/released"), &o).unwrap();
+    let released = Lock::new(&format!("{root}/a/b/released"), &short()).unwrap();
     released
         .acquire(None)
         .await
@@ -117,17 +144,26 @@ async fn every_state_listed_and_pruned(root: &str, aged: bool) {
     let after = all(root).await;
     assert_eq!(after.contains_key(&format!("{root}/old")), !aged);
     assert_eq!(after.len(), if aged { 4 } else { 5 });
-    // A released lock is pruned with a short enough age, and is then gone.
+    // A released lock is pruned with a short enough age, once its tokens began longer ago
+    // than clocks may disagree (`clock_skew`, 60 s by default): deleted sooner, a writer
+    // whose clock is behind ours could start the next lockfile's tokens below its last.
     let e = &after[&format!("{root}/a/b/released")];
-    assert_eq!(prune(e, Duration::ZERO, &o, true).await, Pruned::Deleted);
+    let last = e.seen.as_ref().unwrap().lockfile.as_ref().unwrap().token;
+    assert_eq!(prune(e, Duration::ZERO, &o, true).await, Pruned::TooRecent);
+    settled().await;
+    assert_eq!(
+        prune(e, Duration::ZERO, &trusting(), true).await,
+        Pruned::Deleted
+    );
     assert_eq!(
         released.inspect().await.unwrap().state,
         LockState::Unlocked,
         "deleted"
     );
-    // The next acquisition starts the tokens again: what pruning means for fencing.
+    // The next acquisition starts a new lockfile's tokens above the deleted one's: a
+    // resource fenced by them refuses every earlier holder still.
     let again = released.acquire(None).await.unwrap();
-    assert_eq!(again.token(), 1);
+    assert!(again.token() > last + 1, "{} after {last}", again.token());
     again.release().await.unwrap();
 }
 
@@ -145,37 +181,40 @@ async fn every_state_is_listed_and_only_old_free_locks_are_pruned_in_files() {
 
 #[tokio::test]
 async fn a_lock_taken_and_released_since_it_was_listed_is_not_pruned() {
-    let o = opts();
     let uri = "memory://inventory-changed/x";
-    let lock = Lock::new(uri, &o).unwrap();
-    lock.acquire(None).await.unwrap().release().await.unwrap();
+    let lock = Lock::new(uri, &short()).unwrap();
+    let first = lock.acquire(None).await.unwrap();
+    first.release().await.unwrap();
     let listed = all("memory://inventory-changed").await;
     let entry = &listed[uri];
     // Someone takes and releases it after the listing: a new token.
-    lock.acquire(None).await.unwrap().release().await.unwrap();
-    let pruned = prune(entry, Duration::ZERO, &o, true).await;
+    let second = lock.acquire(None).await.unwrap();
+    second.release().await.unwrap();
+    settled().await;
+    let pruned = prune(entry, Duration::ZERO, &trusting(), true).await;
+    let said = format!("token {} then, {} now", first.token(), second.token());
     assert!(
-        matches!(&pruned, Pruned::Changed(why) if why.contains("token 1 then, 2 now")),
+        matches!(&pruned, Pruned::Changed(why) if why.contains(&said)),
         "{pruned:?}"
     );
     let seen = lock.inspect().await.unwrap();
     assert_eq!(seen.state, LockState::Released, "kept, and released again");
     assert_eq!(
         seen.lockfile.unwrap().token,
-        3,
+        second.token() + 1,
         "the prune's own take counted"
     );
 }
 
 #[tokio::test]
 async fn a_lock_held_since_it_was_listed_is_not_pruned() {
-    let o = opts();
     let uri = "memory://inventory-held/x";
-    let lock = Lock::new(uri, &o).unwrap();
+    let lock = Lock::new(uri, &short()).unwrap();
     lock.acquire(None).await.unwrap().release().await.unwrap();
     let listed = all("memory://inventory-held").await;
+    settled().await;
     let lease = lock.acquire(None).await.unwrap();
-    let pruned = prune(&listed[uri], Duration::ZERO, &o, true).await;
+    let pruned = prune(&listed[uri], Duration::ZERO, &trusting(), true).await;
     assert!(matches!(pruned, Pruned::Changed(_)), "{pruned:?}");
     assert!(!lease.is_lost());
     assert_eq!(lock.inspect().await.unwrap().state, LockState::Held);

@@ -19,7 +19,6 @@
 
 mod sim;
 
-use blob_lock::inventory::{prune_lock, Pruned};
 use blob_lock::protocol::released::Guess;
 use blob_lock::{keep_alive_on, Lock, Protocol};
 use sim::*;
@@ -199,74 +198,6 @@ async fn remote(p: Process, owner: String, protocol: Protocol, queued: f64) {
     lease.stop().await;
 }
 
-/// An operator's `blob-lock prune --older-than 0`, in some runs: after each release until
-/// it takes the lock (the others take it again at once), it takes the free lock and
-/// deletes its lockfile (a receipt of that release then stale, a lock then new to the next
-/// acquisition), as prune does on every store, through the store's conditional delete. Its
-/// requests have every fault the others have: a delete held up past prune's lease must not
-/// cost a later holder its lock. It stops once the orchestrators are done.
-async fn pruner(world: Arc<World>, protocol: Protocol, choose: Shared, done: Arc<AtomicBool>) {
-    let releases = |w: &World| {
-        (w.events.lock().unwrap().iter())
-            .filter(|e| matches!(e, Event::Released { .. }))
-            .count()
-    };
-    let (mut seen, mut p) = (0, None);
-    loop {
-        loop {
-            let next = world.news.notified();
-            if done.load(Ordering::SeqCst) {
-                return;
-            }
-            if releases(&world) > seen {
-                seen = releases(&world);
-                break;
-            }
-            next.await;
-        }
-        // Decided at the first release, not at the start: the explorer varies the latest
-        // choices first, so a point in mid-run is reached within a fraction of the schedules.
-        if p.is_none() {
-            let mut c = choose.lock().unwrap();
-            if !c.chance(0.3, "an operator prunes") {
-                return;
-            }
-            // Its wall clock ahead of every other (by the most `clock_skew` allows): with
-            // `--older-than 0`, the release it just saw is old enough to take at once.
-            p = Some(Process::with_offset(
-                &world,
-                "pruner",
-                &faults(),
-                &mut *c,
-                Some(SKEW / 2.0),
-            ));
-        }
-        let p = p.as_ref().unwrap();
-        let lock = p.lock(seen as u64, protocol, "pruner");
-        world.log(&p.name, "prunes");
-        let pruned = match lock.inspect().await {
-            Ok(found) => prune_lock(&lock, &found, Duration::ZERO).await,
-            Err(e) => Pruned::Failed(e.to_string()),
-        };
-        world.log(
-            &p.name,
-            format!(
-                "pruned: {} {}",
-                pruned.as_str(),
-                pruned.detail().unwrap_or("")
-            ),
-        );
-        // Once it took the lock, one prune is done, whatever it says (its delete may still
-        // be on its way); until then, the next release.
-        let took = (world.history.lock().unwrap().iter()).any(|w| {
-            blob_lock::LockFile::decode(&w.bytes).is_ok_and(|lf| &*lf.writer_id == "pruner")
-        });
-        if took || pruned == Pruned::Deleted {
-            return;
-        }
-    }
-}
-
 /// One run of the scenario under `choose`: the oracle's violations, and the trace.
 async fn scenario(
     protocol: Protocol,
@@ -286,11 +217,21 @@ async fn scenario(
         })
         .collect();
     let done = Arc::new(AtomicBool::new(false));
+    // In some runs, decided at the first release; its wall clock ahead of every other (by
+    // the most `clock_skew` allows), so that with `--older-than 0` a release is old enough
+    // to take at once, and the next lockfile's writer may be the farthest behind it.
+    let how = Pruning {
+        faults: faults(),
+        offset: Some(SKEW / 2.0),
+        maybe: true,
+        once: true,
+    };
     let prune = tokio::spawn(pruner(
         world.clone(),
         protocol,
         choose.clone(),
         done.clone(),
+        how,
     ));
     for t in tasks {
         t.await.unwrap();
@@ -340,29 +281,6 @@ async fn scenario(
     violations.extend(told_lost_only_when_lost(&world));
     let trace = world.trace.lock().unwrap().clone();
     (violations, trace)
-}
-
-/// A lockfile is deleted only by prune while it holds the lock: each deletion in the
-/// store's true history lands on a write of the pruner (its acquisition, or its release of
-/// it when the delete's answer was lost), never on another holder's (from the store's true
-/// history).
-fn only_the_holder_deletes(world: &World) -> Vec<String> {
-    let history = world.history.lock().unwrap();
-    let mut found = Vec::new();
-    for pair in history.windows(2) {
-        if !pair[1].bytes.is_empty() {
-            continue;
-        }
-        match blob_lock::LockFile::decode(&pair[0].bytes) {
-            Ok(lf) if &*lf.writer_id == "pruner" => {}
-            Ok(lf) => found.push(format!(
-                "a delete removed {}'s lockfile (token {})",
-                lf.writer_id, lf.token
-            )),
-            Err(_) => {}
-        }
-    }
-    found
 }
 
 /// A remote's keep_alive never revives a lock: each write of a remote lands on a write of

@@ -14,9 +14,9 @@ from blob_lock.cli._exits import EXIT_ERROR, EXIT_REFUSED
 from blob_lock.cli._parser import storage_options
 
 FENCING_NOTE = (
-    "A deleted lockfile takes its fencing token with it: the next holder of that lock gets "
-    "token 1. A resource that refuses tokens lower than the highest it has seen would refuse "
-    "that holder, so do not prune locks whose tokens fence such a resource."
+    "Fencing tokens survive the delete: the next holder of a pruned lock starts its tokens "
+    "from its wall clock (microseconds), above the deleted lockfile's, as long as machines' "
+    "wall clocks disagree by less than --clock-skew."
 )
 
 
@@ -95,6 +95,7 @@ def prune_command(args: argparse.Namespace) -> int:
     """``blob-lock prune``: deletes lockfiles released or expired longer ago than
     ``--older-than``; without ``--yes``, shows them and asks first."""
     options = storage_options(args)
+    skew = {"clock_skew": args.clock_skew} if hasattr(args, "clock_skew") else {}
     age = duration_text(args.older_than)
     # What was shown and confirmed is all that may be deleted: a lock that ages past
     # --older-than while the question is read waits for the next prune.
@@ -102,7 +103,7 @@ def prune_command(args: argparse.Namespace) -> int:
     if not args.yes:
         confirmed = set()
         for p in prune_locks(
-            args.uri, older_than=args.older_than, dry_run=True, storage_options=options
+            args.uri, older_than=args.older_than, dry_run=True, storage_options=options, **skew
         ):
             if p.outcome is PruneOutcome.WOULD_DELETE:
                 confirmed.add(p.uri)
@@ -115,7 +116,7 @@ def prune_command(args: argparse.Namespace) -> int:
             return EXIT_REFUSED
     counts: dict[PruneOutcome, int] = {}
     for p in prune_locks(
-        args.uri, older_than=args.older_than, only=confirmed, storage_options=options
+        args.uri, older_than=args.older_than, only=confirmed, storage_options=options, **skew
     ):
         if confirmed is not None and p.uri not in confirmed:
             continue

@@ -365,9 +365,10 @@ def parser() -> _Parser:
         "longer ago than --older-than (by both the writer's and the store's clock). Each is "
         "deleted only if unchanged since it was listed: it is taken as a waiter takes over a "
         "free lock, then deleted while held. Held and unreadable lockfiles are kept. Shows "
-        "what it would delete and asks first unless --yes. Deleting a lockfile drops its "
-        "fencing token: the next holder of that lock gets token 1, which a resource that "
-        "refuses lower tokens than it has seen would refuse.",
+        "what it would delete and asks first unless --yes. Fencing tokens survive the delete: "
+        "the next holder starts a new lockfile's tokens from its wall clock, above the "
+        "deleted one's, as long as clocks disagree by less than --clock-skew; a lockfile "
+        "whose tokens began less than that long ago is kept (too recent).",
         prefix=EVERY_LOCKFILE_UNDER,
     )
     prune.add_argument(
@@ -377,6 +378,14 @@ def parser() -> _Parser:
         metavar="DURATION",
         help="released or expired at least this long ago: 90s, 30m, 12h, 7d (a bare number: "
         "seconds)",
+    )
+    prune.add_argument(
+        "--clock-skew",
+        type=duration,
+        default=argparse.SUPPRESS,
+        metavar="DURATION",
+        help="how far machines' wall clocks may disagree, as the locks are told (default "
+        "60s): a lockfile whose tokens began less than this long ago is kept",
     )
     prune.add_argument("-y", "--yes", action="store_true", help="do not ask")
     doc.add_argument(

@@ -266,13 +266,16 @@ impl Lock {
 
     /// An acquisition whose write took so long that its lease has already run out (a
     /// request delayed past `expire - margin`) must not be reported held: a waiter may have
-    /// taken the lock over meanwhile. Renew it first; report it held only if that succeeds.
+    /// taken the lock over meanwhile. Renew it first, with a token raised to the wall
+    /// clock's floor (the write may have landed after a delete of a lockfile with larger
+    /// tokens, [`crate::lockfile::token`]); report it held only if that succeeds.
     async fn fresh(&self, engine: &Engine, mut ours: OurWrite) -> Option<OurWrite> {
         let t = &engine.timing;
         if engine.clock.now() < ours.lease_start + t.held_for() {
             return Some(ours);
         }
         log::debug!("{}: acquired too late to hold; renewing first", self.uri);
+        ours.body.token = engine.refloor(ours.token());
         match engine.renew(&mut ours, None).await {
             Ok(()) if engine.clock.now() < ours.lease_start + t.held_for() => Some(ours),
             _ => None,

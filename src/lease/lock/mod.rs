@@ -133,6 +133,13 @@ impl Lock {
         self
     }
 
+    /// The same lock picking its tokens by `fence` (prune's own acquisition counts them).
+    pub(crate) fn with_fence(mut self, fence: crate::protocol::Fence) -> Lock {
+        self.decided = OnceLock::new(); // decided on the engine as it was
+        Arc::make_mut(&mut self.engine).fence = fence;
+        self
+    }
+
     /// The owner id this lock writes: hand it to the remote.
     pub fn owner(&self) -> &str {
         &self.owner

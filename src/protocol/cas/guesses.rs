@@ -57,7 +57,7 @@ pub(super) async fn try_them(
             let token = if active(Mutation::ReceiptTokenReused) {
                 released.token
             } else {
-                released.token + 1
+                engine.next_token(Some(&released))
             };
             engine.reserve().await?;
             let body = engine.body(owner, token);

@@ -57,7 +57,7 @@ impl Steps for Cas {
     }
 }
 
-/// The safety path, from a read of the lockfile (`read`): no lockfile, create it (token 1);
+/// The safety path, from a read of the lockfile (`read`): no lockfile, create it;
 /// a write of ours that landed unknown to us, confirm it by a conditional renewal; held and
 /// not expired by our own clock ([`Engine::judge`]), busy; else update it, conditional on
 /// the version read, with the next token. Every write is conditional, so whatever the
@@ -103,7 +103,7 @@ async fn take(
     let token = if active(Mutation::TokenNotIncremented) {
         lf.token
     } else {
-        lf.token + 1
+        engine.next_token(Some(&lf))
     };
     engine.reserve().await?;
     let body = engine.body(owner, token);
@@ -163,6 +163,7 @@ async fn confirm(
     start: tokio::time::Instant,
 ) -> Result<Attempt> {
     let mut ours = engine.our_write(owner, lf, version, start);
+    ours.body.token = engine.refloor(ours.token());
     match renew(engine, &mut ours, None).await {
         Ok(()) => {
             reached(Branch::ConfirmHeld);
@@ -224,8 +225,8 @@ async fn renew(engine: &Engine, ours: &mut OurWrite, writer_name: Option<&str>) 
     })
 }
 
-/// Creates the lockfile with token 1: the acquisition, or `None` when one is there.
-/// `first`: created before any read (the guess that the lock is new).
+/// Creates the lockfile with a fresh lockfile's first token: the acquisition, or `None`
+/// when one is there. `first`: created before any read (the guess that the lock is new).
 pub(super) async fn create(
     engine: &Engine,
     owner: &Arc<str>,
@@ -233,9 +234,10 @@ pub(super) async fn create(
     first: bool,
 ) -> Result<Option<Attempt>> {
     engine.reserve().await?;
-    let body = engine.body(owner, 1);
+    let token = engine.next_token(None);
+    let body = engine.body(owner, token);
     let start = engine.clock.now();
-    acquisition.note(1, start);
+    acquisition.note(token, start);
     let bytes = Bytes::from(body.encode());
     if first && active(Mutation::CreateFirstOverwrites) {
         let version = engine.overwrite_lockfile(bytes).await?;

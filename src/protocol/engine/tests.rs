@@ -28,6 +28,7 @@ fn lww(store: Arc<dyn LockStore>) -> Engine {
         watched: Default::default(),
         wake: None,
         labels: None,
+        fence: Default::default(),
     }
 }
 

@@ -21,6 +21,7 @@ use tokio::time::Instant;
 mod choice;
 mod faults;
 mod oracle;
+mod pruner;
 mod semaphore;
 mod semaphore_oracle;
 mod store;
@@ -29,6 +30,8 @@ pub use choice::*;
 pub use faults::*;
 #[allow(unused_imports)] // tests/rust/stores.rs uses the simulated store only
 pub use oracle::*;
+#[allow(unused_imports)] // the simulation and the model only
+pub use pruner::*;
 #[allow(unused_imports)] // the simulation and the model only
 pub use semaphore::*;
 pub use semaphore_oracle::*;
@@ -94,7 +97,8 @@ pub enum Event {
         token: u64,
         status: String,
     },
-    /// A delete landed at `at` (the store's true history): tokens start again at 1.
+    /// A delete landed at `at` (the store's true history): the next lockfile's tokens start
+    /// from its writer's floor.
     Deleted {
         at: f64,
     },
