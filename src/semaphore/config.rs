@@ -8,13 +8,15 @@
 //! A configuration missing where slots were taken before was lost (deleted by hand, or by a
 //! lifecycle rule: it is rarely written, so it is old), not never written: it is refused
 //! with an error that names `blob-lock slots`, never written again with whatever number the
-//! next caller asks for, which would change every orchestrator's quota without a word.
+//! next caller asks for, which would change every orchestrator's quota without a word. An
+//! unreadable one is refused alike; `set_slots` writes over it.
 
 use crate::clock::Clock;
 use crate::errors::{Error, Result, StoreErrorKind};
 use crate::lease::LockOptions;
 use crate::mutation::{active, Mutation};
 use crate::store::{self, Access, LockStore, Version, Write};
+use crate::timing::Timing;
 use bytes::Bytes;
 use std::sync::Arc;
 use std::time::Duration;
@@ -25,6 +27,9 @@ pub const MAX_SLOTS: usize = 4096;
 
 /// The object holding the configuration, under the semaphore's prefix.
 pub const CONFIG_NAME: &str = "semaphore.json";
+
+/// Lock URIs read a page at a time when looking for slots taken before.
+const PAGE: usize = 256;
 
 /// The configuration as stored.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -56,22 +61,18 @@ impl Stored {
         Bytes::from(body.to_string())
     }
 
-    fn decode(uri: &str, bytes: &[u8]) -> Result<Stored> {
-        let bad = |why: &str| {
-            Error::InvalidArgument(format!(
-                "{uri} is not a semaphore's configuration ({why}); `blob-lock slots PREFIX N` writes a valid one"
-            ))
-        };
+    /// The configuration in `bytes`, or why they are not one.
+    fn decode(bytes: &[u8]) -> std::result::Result<Stored, String> {
         let value: serde_json::Value =
-            serde_json::from_slice(bytes).map_err(|e| bad(&format!("not JSON: {e}")))?;
+            serde_json::from_slice(bytes).map_err(|e| format!("not JSON: {e}"))?;
         if value.get("semaphore").and_then(serde_json::Value::as_u64) != Some(1) {
-            return Err(bad("no \"semaphore\": 1 in it"));
+            return Err("no \"semaphore\": 1 in it".into());
         }
         let slots = value
             .get("slots")
             .and_then(serde_json::Value::as_u64)
-            .ok_or_else(|| bad("no whole number of \"slots\""))?;
-        let slots = checked_slots(slots).map_err(|e| bad(&e.to_string()))?;
+            .ok_or("no whole number of \"slots\"")?;
+        let slots = checked_slots(slots).map_err(|e| e.to_string())?;
         let text = |key: &str| {
             value
                 .get(key)
@@ -113,9 +114,16 @@ pub(crate) struct Config {
     /// Where to look for slots taken before, when the configuration is missing.
     slots: Slots,
     clock: Arc<dyn Clock>,
-    /// How long a first write waits out other first-comers where creates are not
-    /// conditional (the lww protocol's settle wait).
-    settle: Duration,
+    /// Where creates are not conditional, a first write waits out other first-comers as
+    /// an lww write does ([`Timing::lww_settle`]).
+    timing: Timing,
+}
+
+/// What the configuration object holds, as read.
+enum Found {
+    Stored(Stored, Version),
+    /// Something that is not a configuration (why not).
+    Unreadable(String),
 }
 
 impl std::fmt::Debug for Config {
@@ -146,7 +154,7 @@ impl Config {
                 timeout,
             },
             clock: options.clock.clone(),
-            settle: options.timing.settle,
+            timing: options.timing,
         })
     }
 
@@ -157,7 +165,7 @@ impl Config {
             prefix: prefix.into(),
             slots: Slots::Opened(open.clone()),
             clock: options.clock.clone(),
-            settle: options.timing.settle,
+            timing: options.timing,
         }
     }
 
@@ -166,28 +174,43 @@ impl Config {
         self.store.uri()
     }
 
-    /// The stored configuration, if there is one.
-    pub(crate) async fn read(&self) -> Result<Option<(Stored, Version)>> {
+    /// What the object holds, if it is there.
+    async fn found(&self) -> Result<Option<Found>> {
         let Some(snapshot) = self.store.read().await? else {
             return Ok(None);
         };
-        let stored = Stored::decode(self.uri(), &snapshot.bytes)?;
-        Ok(Some((stored, snapshot.version)))
+        Ok(Some(match Stored::decode(&snapshot.bytes) {
+            Ok(stored) => Found::Stored(stored, snapshot.version),
+            Err(why) => Found::Unreadable(why),
+        }))
+    }
+
+    /// The stored configuration, if there is one; an unreadable one is refused
+    /// ([`Config::unreadable`]).
+    pub(crate) async fn read(&self) -> Result<Option<(Stored, Version)>> {
+        match self.found().await? {
+            None => Ok(None),
+            Some(Found::Stored(stored, version)) => Ok(Some((stored, version))),
+            Some(Found::Unreadable(why)) => Err(self.unreadable(&why)),
+        }
     }
 
     /// The stored configuration, written with `asked` slots first if there is none and
     /// none was lost.
     pub(crate) async fn agreed(&self, asked: usize) -> Result<Stored> {
-        match self.read().await {
-            Ok(Some((stored, _))) => return Ok(stored),
-            Ok(None) => {}
+        // From here to our write's answer: what another first-comer may take as well
+        // between its read and its write, where creates are not conditional.
+        let began = self.clock.now();
+        match self.found().await? {
+            Some(Found::Stored(stored, _)) => return Ok(stored),
+            None => {}
             // Seeded: an unreadable configuration written over with the number asked.
-            Err(Error::InvalidArgument(_)) if active(Mutation::SemaphoreConfigReplaced) => {
+            Some(Found::Unreadable(_)) if active(Mutation::SemaphoreConfigReplaced) => {
                 let ours = Stored::new(asked);
                 self.store.overwrite(ours.encode()).await?;
                 return Ok(ours);
             }
-            Err(e) => return Err(e),
+            Some(Found::Unreadable(why)) => return Err(self.unreadable(&why)),
         }
         if !active(Mutation::SemaphoreConfigRecreated) {
             if let Some(slot) = self.slot_taken_before(asked).await? {
@@ -211,9 +234,11 @@ impl Config {
         match self.store.create(ours.encode()).await? {
             Write::Done(_) if self.store.conditional_writes(false).await? => Ok(ours),
             // The store ignored the condition: another first-comer may have written too.
-            // Wait out any writer that read before us, then take what is there.
+            // Wait out any writer that read before us, as an lww write does, then take what
+            // is there. (Measured before the probe that may have just run.)
             Write::Done(_) => {
-                self.clock.sleep(self.settle).await;
+                let measured = self.clock.now() - began;
+                self.clock.sleep(self.timing.lww_settle(measured)).await;
                 match self.read().await? {
                     Some((stored, _)) => Ok(stored),
                     None => Err(self.gone()),
@@ -234,6 +259,19 @@ impl Config {
             uri: self.uri().to_string(),
             message: "it was there when written and absent when read next (deleted, or a read that lags the store's writes); reading it again".to_string(),
             kind: StoreErrorKind::Transient,
+        }
+    }
+
+    /// The configuration is there but cannot be read: refused as a lost one is, since
+    /// writing a number over it would change every orchestrator's quota.
+    fn unreadable(&self, why: &str) -> Error {
+        Error::Store {
+            uri: self.uri().to_string(),
+            message: format!(
+                "it is not a semaphore's configuration ({why}): the semaphore's number cannot be read. Store it again with `blob-lock slots {} N` (or BlobSemaphore.set_slots), which writes over it",
+                self.prefix
+            ),
+            kind: StoreErrorKind::Permanent,
         }
     }
 
@@ -266,8 +304,16 @@ impl Config {
                 let Ok(mut listing) = store::Listing::new(&self.prefix, access, *timeout) else {
                     return Ok(None);
                 };
-                let page = listing.next_page(64).await?;
-                Ok(page.into_iter().find(|uri| is_slot(&self.prefix, uri)))
+                // Every page: other locks under the prefix may come before the slots.
+                loop {
+                    let page = listing.next_page(PAGE).await?;
+                    if page.is_empty() {
+                        return Ok(None);
+                    }
+                    if let Some(slot) = page.into_iter().find(|uri| is_slot(&self.prefix, uri)) {
+                        return Ok(Some(slot));
+                    }
+                }
             }
         }
     }
@@ -277,18 +323,19 @@ impl Config {
     pub(crate) async fn set(&self, slots: usize) -> Result<Stored> {
         let ours = Stored::new(slots);
         loop {
-            let written = match self.read().await {
-                Ok(Some((_, version))) => self.store.update(ours.encode(), &version).await?,
-                Ok(None) => self.store.create(ours.encode()).await?,
+            let written = match self.found().await? {
+                Some(Found::Stored(_, version)) => {
+                    self.store.update(ours.encode(), &version).await?
+                }
+                None => self.store.create(ours.encode()).await?,
                 // A configuration nobody can read is replaced: that is what setting it is for.
-                Err(Error::InvalidArgument(_)) => {
+                Some(Found::Unreadable(_)) => {
                     self.store.overwrite(ours.encode()).await?;
                     Write::Done(Version {
                         e_tag: None,
                         version: None,
                     })
                 }
-                Err(e) => return Err(e),
             };
             if let Write::Done(_) = written {
                 return Ok(ours);
@@ -304,24 +351,20 @@ mod tests {
     #[test]
     fn a_configuration_reads_back_as_written() {
         let stored = Stored::new(64);
-        let back = Stored::decode("memory://m/q/semaphore.json", &stored.encode()).unwrap();
-        assert_eq!(back, stored);
+        assert_eq!(Stored::decode(&stored.encode()).unwrap(), stored);
     }
 
     #[test]
-    fn a_bad_configuration_names_the_object_and_the_fix() {
-        for body in [
-            &b"{"[..],
-            br#"{"slots": 4}"#,
-            br#"{"semaphore": 1, "slots": 0}"#,
-            br#"{"semaphore": 1, "slots": -3}"#,
-            br#"{"semaphore": 1, "slots": 99999}"#,
+    fn a_bad_configuration_says_why() {
+        for (body, why) in [
+            (&b"{"[..], "not JSON"),
+            (br#"{"slots": 4}"#, "\"semaphore\": 1"),
+            (br#"{"semaphore": 1, "slots": 0}"#, "between 1 and 4096"),
+            (br#"{"semaphore": 1, "slots": -3}"#, "whole number"),
+            (br#"{"semaphore": 1, "slots": 99999}"#, "between 1 and 4096"),
         ] {
-            let e = Stored::decode("memory://m/q/semaphore.json", body)
-                .unwrap_err()
-                .to_string();
-            assert!(e.contains("memory://m/q/semaphore.json"), "{e}");
-            assert!(e.contains("blob-lock slots PREFIX N"), "{e}");
+            let e = Stored::decode(body).unwrap_err();
+            assert!(e.contains(why), "{e}");
         }
     }
 

@@ -193,3 +193,64 @@ fn bad_numbers_and_prefixes_are_refused_before_any_request() {
         assert!(e.contains(expect), "{prefix} {slots}: {e}");
     }
 }
+
+/// Whether `e` is the permanent store error at `PREFIX/semaphore.json` that names the fix.
+fn names_the_fix(e: &Error, prefix: &str) -> bool {
+    matches!(e, Error::Store { uri, kind: blob_lock::StoreErrorKind::Permanent, message }
+        if *uri == format!("{prefix}/semaphore.json")
+            && message.contains(&format!("`blob-lock slots {prefix} N`")))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unreadable_configuration_is_refused_with_the_fix_and_set_slots_replaces_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let prefix = dir.path().join("quota");
+    let prefix = prefix.to_str().unwrap();
+    let s = Semaphore::new(prefix, 2, &opts(2.0)).unwrap();
+    s.acquire(None).await.unwrap().release().await.unwrap();
+    let config = dir.path().join("quota/semaphore.json");
+    std::fs::write(&config, b"{\"semaphore\": 1, \"slo").unwrap();
+    let other = Semaphore::new(prefix, 5, &opts(2.0)).unwrap();
+    for e in [
+        other
+            .acquire(Some(Duration::from_secs(5)))
+            .await
+            .unwrap_err(),
+        other.try_acquire().await.unwrap_err(),
+        other.stored().await.unwrap_err(),
+    ] {
+        assert!(names_the_fix(&e, prefix), "{e:?}");
+        assert!(e.to_string().contains("not JSON"), "{e}");
+    }
+    assert_eq!(std::fs::read(&config).unwrap(), b"{\"semaphore\": 1, \"slo");
+    // The fix the error names: the number stored again, over what was there.
+    assert_eq!(other.set_slots(3).await.unwrap().slots, 3);
+    let permit = other.acquire(Some(Duration::from_secs(5))).await.unwrap();
+    assert!(permit.slot() < 3);
+    permit.release().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lost_configuration_is_found_behind_more_than_a_page_of_other_locks() {
+    let dir = tempfile::tempdir().unwrap();
+    let prefix = dir.path().join("quota");
+    let prefix = prefix.to_str().unwrap();
+    let s = Semaphore::new(prefix, 2, &opts(2.0)).unwrap();
+    s.acquire(None).await.unwrap().release().await.unwrap();
+    // 300 locks that list before `slot-0`: more than any one page of the listing.
+    for i in 0..300 {
+        let lock = blob_lock::Lock::new(&format!("{prefix}/a-{i:03}"), &opts(2.0)).unwrap();
+        lock.acquire(None).await.unwrap().release().await.unwrap();
+    }
+    std::fs::remove_file(dir.path().join("quota/semaphore.json")).unwrap();
+    let e = Semaphore::new(prefix, 5, &opts(2.0))
+        .unwrap()
+        .acquire(Some(Duration::from_secs(5)))
+        .await
+        .unwrap_err();
+    assert!(names_the_fix(&e, prefix), "{e:?}");
+    assert!(
+        !dir.path().join("quota/semaphore.json").exists(),
+        "written again"
+    );
+}
