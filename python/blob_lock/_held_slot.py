@@ -29,7 +29,8 @@ Taken = tuple[int, _blob_lock.NativeLock]
 
 
 class Taker(Protocol):
-    """What a released slot is taken again through: its ``BlobSemaphore``."""
+    """What a released slot is taken again through: its ``BlobSemaphore`` (which is also
+    what ``with``, ``async with`` and a decorated call enter)."""
 
     @property
     def prefix(self) -> str: ...
@@ -41,14 +42,6 @@ class Taker(Protocol):
     def _take_async(self, timeout: float | None) -> Awaitable[Taken]: ...
 
     def _try_take_async(self) -> Awaitable[Taken | None]: ...
-
-    def __enter__(self) -> Any: ...
-
-    def __exit__(self, *exc: object) -> None: ...
-
-    async def __aenter__(self) -> Any: ...
-
-    async def __aexit__(self, *exc: object) -> None: ...
 
 
 def _left(t: float | None, began: float) -> float | None:

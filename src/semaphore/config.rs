@@ -1,9 +1,11 @@
 //! How many slots a semaphore has: `PREFIX/semaphore.json`, beside its slots, so that every
 //! orchestrator on the prefix agrees on one number. The stored number is the truth. The first
 //! caller creates it (create-if-absent: of two first-comers one writes, and the other reads
-//! what was written; on a store that ignores the condition, each waits out the other and
-//! takes what is there then); a caller asking for another number uses the stored one and is
-//! told so; [`crate::Semaphore::set_slots`] changes it by an update-if-match.
+//! what was written; on a store that ignores the condition, each waits out the others as an
+//! lww write does, twice its own read, look for slots and write, and takes what is there
+//! then, and a read that cannot decode it may have caught half of a write: read again); a
+//! caller asking for another number uses the stored one and is told so;
+//! [`crate::Semaphore::set_slots`] changes it by an update-if-match.
 //!
 //! A configuration missing where slots were taken before was lost (deleted by hand, or by a
 //! lifecycle rule: it is rarely written, so it is old), not never written: it is refused
@@ -11,15 +13,15 @@
 //! next caller asks for, which would change every orchestrator's quota without a word. An
 //! unreadable one is refused alike; `set_slots` writes over it.
 
+use super::taken::Slots;
 use crate::clock::Clock;
 use crate::errors::{Error, Result, StoreErrorKind};
 use crate::lease::LockOptions;
 use crate::mutation::{active, Mutation};
-use crate::store::{self, Access, LockStore, Version, Write};
+use crate::store::{self, LockStore, Version, Write};
 use crate::timing::Timing;
 use bytes::Bytes;
 use std::sync::Arc;
-use std::time::Duration;
 
 /// The most slots a semaphore may have: a waiter reads its slots in order, and each is a
 /// lockfile of its own.
@@ -27,9 +29,6 @@ pub const MAX_SLOTS: usize = 4096;
 
 /// The object holding the configuration, under the semaphore's prefix.
 pub const CONFIG_NAME: &str = "semaphore.json";
-
-/// Lock URIs read a page at a time when looking for slots taken before.
-const PAGE: usize = 256;
 
 /// The configuration as stored.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -88,13 +87,6 @@ impl Stored {
     }
 }
 
-/// Whether `uri`, a lock listed under `prefix`, is one of its slots (`PREFIX/slot-<i>`).
-fn is_slot(prefix: &str, uri: &str) -> bool {
-    uri.strip_prefix(prefix)
-        .and_then(|rest| rest.strip_prefix("/slot-"))
-        .is_some_and(|i| !i.is_empty() && i.bytes().all(|b| b.is_ascii_digit()))
-}
-
 /// `slots` if a semaphore may have that many.
 pub fn checked_slots(slots: u64) -> Result<usize> {
     if slots == 0 || slots > MAX_SLOTS as u64 {
@@ -132,15 +124,6 @@ impl std::fmt::Debug for Config {
     }
 }
 
-/// Where a semaphore's slots are found.
-#[derive(Clone)]
-pub(crate) enum Slots {
-    /// Listed under the prefix, as `blob-lock ls` lists locks.
-    Listed { access: Access, timeout: Duration },
-    /// Opened by name from stores the caller brought (`slot-<i>`), the first `asked` read.
-    Opened(super::Opener),
-}
-
 impl Config {
     /// The configuration of the semaphore at `prefix`; makes no request.
     pub(crate) fn open(prefix: &str, options: &LockOptions) -> Result<Config> {
@@ -174,21 +157,61 @@ impl Config {
         self.store.uri()
     }
 
-    /// What the object holds, if it is there.
-    async fn found(&self) -> Result<Option<Found>> {
-        let Some(snapshot) = self.store.read().await? else {
-            return Ok(None);
-        };
-        Ok(Some(match Stored::decode(&snapshot.bytes) {
-            Ok(stored) => Found::Stored(stored, snapshot.version),
-            Err(why) => Found::Unreadable(why),
-        }))
+    /// What the object holds, if it is there. Where writes may not be atomic (a store that
+    /// ignores conditional writes, s3rver: a read can catch half of a write in flight), an
+    /// unreadable one is read again, as lww reads a lockfile (`Engine::read`): called
+    /// unreadable once a read sent [`Timing::longest_request`] after the first unreadable
+    /// read still is; by a `look`, which writes nothing and asks the store nothing more, once
+    /// three reads in a row found the same.
+    async fn found(&self, look: bool) -> Result<Option<Found>> {
+        let (mut first, mut last, mut same) = (None, None, 0);
+        loop {
+            let sent = self.clock.now();
+            let Some(snapshot) = self.store.read().await? else {
+                return Ok(None);
+            };
+            let why = match Stored::decode(&snapshot.bytes) {
+                Ok(stored) => return Ok(Some(Found::Stored(stored, snapshot.version))),
+                Err(why) => why,
+            };
+            same = if last.as_ref() == Some(&snapshot.bytes) {
+                same + 1
+            } else {
+                0
+            };
+            last = Some(snapshot.bytes);
+            let first = *first.get_or_insert_with(|| self.clock.now());
+            let atomic = match look {
+                true => self.store.known_conditional_writes() == Some(true),
+                false => self.store.conditional_writes(false).await?,
+            };
+            if atomic {
+                return Ok(Some(Found::Unreadable(why)));
+            }
+            let waited = sent.saturating_duration_since(first);
+            if look && same >= 2 {
+                return Ok(Some(Found::Unreadable(format!(
+                    "{why}; the same in three reads"
+                ))));
+            }
+            if !look && waited >= self.timing.longest_request() {
+                return Ok(Some(Found::Unreadable(format!(
+                    "{why}; still so {:.1}s after the first unreadable read, longer than a write can be in flight",
+                    waited.as_secs_f64()
+                ))));
+            }
+            log::debug!(
+                "{}: unreadable ({why}), a write in flight? reading again",
+                self.uri()
+            );
+            self.clock.sleep(self.timing.poll_min).await;
+        }
     }
 
     /// The stored configuration, if there is one; an unreadable one is refused
-    /// ([`Config::unreadable`]).
-    pub(crate) async fn read(&self) -> Result<Option<(Stored, Version)>> {
-        match self.found().await? {
+    /// ([`Config::unreadable`]). A `look` (`status`) writes nothing.
+    pub(crate) async fn read(&self, look: bool) -> Result<Option<(Stored, Version)>> {
+        match self.found(look).await? {
             None => Ok(None),
             Some(Found::Stored(stored, version)) => Ok(Some((stored, version))),
             Some(Found::Unreadable(why)) => Err(self.unreadable(&why)),
@@ -201,7 +224,7 @@ impl Config {
         // From here to our write's answer: what another first-comer may take as well
         // between its read and its write, where creates are not conditional.
         let began = self.clock.now();
-        match self.found().await? {
+        match self.found(false).await? {
             Some(Found::Stored(stored, _)) => return Ok(stored),
             None => {}
             // Seeded: an unreadable configuration written over with the number asked.
@@ -213,14 +236,14 @@ impl Config {
             Some(Found::Unreadable(why)) => return Err(self.unreadable(&why)),
         }
         if !active(Mutation::SemaphoreConfigRecreated) {
-            if let Some(slot) = self.slot_taken_before(asked).await? {
+            if let Some(slot) = self.slots.taken_before(&self.prefix, asked).await? {
                 // Every slot is taken after its taker agreed on the configuration: another
                 // first-comer may have written both since our read. Only a configuration
                 // still missing now, with a slot there, was lost.
                 if active(Mutation::SemaphoreLostUnread) {
                     return Err(self.lost(&slot, asked));
                 }
-                return match self.read().await? {
+                return match self.read(false).await? {
                     Some((stored, _)) => Ok(stored),
                     None => Err(self.lost(&slot, asked)),
                 };
@@ -239,7 +262,7 @@ impl Config {
             Write::Done(_) => {
                 let measured = self.clock.now() - began;
                 self.clock.sleep(self.timing.lww_settle(measured)).await;
-                match self.read().await? {
+                match self.read(false).await? {
                     Some((stored, _)) => Ok(stored),
                     None => Err(self.gone()),
                 }
@@ -247,7 +270,7 @@ impl Config {
             // Another first-comer wrote first (or our own write, answered late): theirs holds.
             // Gone again, or a read that lags the write: read again, as after any transient
             // failure.
-            Write::Conflict { .. } => match self.read().await? {
+            Write::Conflict { .. } => match self.read(false).await? {
                 Some((stored, _)) => Ok(stored),
                 None => Err(self.gone()),
             },
@@ -286,44 +309,12 @@ impl Config {
         }
     }
 
-    /// The URI (or name) of a slot whose lockfile exists, if any: slots were taken under
-    /// this prefix before.
-    async fn slot_taken_before(&self, asked: usize) -> Result<Option<String>> {
-        match &self.slots {
-            Slots::Opened(open) => {
-                for i in 0..asked {
-                    let name = format!("slot-{i}");
-                    if open(&name).read().await?.is_some() {
-                        return Ok(Some(name));
-                    }
-                }
-                Ok(None)
-            }
-            Slots::Listed { access, timeout } => {
-                // A local folder not made yet: nothing was ever taken there.
-                let Ok(mut listing) = store::Listing::new(&self.prefix, access, *timeout) else {
-                    return Ok(None);
-                };
-                // Every page: other locks under the prefix may come before the slots.
-                loop {
-                    let page = listing.next_page(PAGE).await?;
-                    if page.is_empty() {
-                        return Ok(None);
-                    }
-                    if let Some(slot) = page.into_iter().find(|uri| is_slot(&self.prefix, uri)) {
-                        return Ok(Some(slot));
-                    }
-                }
-            }
-        }
-    }
-
     /// Stores `slots`, whatever was there: an update of the version read, read again and
     /// retried when another change landed between.
     pub(crate) async fn set(&self, slots: usize) -> Result<Stored> {
         let ours = Stored::new(slots);
         loop {
-            let written = match self.found().await? {
+            let written = match self.found(true).await? {
                 Some(Found::Stored(_, version)) => {
                     self.store.update(ours.encode(), &version).await?
                 }
@@ -366,17 +357,6 @@ mod tests {
             let e = Stored::decode(body).unwrap_err();
             assert!(e.contains(why), "{e}");
         }
-    }
-
-    #[test]
-    fn only_slots_count_as_slots() {
-        let p = "s3://b/q";
-        assert!(is_slot(p, "s3://b/q/slot-0"));
-        assert!(is_slot(p, "s3://b/q/slot-63"));
-        assert!(!is_slot(p, "s3://b/q/slot-"));
-        assert!(!is_slot(p, "s3://b/q/slot-1/x"));
-        assert!(!is_slot(p, "s3://b/q/other"));
-        assert!(!is_slot(p, "s3://b/qq/slot-1"));
     }
 
     #[test]
