@@ -213,6 +213,14 @@ impl Timing {
         self.expire.saturating_sub(self.margin)
     }
 
+    /// lww's settle wait: how long a writer that wrote blindly waits before it reads back,
+    /// `measured` being how long its own read and write took (from the read's start to the
+    /// write's answer). Another writer that read before our write landed may take as long to
+    /// write: the larger of `settle` and twice that.
+    pub fn lww_settle(&self, measured: Duration) -> Duration {
+        self.settle.max(measured * 2)
+    }
+
     /// How long one store request may take: half a heartbeat, from 1 to 30 s. A request lost
     /// in a partition hangs until then, so a renewal that hangs is retried in time to land
     /// before the lease deadline (which comes `heartbeat + margin` or more after it was due).

@@ -9,6 +9,7 @@ from blob_lock._blob_lock import __version__
 from blob_lock._claim_memo import claim_memo, claim_memo_async
 from blob_lock._credentials import CredentialProvider, credential_source, set_credentials
 from blob_lock._doctor import DoctorReport, Probe, RaceReport, doctor
+from blob_lock._held_slot import HeldSlot
 from blob_lock._inspect import (
     BreakOutcome,
     Broken,
@@ -28,7 +29,7 @@ from blob_lock._memo_claim import MemoClaim
 from blob_lock._option_types import KeepAliveOptions, LockOptions
 from blob_lock._options import LOCK_OPTIONS, LockOption
 from blob_lock._release_status import ReleaseStatus
-from blob_lock._semaphore import BlobSemaphore, HeldSlot, SemaphoreConfig
+from blob_lock._semaphore import BlobSemaphore, SemaphoreConfig
 from blob_lock._stats import Histogram, Stats, stats
 from blob_lock._stores import StoreKind, store_kind
 from blob_lock._write_once import write_once, write_once_async

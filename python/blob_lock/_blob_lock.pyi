@@ -215,6 +215,8 @@ class NativeSemaphore:
         self, timeout: float | None, owner: str | None = None
     ) -> Future[tuple[int, NativeLock]]:
         """`acquire` as an awaitable; cancelling it releases whatever it may have written."""
+    def try_acquire_async(self) -> Future[tuple[int, NativeLock] | None]:
+        """`try_acquire` as an awaitable (a released `HeldSlot`'s `try_acquire_async`)."""
     def configuration(self) -> NativeSemaphoreConfig:
         """The stored configuration, written with the number asked for if there is none."""
     def stored(self) -> NativeSemaphoreConfig | None:

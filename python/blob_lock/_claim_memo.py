@@ -11,12 +11,13 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from blob_lock._args import Seconds, lock_uri
+from blob_lock._held_slot import HeldSlot
 from blob_lock._inspect import inspect_async
 from blob_lock._lock import BlobLock
 from blob_lock._memo_claim import Done, MemoClaim, _async_done, _poll, _sync_done
 from blob_lock._option_types import LockOptions
 from blob_lock._options import signature
-from blob_lock._semaphore import BlobSemaphore, HeldSlot
+from blob_lock._semaphore import BlobSemaphore
 from blob_lock.exceptions import LockLost, LockTimeout
 
 if TYPE_CHECKING:

@@ -10,8 +10,8 @@ from typing import Union
 
 from blob_lock import _handover
 from blob_lock._args import Seconds, seconds
+from blob_lock._held_slot import HeldSlot
 from blob_lock._lock import BlobLock
-from blob_lock._semaphore import HeldSlot
 from blob_lock.exceptions import LockError, LockLost
 
 __all__ = ["Done", "MemoClaim"]

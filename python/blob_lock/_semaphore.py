@@ -11,8 +11,8 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from blob_lock import _process
 from blob_lock._args import Seconds, lock_uri, seconds
-from blob_lock._blob_lock import NativeLock, NativeSemaphore, NativeSemaphoreConfig
-from blob_lock._lock import BlobLock
+from blob_lock._blob_lock import NativeSemaphore, NativeSemaphoreConfig
+from blob_lock._held_slot import HeldSlot, Taken
 from blob_lock._option_types import LockOptions
 from blob_lock._options import LOCK_OPTIONS, signature
 from blob_lock._turn import current
@@ -20,7 +20,7 @@ from blob_lock._turn import current
 if TYPE_CHECKING:
     from typing_extensions import Unpack
 
-__all__ = ["BlobSemaphore", "HeldSlot", "SemaphoreConfig"]
+__all__ = ["BlobSemaphore", "SemaphoreConfig"]
 
 
 @dataclass(frozen=True)
@@ -37,41 +37,6 @@ class SemaphoreConfig:
     @classmethod
     def _of(cls, native: NativeSemaphoreConfig) -> SemaphoreConfig:
         return cls(slots=native.slots, set_by=native.set_by, set_at=native.set_at)
-
-
-class HeldSlot(BlobLock):
-    """One slot of a ``BlobSemaphore``, held: a ``BlobLock`` on the slot's lock URI
-    (``PREFIX/slot-<i>``) with everything a held lock has (``owner``, ``token``, ``lost``,
-    ``hand_off``, ``release``). Hand ``uri`` and ``owner`` to the remote you launch: its
-    ``keep_alive(uri, owner)`` keeps the slot while it runs."""
-
-    __slots__ = ("_index",)
-    _index: int
-
-    @classmethod
-    def _taken(cls, index: int, native: NativeLock, options: LockOptions | None) -> HeldSlot:
-        """Slot ``index``, held by ``native`` (a semaphore acquisition took it)."""
-        held = cls._holding(native, options)
-        held._index = index
-        return held
-
-    @property
-    def slot(self) -> int:
-        """The slot's index, from 0."""
-        return self._index
-
-    def __enter__(self) -> HeldSlot:
-        # `with semaphore.acquire() as slot:` holds already: the block releases it at its end.
-        if self.held:
-            return self
-        super().__enter__()
-        return self
-
-    async def __aenter__(self) -> HeldSlot:
-        if self.held:
-            return self
-        await super().__aenter__()
-        return self
 
 
 def _whole(slots: object) -> None:
@@ -169,13 +134,27 @@ class BlobSemaphore:
         slot is held with the memo lock's owner id, so one ``keep_alive`` owner keeps both."""
         native = self._native
         t = native.timeout if timeout is None else seconds("timeout", timeout)
-        index, held = native.acquire(t, owner)
-        return HeldSlot._taken(index, held, self._options)
+        return HeldSlot._taken(native.acquire(t, owner), self._options, self)
 
     def try_acquire(self) -> HeldSlot | None:
         """One attempt at every slot, never waiting: a slot held, or None when all are."""
-        taken = self._native.try_acquire()
-        return None if taken is None else HeldSlot._taken(taken[0], taken[1], self._options)
+        taken = self._try_take()
+        return None if taken is None else HeldSlot._taken(taken, self._options, self)
+
+    # What a released HeldSlot of this semaphore is taken again through (``_held_slot.py``):
+    # the slot taken, as the native semaphore gives it, with a new owner id.
+
+    def _take(self, timeout: float | None) -> Taken:
+        return self._native.acquire(timeout)
+
+    def _try_take(self) -> Taken | None:
+        return self._native.try_acquire()
+
+    async def _take_async(self, timeout: float | None) -> Taken:
+        return await self._native.acquire_async(timeout)
+
+    async def _try_take_async(self) -> Taken | None:
+        return await self._native.try_acquire_async()
 
     async def acquire_async(self, timeout: Seconds | None = None) -> HeldSlot:
         """``acquire`` without blocking the event loop. Cancelling it releases whatever it
@@ -185,8 +164,7 @@ class BlobSemaphore:
     async def _acquire_as_async(self, owner: str | None, timeout: Seconds | None) -> HeldSlot:
         native = self._native
         t = native.timeout if timeout is None else seconds("timeout", timeout)
-        index, held = await native.acquire_async(t, owner)
-        return HeldSlot._taken(index, held, self._options)
+        return HeldSlot._taken(await native.acquire_async(t, owner), self._options, self)
 
     def configuration(self) -> SemaphoreConfig:
         """The number of slots as stored (written with the number asked for if there is

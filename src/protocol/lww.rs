@@ -59,7 +59,7 @@ impl Steps for Lww {
         };
         // Another writer that read before our write may still be about to write; wait for
         // the larger of the set margin and twice the round trips we measured, then look.
-        let settle = engine.timing.settle.max((read_time + write_time) * 2);
+        let settle = engine.timing.lww_settle(read_time + write_time);
         engine.clock.sleep(settle).await;
         acquisition.watch = None;
         match engine.read().await? {

@@ -126,6 +126,16 @@ impl NativeSemaphore {
         })
     }
 
+    /// `try_acquire` as an awaitable (a released `HeldSlot`'s `try_acquire_async`).
+    fn try_acquire_async<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let semaphore = self.semaphore.clone();
+        let (keep, raise_on_lost) = (self.timeout, self.raise_on_lost);
+        awaitable(py, async move {
+            let permit = semaphore.try_acquire().await.map_err(to_py)?;
+            Ok(permit.map(|p| held(p, keep, raise_on_lost)))
+        })
+    }
+
     /// The stored configuration, written with the number asked for if there is none.
     fn configuration(&self, py: Python<'_>) -> PyResult<NativeSemaphoreConfig> {
         let semaphore = self.semaphore.clone();

@@ -1,23 +1,27 @@
 //! How many slots a semaphore has: `PREFIX/semaphore.json`, beside its slots, so that every
 //! orchestrator on the prefix agrees on one number. The stored number is the truth. The first
 //! caller creates it (create-if-absent: of two first-comers one writes, and the other reads
-//! what was written; on a store that ignores the condition, each waits out the other and
-//! takes what is there then); a caller asking for another number uses the stored one and is
-//! told so; [`crate::Semaphore::set_slots`] changes it by an update-if-match.
+//! what was written; on a store that ignores the condition, each waits out the others as an
+//! lww write does, twice its own read, look for slots and write, and takes what is there
+//! then, and a read that cannot decode it may have caught half of a write: read again); a
+//! caller asking for another number uses the stored one and is told so;
+//! [`crate::Semaphore::set_slots`] changes it by an update-if-match.
 //!
 //! A configuration missing where slots were taken before was lost (deleted by hand, or by a
 //! lifecycle rule: it is rarely written, so it is old), not never written: it is refused
 //! with an error that names `blob-lock slots`, never written again with whatever number the
-//! next caller asks for, which would change every orchestrator's quota without a word.
+//! next caller asks for, which would change every orchestrator's quota without a word. An
+//! unreadable one is refused alike; `set_slots` writes over it.
 
+use super::taken::Slots;
 use crate::clock::Clock;
 use crate::errors::{Error, Result, StoreErrorKind};
 use crate::lease::LockOptions;
 use crate::mutation::{active, Mutation};
-use crate::store::{self, Access, LockStore, Version, Write};
+use crate::store::{self, LockStore, Version, Write};
+use crate::timing::Timing;
 use bytes::Bytes;
 use std::sync::Arc;
-use std::time::Duration;
 
 /// The most slots a semaphore may have: a waiter reads its slots in order, and each is a
 /// lockfile of its own.
@@ -56,22 +60,18 @@ impl Stored {
         Bytes::from(body.to_string())
     }
 
-    fn decode(uri: &str, bytes: &[u8]) -> Result<Stored> {
-        let bad = |why: &str| {
-            Error::InvalidArgument(format!(
-                "{uri} is not a semaphore's configuration ({why}); `blob-lock slots PREFIX N` writes a valid one"
-            ))
-        };
+    /// The configuration in `bytes`, or why they are not one.
+    fn decode(bytes: &[u8]) -> std::result::Result<Stored, String> {
         let value: serde_json::Value =
-            serde_json::from_slice(bytes).map_err(|e| bad(&format!("not JSON: {e}")))?;
+            serde_json::from_slice(bytes).map_err(|e| format!("not JSON: {e}"))?;
         if value.get("semaphore").and_then(serde_json::Value::as_u64) != Some(1) {
-            return Err(bad("no \"semaphore\": 1 in it"));
+            return Err("no \"semaphore\": 1 in it".into());
         }
         let slots = value
             .get("slots")
             .and_then(serde_json::Value::as_u64)
-            .ok_or_else(|| bad("no whole number of \"slots\""))?;
-        let slots = checked_slots(slots).map_err(|e| bad(&e.to_string()))?;
+            .ok_or("no whole number of \"slots\"")?;
+        let slots = checked_slots(slots).map_err(|e| e.to_string())?;
         let text = |key: &str| {
             value
                 .get(key)
@@ -85,13 +85,6 @@ impl Stored {
             set_at: text("set_at"),
         })
     }
-}
-
-/// Whether `uri`, a lock listed under `prefix`, is one of its slots (`PREFIX/slot-<i>`).
-fn is_slot(prefix: &str, uri: &str) -> bool {
-    uri.strip_prefix(prefix)
-        .and_then(|rest| rest.strip_prefix("/slot-"))
-        .is_some_and(|i| !i.is_empty() && i.bytes().all(|b| b.is_ascii_digit()))
 }
 
 /// `slots` if a semaphore may have that many.
@@ -113,24 +106,22 @@ pub(crate) struct Config {
     /// Where to look for slots taken before, when the configuration is missing.
     slots: Slots,
     clock: Arc<dyn Clock>,
-    /// How long a first write waits out other first-comers where creates are not
-    /// conditional (the lww protocol's settle wait).
-    settle: Duration,
+    /// Where creates are not conditional, a first write waits out other first-comers as
+    /// an lww write does ([`Timing::lww_settle`]).
+    timing: Timing,
+}
+
+/// What the configuration object holds, as read.
+enum Found {
+    Stored(Stored, Version),
+    /// Something that is not a configuration (why not).
+    Unreadable(String),
 }
 
 impl std::fmt::Debug for Config {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "Config({})", self.store.uri())
     }
-}
-
-/// Where a semaphore's slots are found.
-#[derive(Clone)]
-pub(crate) enum Slots {
-    /// Listed under the prefix, as `blob-lock ls` lists locks.
-    Listed { access: Access, timeout: Duration },
-    /// Opened by name from stores the caller brought (`slot-<i>`), the first `asked` read.
-    Opened(super::Opener),
 }
 
 impl Config {
@@ -146,7 +137,7 @@ impl Config {
                 timeout,
             },
             clock: options.clock.clone(),
-            settle: options.timing.settle,
+            timing: options.timing,
         })
     }
 
@@ -157,7 +148,7 @@ impl Config {
             prefix: prefix.into(),
             slots: Slots::Opened(open.clone()),
             clock: options.clock.clone(),
-            settle: options.timing.settle,
+            timing: options.timing,
         }
     }
 
@@ -166,38 +157,93 @@ impl Config {
         self.store.uri()
     }
 
-    /// The stored configuration, if there is one.
-    pub(crate) async fn read(&self) -> Result<Option<(Stored, Version)>> {
-        let Some(snapshot) = self.store.read().await? else {
-            return Ok(None);
-        };
-        let stored = Stored::decode(self.uri(), &snapshot.bytes)?;
-        Ok(Some((stored, snapshot.version)))
+    /// What the object holds, if it is there. Where writes may not be atomic (a store that
+    /// ignores conditional writes, s3rver: a read can catch half of a write in flight), an
+    /// unreadable one is read again, as lww reads a lockfile (`Engine::read`): called
+    /// unreadable once a read sent [`Timing::longest_request`] after the first unreadable
+    /// read still is; by a `look`, which writes nothing and asks the store nothing more, once
+    /// three reads in a row found the same.
+    async fn found(&self, look: bool) -> Result<Option<Found>> {
+        let (mut first, mut last, mut same) = (None, None, 0);
+        loop {
+            let sent = self.clock.now();
+            let Some(snapshot) = self.store.read().await? else {
+                return Ok(None);
+            };
+            let why = match Stored::decode(&snapshot.bytes) {
+                Ok(stored) => return Ok(Some(Found::Stored(stored, snapshot.version))),
+                Err(why) => why,
+            };
+            same = if last.as_ref() == Some(&snapshot.bytes) {
+                same + 1
+            } else {
+                0
+            };
+            last = Some(snapshot.bytes);
+            let first = *first.get_or_insert_with(|| self.clock.now());
+            let atomic = match look {
+                true => self.store.known_conditional_writes() == Some(true),
+                false => self.store.conditional_writes(false).await?,
+            };
+            if atomic {
+                return Ok(Some(Found::Unreadable(why)));
+            }
+            let waited = sent.saturating_duration_since(first);
+            if look && same >= 2 {
+                return Ok(Some(Found::Unreadable(format!(
+                    "{why}; the same in three reads"
+                ))));
+            }
+            if !look && waited >= self.timing.longest_request() {
+                return Ok(Some(Found::Unreadable(format!(
+                    "{why}; still so {:.1}s after the first unreadable read, longer than a write can be in flight",
+                    waited.as_secs_f64()
+                ))));
+            }
+            log::debug!(
+                "{}: unreadable ({why}), a write in flight? reading again",
+                self.uri()
+            );
+            self.clock.sleep(self.timing.poll_min).await;
+        }
+    }
+
+    /// The stored configuration, if there is one; an unreadable one is refused
+    /// ([`Config::unreadable`]). A `look` (`status`) writes nothing.
+    pub(crate) async fn read(&self, look: bool) -> Result<Option<(Stored, Version)>> {
+        match self.found(look).await? {
+            None => Ok(None),
+            Some(Found::Stored(stored, version)) => Ok(Some((stored, version))),
+            Some(Found::Unreadable(why)) => Err(self.unreadable(&why)),
+        }
     }
 
     /// The stored configuration, written with `asked` slots first if there is none and
     /// none was lost.
     pub(crate) async fn agreed(&self, asked: usize) -> Result<Stored> {
-        match self.read().await {
-            Ok(Some((stored, _))) => return Ok(stored),
-            Ok(None) => {}
+        // From here to our write's answer: what another first-comer may take as well
+        // between its read and its write, where creates are not conditional.
+        let began = self.clock.now();
+        match self.found(false).await? {
+            Some(Found::Stored(stored, _)) => return Ok(stored),
+            None => {}
             // Seeded: an unreadable configuration written over with the number asked.
-            Err(Error::InvalidArgument(_)) if active(Mutation::SemaphoreConfigReplaced) => {
+            Some(Found::Unreadable(_)) if active(Mutation::SemaphoreConfigReplaced) => {
                 let ours = Stored::new(asked);
                 self.store.overwrite(ours.encode()).await?;
                 return Ok(ours);
             }
-            Err(e) => return Err(e),
+            Some(Found::Unreadable(why)) => return Err(self.unreadable(&why)),
         }
         if !active(Mutation::SemaphoreConfigRecreated) {
-            if let Some(slot) = self.slot_taken_before(asked).await? {
+            if let Some(slot) = self.slots.taken_before(&self.prefix, asked).await? {
                 // Every slot is taken after its taker agreed on the configuration: another
                 // first-comer may have written both since our read. Only a configuration
                 // still missing now, with a slot there, was lost.
                 if active(Mutation::SemaphoreLostUnread) {
                     return Err(self.lost(&slot, asked));
                 }
-                return match self.read().await? {
+                return match self.read(false).await? {
                     Some((stored, _)) => Ok(stored),
                     None => Err(self.lost(&slot, asked)),
                 };
@@ -211,10 +257,12 @@ impl Config {
         match self.store.create(ours.encode()).await? {
             Write::Done(_) if self.store.conditional_writes(false).await? => Ok(ours),
             // The store ignored the condition: another first-comer may have written too.
-            // Wait out any writer that read before us, then take what is there.
+            // Wait out any writer that read before us, as an lww write does, then take what
+            // is there. (Measured before the probe that may have just run.)
             Write::Done(_) => {
-                self.clock.sleep(self.settle).await;
-                match self.read().await? {
+                let measured = self.clock.now() - began;
+                self.clock.sleep(self.timing.lww_settle(measured)).await;
+                match self.read(false).await? {
                     Some((stored, _)) => Ok(stored),
                     None => Err(self.gone()),
                 }
@@ -222,7 +270,7 @@ impl Config {
             // Another first-comer wrote first (or our own write, answered late): theirs holds.
             // Gone again, or a read that lags the write: read again, as after any transient
             // failure.
-            Write::Conflict { .. } => match self.read().await? {
+            Write::Conflict { .. } => match self.read(false).await? {
                 Some((stored, _)) => Ok(stored),
                 None => Err(self.gone()),
             },
@@ -237,6 +285,19 @@ impl Config {
         }
     }
 
+    /// The configuration is there but cannot be read: refused as a lost one is, since
+    /// writing a number over it would change every orchestrator's quota.
+    fn unreadable(&self, why: &str) -> Error {
+        Error::Store {
+            uri: self.uri().to_string(),
+            message: format!(
+                "it is not a semaphore's configuration ({why}): the semaphore's number cannot be read. Store it again with `blob-lock slots {} N` (or BlobSemaphore.set_slots), which writes over it",
+                self.prefix
+            ),
+            kind: StoreErrorKind::Permanent,
+        }
+    }
+
     fn lost(&self, slot: &str, asked: usize) -> Error {
         Error::Store {
             uri: self.uri().to_string(),
@@ -248,47 +309,24 @@ impl Config {
         }
     }
 
-    /// The URI (or name) of a slot whose lockfile exists, if any: slots were taken under
-    /// this prefix before.
-    async fn slot_taken_before(&self, asked: usize) -> Result<Option<String>> {
-        match &self.slots {
-            Slots::Opened(open) => {
-                for i in 0..asked {
-                    let name = format!("slot-{i}");
-                    if open(&name).read().await?.is_some() {
-                        return Ok(Some(name));
-                    }
-                }
-                Ok(None)
-            }
-            Slots::Listed { access, timeout } => {
-                // A local folder not made yet: nothing was ever taken there.
-                let Ok(mut listing) = store::Listing::new(&self.prefix, access, *timeout) else {
-                    return Ok(None);
-                };
-                let page = listing.next_page(64).await?;
-                Ok(page.into_iter().find(|uri| is_slot(&self.prefix, uri)))
-            }
-        }
-    }
-
     /// Stores `slots`, whatever was there: an update of the version read, read again and
     /// retried when another change landed between.
     pub(crate) async fn set(&self, slots: usize) -> Result<Stored> {
         let ours = Stored::new(slots);
         loop {
-            let written = match self.read().await {
-                Ok(Some((_, version))) => self.store.update(ours.encode(), &version).await?,
-                Ok(None) => self.store.create(ours.encode()).await?,
+            let written = match self.found(true).await? {
+                Some(Found::Stored(_, version)) => {
+                    self.store.update(ours.encode(), &version).await?
+                }
+                None => self.store.create(ours.encode()).await?,
                 // A configuration nobody can read is replaced: that is what setting it is for.
-                Err(Error::InvalidArgument(_)) => {
+                Some(Found::Unreadable(_)) => {
                     self.store.overwrite(ours.encode()).await?;
                     Write::Done(Version {
                         e_tag: None,
                         version: None,
                     })
                 }
-                Err(e) => return Err(e),
             };
             if let Write::Done(_) = written {
                 return Ok(ours);
@@ -304,36 +342,21 @@ mod tests {
     #[test]
     fn a_configuration_reads_back_as_written() {
         let stored = Stored::new(64);
-        let back = Stored::decode("memory://m/q/semaphore.json", &stored.encode()).unwrap();
-        assert_eq!(back, stored);
+        assert_eq!(Stored::decode(&stored.encode()).unwrap(), stored);
     }
 
     #[test]
-    fn a_bad_configuration_names_the_object_and_the_fix() {
-        for body in [
-            &b"{"[..],
-            br#"{"slots": 4}"#,
-            br#"{"semaphore": 1, "slots": 0}"#,
-            br#"{"semaphore": 1, "slots": -3}"#,
-            br#"{"semaphore": 1, "slots": 99999}"#,
+    fn a_bad_configuration_says_why() {
+        for (body, why) in [
+            (&b"{"[..], "not JSON"),
+            (br#"{"slots": 4}"#, "\"semaphore\": 1"),
+            (br#"{"semaphore": 1, "slots": 0}"#, "between 1 and 4096"),
+            (br#"{"semaphore": 1, "slots": -3}"#, "whole number"),
+            (br#"{"semaphore": 1, "slots": 99999}"#, "between 1 and 4096"),
         ] {
-            let e = Stored::decode("memory://m/q/semaphore.json", body)
-                .unwrap_err()
-                .to_string();
-            assert!(e.contains("memory://m/q/semaphore.json"), "{e}");
-            assert!(e.contains("blob-lock slots PREFIX N"), "{e}");
+            let e = Stored::decode(body).unwrap_err();
+            assert!(e.contains(why), "{e}");
         }
-    }
-
-    #[test]
-    fn only_slots_count_as_slots() {
-        let p = "s3://b/q";
-        assert!(is_slot(p, "s3://b/q/slot-0"));
-        assert!(is_slot(p, "s3://b/q/slot-63"));
-        assert!(!is_slot(p, "s3://b/q/slot-"));
-        assert!(!is_slot(p, "s3://b/q/slot-1/x"));
-        assert!(!is_slot(p, "s3://b/q/other"));
-        assert!(!is_slot(p, "s3://b/qq/slot-1"));
     }
 
     #[test]

@@ -12,6 +12,7 @@ mod acquire;
 pub mod config;
 mod cooldown;
 mod rotation;
+mod taken;
 
 use crate::errors::{Error, Result};
 use crate::lease::{Lease, Lock, LockOptions};
@@ -190,7 +191,7 @@ impl Semaphore {
 
     /// The stored configuration, if there is one; writes nothing (`status`, `ls`).
     pub async fn stored(&self) -> Result<Option<Stored>> {
-        Ok(self.config.read().await?.map(|(stored, _)| stored))
+        Ok(self.config.read(true).await?.map(|(stored, _)| stored))
     }
 
     /// The stored configuration, read again after a transient failure until `deadline`

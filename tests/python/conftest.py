@@ -215,6 +215,8 @@ class Backend:
     raw_get: Callable[[str], bytes | None] | None = None
     # Deletes the object at a URI under the root (no lock.json added), bypassing the lock.
     raw_delete: Callable[[str], None] | None = None
+    # Writes raw bytes to the object at a URI under the root (no lock.json added).
+    raw_put_object: Callable[[str, bytes], None] | None = None
     # Whether other processes see the same store (memory:// is per process).
     shared_across_processes: bool = True
 
@@ -261,6 +263,9 @@ def _s3_backend(endpoint: str) -> Backend:
 
     b.raw_put, b.raw_get = put, get
     b.raw_delete = lambda uri: client.delete_object(Bucket=bucket, Key=b.object_key(uri))
+    b.raw_put_object = lambda uri, data: client.put_object(
+        Bucket=bucket, Key=b.object_key(uri), Body=data
+    )
     return b
 
 
@@ -284,6 +289,7 @@ def _az_backend(url: str) -> Backend:
 
     b.raw_put, b.raw_get = put, get
     b.raw_delete = lambda uri: cc.delete_blob(b.object_key(uri))
+    b.raw_put_object = lambda uri, data: cc.upload_blob(b.object_key(uri), data, overwrite=True)
     return b
 
 
@@ -294,6 +300,7 @@ def _gs_backend(server) -> Backend:
     b.raw_put = lambda uri, data: server.put(bucket, b.key(uri), data)
     b.raw_get = lambda uri: server.get(bucket, b.key(uri))
     b.raw_delete = lambda uri: server.delete(bucket, b.object_key(uri))
+    b.raw_put_object = lambda uri, data: server.put(bucket, b.object_key(uri), data)
     return b
 
 
@@ -314,6 +321,7 @@ def _file_backend(tmp: Path) -> Backend:
 
     b.raw_put, b.raw_get = put, get
     b.raw_delete = lambda uri: Path(uri).unlink()
+    b.raw_put_object = lambda uri, data: Path(uri).write_bytes(data)
     return b
 
 

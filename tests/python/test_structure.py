@@ -323,6 +323,7 @@ SLOT_PLACES = (
     "src/python/metrics.rs",
     "src/mutation.rs",
     "tests/rust/semaphore.rs",
+    "tests/rust/semaphore_config.rs",
     "tests/rust/requests.rs",
     "tests/rust/simulation.rs",
     "tests/rust/model.rs",

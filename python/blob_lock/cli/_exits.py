@@ -36,7 +36,7 @@ BY_COMMAND: dict[str, list[tuple[str, str]]] = {
     "status": [("0", "whatever the state"), (str(EXIT_ERROR), "the lock cannot be read")],
     "slots": [
         ("0", "stored"),
-        (str(EXIT_ERROR), "the store cannot be read or written, or holds no valid number"),
+        (str(EXIT_ERROR), "the store cannot be read or written"),
     ],
     "wait": [("0", "free"), (str(EXIT_TIMEOUT), "not free within --timeout")],
     "break": [

@@ -310,7 +310,8 @@ def parser() -> _Parser:
         "Store N as the number of slots of the semaphore at PREFIX, for every process that "
         "uses it: raised, new acquisitions take the new slots at once; lowered, no holder is "
         "evicted, and the slots past N drain as their holders release them. Prints the "
-        "number before and after.",
+        "number before and after. A configuration that cannot be read is written over (what "
+        "the error of an acquisition that met it says to run).",
         prefix="the semaphore's URI or folder: its slots are PREFIX/slot-<i>",
     )
     slots.add_argument("number", metavar="N", type=int, help="how many may hold a slot at once")

@@ -8,7 +8,14 @@ import argparse
 import json
 import sys
 
-from blob_lock import BlobSemaphore, Inspection, LockState, SemaphoreConfig, list_locks
+from blob_lock import (
+    BlobSemaphore,
+    Inspection,
+    LockState,
+    SemaphoreConfig,
+    StoreError,
+    list_locks,
+)
 from blob_lock.cli._exits import EXIT_USAGE
 from blob_lock.cli._parser import storage_options
 
@@ -51,9 +58,22 @@ def slots_command(args: argparse.Namespace) -> int:
     """``blob-lock slots PREFIX N``: stores N as the number of slots."""
     options = storage_options(args)
     semaphore = BlobSemaphore(args.uri, args.number, storage_options=options)
-    before = semaphore.stored()
+    try:
+        before = semaphore.stored()
+        unreadable = None
+    except StoreError as e:
+        # What the error of an unreadable configuration says to run: the number is written
+        # over it. (A store that refuses the read refuses the write too, and says why.)
+        if e.transient:
+            raise
+        before, unreadable = None, e
     now = semaphore.set_slots(args.number)
-    if before is None:
+    if unreadable is not None:
+        print(
+            f"{args.uri}: semaphore of {slots_text(now.slots)} (written over "
+            f"{args.uri.rstrip('/')}/semaphore.json, which could not be read)"
+        )
+    elif before is None:
         print(f"{args.uri}: semaphore of {slots_text(now.slots)} (new)")
     elif before.slots == now.slots:
         print(f"{args.uri}: semaphore of {slots_text(now.slots)} (unchanged)")

@@ -97,11 +97,24 @@ fn config_written_by_whom(
         })
         .collect();
     operator.sort_by(f64::total_cmp);
+    let initial = usize::from(change != Change::FirstWrites);
+    // When the loss landed: the operator's event comes once its call has returned, and a
+    // contender may have read the loss (and been refused) before that.
     let lost = events.iter().find_map(|e| match e {
         Event::ConfigLost { at } => Some(*at),
         _ => None,
     });
-    let initial = usize::from(change != Change::FirstWrites);
+    let lost = lost.map(|event| {
+        let no_configuration = |s: &Stored| {
+            serde_json::from_slice::<serde_json::Value>(&s.bytes)
+                .map_or(true, |v| v.get("slots").is_none())
+        };
+        (history.iter().skip(initial))
+            .filter(|s| no_configuration(s))
+            .map(at)
+            .find(|&landed| landed <= event)
+            .unwrap_or(event)
+    });
     let writes: Vec<f64> = history.iter().skip(initial).map(at).collect();
     // Each operator write landed before its event: pair them off in order.
     let mut contenders = Vec::new();
