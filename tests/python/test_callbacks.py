@@ -71,9 +71,9 @@ def lose(locks: list[BlobLock]) -> None:
 
 @contextmanager
 def blocked_callbacks(n: int) -> Iterator[Blocking]:
-    """``n`` locks lost whose callbacks block; inside, at least one is blocked. On leaving,
-    four (or ``n``) must be running at once and no more, and once let go each of the ``n``
-    must have run once."""
+    """``n`` locks lost whose callbacks block; inside, four (or ``n``) are blocked. On
+    leaving, four must have been running at once and no more, and once let go each of the
+    ``n`` must have run once."""
     callback = Blocking()
     locks = take(n, callback)
     lose(locks)
@@ -83,6 +83,11 @@ def blocked_callbacks(n: int) -> Iterator[Blocking]:
             lambda: all(lock.lost for lock in locks) and callback.started != [],
             lambda: f"{sum(lock.lost for lock in locks)} of {n} lost, no callback started",
         )
+        # The rest start at once; if they do not, the body runs all the same and the count
+        # is asserted on leaving (so that the body's own failure shows first).
+        started = time.monotonic()
+        while len(callback.started) < running and time.monotonic() - started < 5:
+            time.sleep(0.01)
         yield callback
         wait_until(
             lambda: len(callback.started) >= running,
