@@ -2,6 +2,7 @@
 //! callback, timeouts.
 
 use super::errors::{to_py, LockLost};
+use super::to_python::Lane;
 use crate::errors::Error;
 use crate::lease::{LockOptions, LossHook, Settings};
 use crate::store::Access;
@@ -15,11 +16,12 @@ pub(crate) fn outside_options(store: Access) -> PyResult<LockOptions> {
     LockOptions::from_settings(&Settings::default(), store).map_err(to_py)
 }
 
-/// Calls `callback(LockLost(...))` once when a lease is lost, on one of a few threads of
-/// ours ([`super::to_python`]): the hook fires on a runtime thread, whose heartbeats must not
-/// wait for the GIL or a slow callback, and an outage that loses thousands of locks at once
-/// must not start a thread each. An exception in the callback goes to
-/// `sys.unraisablehook`, as in a `__del__`.
+/// Calls `callback(LockLost(...))` once when a lease is lost, on one of the few threads of
+/// ours that run loss callbacks only ([`super::to_python`]): the hook fires on a runtime
+/// thread, whose heartbeats must not wait for the GIL or a slow callback, a callback that
+/// blocks must hold up no asyncio result or credential fetch, and an outage that loses
+/// thousands of locks at once must not start a thread each. An exception in the callback
+/// goes to `sys.unraisablehook`, as in a `__del__`.
 pub(crate) fn loss_hook(callback: Option<Py<PyAny>>) -> Option<LossHook> {
     let callback = Arc::new(callback?);
     Some(LossHook(Arc::new(move |lost: &Error| {
@@ -28,12 +30,15 @@ pub(crate) fn loss_hook(callback: Option<Py<PyAny>>) -> Option<LossHook> {
             Error::Lost { uri, .. } => uri.clone(),
             _ => String::new(),
         };
-        super::to_python::leave_call(Box::new(move |py| {
-            let exc = LockLost::new_err((message, uri));
-            if let Err(e) = callback.call1(py, (exc.value(py),)) {
-                e.write_unraisable(py, Some(callback.bind(py)));
-            }
-        }));
+        super::to_python::leave_call(
+            Lane::Callbacks,
+            Box::new(move |py| {
+                let exc = LockLost::new_err((message, uri));
+                if let Err(e) = callback.call1(py, (exc.value(py),)) {
+                    e.write_unraisable(py, Some(callback.bind(py)));
+                }
+            }),
+        );
     })))
 }
 

@@ -4,11 +4,13 @@
 //! drops the Rust future.
 //!
 //! The bridge hands each result to its event loop from a "blocking" call that waits for the
-//! GIL. Those calls go to the threads that run loss callbacks (`to_python`), not to the
-//! runtime's blocking pool: the pool runs the file store's requests, renewals included, and
-//! hundreds of completions waiting there while a thread held the GIL took all its threads
-//! and lost a held lock on local files.
+//! GIL. Those calls go to threads of ours that hand over results only (`to_python`'s
+//! results lane), not to the runtime's blocking pool: the pool runs the file store's
+//! requests, renewals included, and hundreds of completions waiting there while a thread
+//! held the GIL took all its threads and lost a held lock on local files. Nor do they wait
+//! behind a user's loss callback, which may block.
 
+use super::to_python::Lane;
 use crate::runtime::runtime;
 use pyo3::prelude::*;
 use pyo3_async_runtimes::generic::{ContextExt, Runtime};
@@ -71,19 +73,22 @@ impl Runtime for BlobRuntime {
     }
 
     /// Only ever a call that takes the GIL (a result handed to its event loop): on the
-    /// threads that wait for Python, never on the runtime's blocking pool.
+    /// threads that hand over results, never on the runtime's blocking pool.
     fn spawn_blocking<F>(f: F) -> Self::JoinHandle
     where
         F: FnOnce() + Send + 'static,
     {
         let (ran, ended) = tokio::sync::oneshot::channel();
-        super::to_python::leave_call(Box::new(move |_py| {
-            // Past the exit hook, no awaitable completes (see `CLOSED`).
-            if !CLOSED.load(Ordering::SeqCst) {
-                f();
-            }
-            let _ = ran.send(());
-        }));
+        super::to_python::leave_call(
+            Lane::Results,
+            Box::new(move |_py| {
+                // Past the exit hook, no awaitable completes (see `CLOSED`).
+                if !CLOSED.load(Ordering::SeqCst) {
+                    f();
+                }
+                let _ = ran.send(());
+            }),
+        );
         Box::pin(async move { ended.await.map_err(|_| Ended::Dropped) })
     }
 }

@@ -2,9 +2,11 @@
 //! [`Credentials`]. The Python package (`blob_lock._credentials`) turns every source a user
 //! has (botocore, azure-identity, google-auth, obstore-style providers, sync or async) into
 //! one plain synchronous function returning a tuple; this file only calls it, on a thread
-//! that waits for Python (`to_python`), never on a runtime thread, whose blocking pool runs
-//! the file store's renewals.
+//! of ours that runs fetches only (`to_python`'s credentials lane), never on a runtime
+//! thread, whose blocking pool runs the file store's renewals, nor behind a user's loss
+//! callback, which may block while a renewal waits for the fetch.
 
+use super::to_python::Lane;
 use crate::store::{Cloud, Credentials, Fetch, Fetched};
 use object_store::aws::AwsCredential;
 use object_store::azure::{AzureAccessKey, AzureCredential};
@@ -117,17 +119,20 @@ fn fetcher<C: Send + 'static>(
                 return Err("the Python interpreter is exiting".to_string());
             }
             let (answer, called) = tokio::sync::oneshot::channel();
-            super::to_python::leave_call(Box::new(move |py| {
-                let Some(_inside) = InPython::enter() else {
-                    let _ = answer.send(Err("the Python interpreter is exiting".to_string()));
-                    return;
-                };
-                let got = fetch
-                    .call0(py)
-                    .and_then(|got| read(got.bind(py)))
-                    .map_err(|e| message(py, &e));
-                let _ = answer.send(got);
-            }));
+            super::to_python::leave_call(
+                Lane::Credentials,
+                Box::new(move |py| {
+                    let Some(_inside) = InPython::enter() else {
+                        let _ = answer.send(Err("the Python interpreter is exiting".to_string()));
+                        return;
+                    };
+                    let got = fetch
+                        .call0(py)
+                        .and_then(|got| read(got.bind(py)))
+                        .map_err(|e| message(py, &e));
+                    let _ = answer.send(got);
+                }),
+            );
             match called.await {
                 Ok(result) => result,
                 Err(_) => Err(

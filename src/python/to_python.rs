@@ -8,11 +8,12 @@
 //!   says how many were dropped. The deliverer also reads Python's logging levels again
 //!   every [`REFRESH`], so that a level set later is honoured. What it calls to do either
 //!   is registered by the logging bridge ([`deliver_with`]), which this file does not know.
-//! - calls (loss callbacks, asyncio results handed to their event loops, credential
-//!   fetches) wait in a queue that at most [`MAX_CALLERS`] threads of ours run, in order:
-//!   every call runs, an outage that loses thousands of locks at once starts no thread per
-//!   loss, a slow callback holds up only its own thread, and none of them waits for the GIL
-//!   on the runtime's blocking pool, where the file store renews.
+//! - calls wait in one queue per [`Lane`] (asyncio results handed to their event loops,
+//!   credential fetches, loss callbacks), each run in order by at most [`MAX_CALLERS`]
+//!   threads of its own: a user's callback that blocks holds up neither a result nor a
+//!   fetch, every call runs, an outage that loses thousands of locks at once starts no
+//!   thread per loss (callbacks past its threads wait in its queue), and none of them
+//!   waits for the GIL on the runtime's blocking pool, where the file store renews.
 //!
 //! At interpreter exit ([`close`]) what is queued is handed over by the exiting thread
 //! itself; from then on no thread of ours calls into Python. In a child made by fork, the
@@ -27,7 +28,8 @@ use std::time::{Duration, Instant};
 /// Records waiting beyond this many are dropped (and counted).
 pub(super) const MAX_RECORDS: usize = 10_000;
 
-/// At most this many threads run loss callbacks at once.
+/// At most this many threads run the calls of one lane at once (so at most this many loss
+/// callbacks run at once).
 pub(super) const MAX_CALLERS: usize = 4;
 
 /// How often Python's logging levels are read again.
@@ -68,14 +70,46 @@ pub(super) struct Record {
 /// Something to run with the GIL (a loss callback, an asyncio result, a credential fetch).
 pub(super) type Call = Box<dyn FnOnce(Python<'_>) + Send>;
 
+/// What a call is, each kind with a queue and threads of its own: a call never waits
+/// behind one of another kind.
+#[derive(Clone, Copy, Debug)]
+pub(super) enum Lane {
+    /// An asyncio result handed to its event loop: short, once it has the GIL.
+    Results = 0,
+    /// A credential fetch: a provider's code, which may take seconds (an SSO refresh, a
+    /// CLI), and which renewals wait for once the credential in hand runs out.
+    Credentials = 1,
+    /// A loss callback (`on_lost`): a user's code, which may block for as long as it likes.
+    Callbacks = 2,
+}
+
+const LANES: [Lane; 3] = [Lane::Results, Lane::Credentials, Lane::Callbacks];
+
+impl Lane {
+    /// Its threads' name (at most 15 bytes: Linux keeps no more).
+    fn thread_name(self) -> &'static str {
+        match self {
+            Lane::Results => "blob-lock-async",
+            Lane::Credentials => "blob-lock-creds",
+            Lane::Callbacks => "blob-lock-lost",
+        }
+    }
+}
+
+/// The calls of one lane and the threads that run them.
+#[derive(Default)]
+struct Queue {
+    calls: VecDeque<Call>,
+    callers: usize,
+    idle_callers: usize,
+}
+
 #[derive(Default)]
 struct Inbox {
     records: VecDeque<Record>,
     dropped: u64,
-    calls: VecDeque<Call>,
     deliverer: bool,
-    callers: usize,
-    idle_callers: usize,
+    lanes: [Queue; LANES.len()],
     /// Threads of ours inside Python now (or waiting for the GIL to be).
     in_python: usize,
     closed: bool,
@@ -84,8 +118,10 @@ struct Inbox {
 #[derive(Default)]
 struct Mailbox {
     inbox: Mutex<Inbox>,
-    /// Records or calls arrived, or the mailbox closed.
+    /// Records arrived, or the mailbox closed.
     arrived: Condvar,
+    /// A lane's calls arrived, or the mailbox closed (one per lane).
+    called: [Condvar; LANES.len()],
     /// A thread left Python.
     left: Condvar,
 }
@@ -116,23 +152,25 @@ pub(super) fn leave_record(record: Record) {
     mailbox.arrived.notify_all();
 }
 
-/// Leaves `call` for a caller thread; never waits for Python.
-pub(super) fn leave_call(call: Call) {
+/// Leaves `call` for a thread of `lane`'s; never waits for Python. A thread more starts
+/// while more calls wait than threads are idle, up to [`MAX_CALLERS`].
+pub(super) fn leave_call(lane: Lane, call: Call) {
     let (mailbox, mut inbox) = inbox();
     if inbox.closed {
         return;
     }
-    inbox.calls.push_back(call);
-    if inbox.idle_callers == 0 && inbox.callers < MAX_CALLERS {
-        inbox.callers += 1;
+    let queue = &mut inbox.lanes[lane as usize];
+    queue.calls.push_back(call);
+    if queue.calls.len() > queue.idle_callers && queue.callers < MAX_CALLERS {
+        queue.callers += 1;
         let spawned = std::thread::Builder::new()
-            .name("blob-lock-callbacks".into())
-            .spawn(run_calls);
+            .name(lane.thread_name().into())
+            .spawn(move || run_calls(lane));
         if spawned.is_err() {
-            inbox.callers -= 1; // the others (or the exit) run it
+            queue.callers -= 1; // the others (or the exit) run it
         }
     }
-    mailbox.arrived.notify_all();
+    mailbox.called[lane as usize].notify_one();
 }
 
 /// Starts the deliverer, if it is not running: at the first record, and at import (it also
@@ -206,38 +244,39 @@ fn deliver_records() {
     }
 }
 
-/// A caller thread: runs the calls in order, and ends after [`IDLE`] without one.
-fn run_calls() {
+/// A thread of `lane`'s: runs its calls in order, and ends after [`IDLE`] without one.
+fn run_calls(lane: Lane) {
     let mailbox = MAILBOX.get();
+    let at = lane as usize;
     loop {
         let mut inbox = mailbox.inbox.lock().unwrap_or_else(|e| e.into_inner());
         let idle_since = Instant::now();
-        inbox.idle_callers += 1;
+        inbox.lanes[at].idle_callers += 1;
         let call = loop {
             if inbox.closed {
-                inbox.idle_callers -= 1;
-                inbox.callers -= 1;
+                inbox.lanes[at].idle_callers -= 1;
+                inbox.lanes[at].callers -= 1;
                 return;
             }
-            if let Some(call) = inbox.calls.pop_front() {
+            if let Some(call) = inbox.lanes[at].calls.pop_front() {
                 break call;
             }
             let waited = idle_since.elapsed();
             if waited >= IDLE {
-                inbox.idle_callers -= 1;
-                inbox.callers -= 1;
+                inbox.lanes[at].idle_callers -= 1;
+                inbox.lanes[at].callers -= 1;
                 return;
             }
-            inbox = match mailbox.arrived.wait_timeout(inbox, IDLE - waited) {
+            inbox = match mailbox.called[at].wait_timeout(inbox, IDLE - waited) {
                 Ok((inbox, _)) => inbox,
                 Err(e) => e.into_inner().0,
             };
         };
-        inbox.idle_callers -= 1;
+        inbox.lanes[at].idle_callers -= 1;
         if !entering(inbox) {
             drop(call); // closed meanwhile: the exit ran what was queued
             let mut inbox = mailbox.inbox.lock().unwrap_or_else(|e| e.into_inner());
-            inbox.callers -= 1;
+            inbox.lanes[at].callers -= 1;
             return;
         }
         Python::attach(call);
@@ -245,15 +284,18 @@ fn run_calls() {
     }
 }
 
-/// At interpreter exit (the GIL held): hands over what is queued on this thread, then
-/// closes the mailbox, so that no thread of ours calls into Python any more, and waits up
-/// to `grace` for those inside Python to leave.
+/// At interpreter exit (the GIL held): closes the mailbox, so that no thread of ours calls
+/// into Python any more, waits up to `grace` for those inside Python to leave, then hands
+/// over what was queued on this thread (results, fetches, then callbacks).
 pub(super) fn close(py: Python<'_>, grace: Duration) {
     let (records, dropped, calls) = {
         let (_, mut inbox) = inbox();
         inbox.closed = true;
         let records: Vec<Record> = inbox.records.drain(..).collect();
-        let calls: Vec<Call> = inbox.calls.drain(..).collect();
+        let calls: Vec<Call> = LANES
+            .iter()
+            .flat_map(|&lane| std::mem::take(&mut inbox.lanes[lane as usize].calls))
+            .collect();
         (records, std::mem::take(&mut inbox.dropped), calls)
     };
     mailbox_closed(py, grace);
@@ -268,6 +310,9 @@ pub(super) fn close(py: Python<'_>, grace: Duration) {
 fn mailbox_closed(py: Python<'_>, grace: Duration) {
     let mailbox = MAILBOX.get();
     mailbox.arrived.notify_all();
+    for called in &mailbox.called {
+        called.notify_all();
+    }
     // Without the GIL: a thread of ours waiting for it to leave Python needs it.
     py.detach(|| {
         let until = Instant::now() + grace;
