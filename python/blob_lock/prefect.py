@@ -1,8 +1,8 @@
 """Prefect's lock manager on blob-lock: ``BlobLockManager(prefix, **options)`` is a
 ``prefect.locking.protocol.LockManager`` whose lock for a key is a ``BlobLock`` at
 ``{prefix}/{key}``, in the store that already holds the results (S3, Azure, GCS, local or
-NFS files). Needs Prefect 3 (``pip install 'blob-lock[prefect]'``); only this module
-imports it. docs/prefect.md shows the three lines that switch a flow over.
+NFS files). Needs Prefect 3 (``pip install 'blob-lock[prefect]'``); only this module and
+``_prefect_logs`` import it. docs/prefect.md shows the three lines that switch a flow over.
 
 What Prefect's semantics become here, and why:
 
@@ -20,7 +20,12 @@ What Prefect's semantics become here, and why:
   managers hold it for ever then). A ``hold_timeout``: released by a timer after it, as
   Prefect's own managers let it expire, with a WARNING when its holder had not released
   it; the lock's ``expire`` is shortened to the ``hold_timeout`` (0.5 s at least), so a
-  holder that dies frees it within that bound too.
+  holder that dies frees it within that bound too. The same holder acquiring again
+  restarts it with the ``hold_timeout`` it passes (None: held until released), as
+  Prefect's file-system manager does.
+- The prefix is checked as a lock URI is (``s3:/bucket`` is refused, not taken for a local
+  folder of that name), and every timeout as ``BlobLock``'s ``timeout`` is, each error
+  naming its argument.
 - ``acquire_timeout`` 0 tries once, None waits for ever. Prefect's transactions pass None
   and ignore a False (they would run the task without the lock), so the manager's
   ``timeout`` option, when given, bounds those waits by raising ``LockTimeout``: the task
@@ -31,10 +36,15 @@ What Prefect's semantics become here, and why:
   releases twice). A copy of the manager may release its holder's lock taken elsewhere:
   it breaks that acquisition (``break_lock`` with its owner and token).
 - A lock lost while held (a store outage past the lease, a break) is logged at WARNING
-  with the key, ``on_lost`` is called, and from then on ``is_lock_holder`` answers False
-  and ``is_locked`` True in this process until the holder releases it: Prefect then
-  refuses the task's write under it, as it refuses another holder's, even when nobody has
-  taken the lock yet.
+  with the key and the cause, ``on_lost`` is called, and from then on ``is_lock_holder``
+  answers False and ``is_locked`` True in this process until the holder releases it:
+  Prefect then refuses the task's write under it, as it refuses another holder's, even
+  when nobody has taken the lock yet. That release returns even while the store is out of
+  reach (Prefect's rollback calls it: the task should fail for the loss, not the release).
+- A wait is logged once, at INFO, naming who holds the key; a takeover from a holder whose
+  lease expired, at WARNING. These and the loss go to the logger of the Prefect run that
+  acquired (``get_run_logger()``: Prefect's API and UI), or with no run active to
+  ``blob_lock.prefect``; never to both (``_prefect_logs.py``).
 - ``wait_for_lock`` waits for a holder in this process without a request, then reads the
   store until the lock is free (``wait_free``); a timeout of 0 looks once.
 """

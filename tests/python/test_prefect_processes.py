@@ -3,16 +3,13 @@ SERIALIZABLE cached task started in several processes at once runs once and ever
 gets its result (and, without the lock manager, runs in each); a result store shipped with
 cloudpickle to another process sees the lock taken here; a holder killed with SIGKILL
 frees its lock after its expiry; a lock lost in a store outage is logged and the task's
-write under it refused; docs/prefect.md's example runs as written. The flows report to one
-Prefect server of this module's own, on loopback (tests/processes/prefect_roles.py)."""
+write under it refused. The flows report to one Prefect server of this module's own, on
+loopback (tests/processes/prefect_roles.py)."""
 
 from __future__ import annotations
 
 import logging
 import os
-import re
-import subprocess
-import sys
 import tempfile
 import time
 from uuid import uuid4
@@ -31,7 +28,6 @@ from conftest import _make_backend
 from prefect.filesystems import LocalFileSystem
 from prefect.results import ResultStore
 from prefect_server import prefect_env, serve, started_roles
-from servers import ROOT
 
 # Left out of `make test-fast` (-m "not slow"): Prefect flows in many processes, against a
 # Prefect server.
@@ -230,50 +226,3 @@ def test_a_lock_broken_and_taken_over_refuses_the_first_holders_write(tmp_path, 
     store.write(key=k, obj={"on": "time"}, holder="holder2")
     store.release_lock(k, holder="holder2")
     assert store.read(k).result == {"on": "time"}
-
-
-DOCS = ROOT / "docs" / "prefect.md"
-EXAMPLE = re.compile(r"<!-- readme-test: prefect -->\n```python\n(.*?)```", re.S)
-
-
-def test_the_docs_example_runs_as_written(moto_endpoint, tmp_path, prefect_api):
-    """docs/prefect.md's flow, run twice against moto as ``s3://bucket``: the second run finds
-    the first's result; the lock of its key was taken twice and released each time."""
-    from blob_lock import LockState, list_locks
-    from servers import boto3_s3
-
-    (example,) = EXAMPLE.findall(DOCS.read_text())
-    (tmp_path / "flows.py").write_text(example)
-    client = boto3_s3(moto_endpoint)
-    try:
-        client.create_bucket(Bucket="bucket")
-    except client.exceptions.BucketAlreadyOwnedByYou:
-        pass
-    aws = {
-        "AWS_ENDPOINT": moto_endpoint,
-        "AWS_ALLOW_HTTP": "true",
-        "AWS_REGION": "us-east-1",
-        "AWS_ACCESS_KEY_ID": "testing",
-        "AWS_SECRET_ACCESS_KEY": "testing",
-    }
-    outputs = []
-    for run in range(2):
-        env = prefect_env(
-            tmp_path / f"home-{run}",
-            prefect_api,
-            PREFECT_LOCAL_STORAGE_PATH=str(tmp_path / "results"),
-            **aws,
-        )
-        done = subprocess.run(
-            [sys.executable, "-c", "import flows; print(flows.pipeline(3))"],
-            cwd=tmp_path, env=env, capture_output=True, text=True, timeout=240,
-        )  # fmt: skip
-        assert done.returncode == 0, done.stderr[-5000:]
-        outputs.append(done.stdout.strip().splitlines()[-1])
-    assert outputs[0] == outputs[1], outputs
-    s3 = {k.lower(): v for k, v in aws.items() if k != "AWS_ENDPOINT"}
-    s3["aws_endpoint"] = moto_endpoint
-    locks = [e for e in list_locks("s3://bucket/prefect-locks", storage_options=s3)]
-    assert len(locks) == 1, locks
-    assert locks[0].state is LockState.RELEASED and locks[0].token == 2
-    assert "prefect.holder" in locks[0].labels
