@@ -39,9 +39,13 @@ def run_logger() -> Logger:
     this thread or task, else the module's. Looked up first, as ``get_run_logger`` itself
     does (``TaskRunContext.get()``, ``FlowRunContext.get()``): outside a run it raises, or,
     with Prefect's run loggers disabled, returns a logger that drops everything."""
-    from prefect.context import FlowRunContext, TaskRunContext
-    from prefect.exceptions import MissingContextError
-    from prefect.logging import get_run_logger
+    # An extra's, installed where blob_lock.prefect is imported.
+    from prefect.context import (  # type: ignore[import-not-found,unused-ignore]
+        FlowRunContext,
+        TaskRunContext,
+    )
+    from prefect.exceptions import MissingContextError  # type: ignore[import-not-found,unused-ignore]
+    from prefect.logging import get_run_logger  # type: ignore[import-not-found,unused-ignore]
 
     if TaskRunContext.get() is None and FlowRunContext.get() is None:
         return MODULE
@@ -62,9 +66,9 @@ def _holder_of(seen: Inspection) -> str:
     return f"holder {holder} ({where})" if holder else where
 
 
-def waits(log: Logger, key: str, holder: str, by: str | Inspection | None) -> None:
-    """``holder`` waits for ``key``, held by ``by`` (another holder of this process, what
-    a read of the lockfile showed, or nobody known: the store was busy)."""
+def waits(log: Logger, key: str, holder: str, by: str | Inspection) -> None:
+    """``holder`` waits for ``key``, held by ``by``: another holder of this process, or
+    what a read of the lockfile showed."""
     if isinstance(by, Inspection):
         if by.free:
             return  # released meanwhile: the wait ends at once
@@ -72,12 +76,7 @@ def waits(log: Logger, key: str, holder: str, by: str | Inspection | None) -> No
         by = _holder_of(by)
         if left is not None:
             by += f", its lease running {max(left, 0.0):.0f}s more unless renewed"
-    log.info(
-        "Prefect lock %r: holder %s waits; held by %s",
-        key,
-        holder,
-        by or "nobody known (the store turned the attempt away: saturated or out of reach)",
-    )
+    log.info("Prefect lock %r: holder %s waits; held by %s", key, holder, by)
 
 
 def took_over(log: Logger, key: str, holder: str, previous: str) -> None:

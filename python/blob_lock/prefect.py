@@ -155,7 +155,7 @@ class BlobLockManager(LockManager):  # type: ignore[misc,unused-ignore]  # Any w
             return True  # the same holder, through another copy of the manager
         if wait == 0:
             return False
-        logs.waits(log, key, holder, _holder_here(uri) or seen)
+        logs.waits(log, key, holder, seen if seen is not None else _holder_here(uri))
         if lock.acquire(timeout=_rest(wait, began)):
             return _took(key, holder, label, lock, hold, log)
         return self._timed_out(key, holder, uri, acquire_timeout, wait)
@@ -185,7 +185,7 @@ class BlobLockManager(LockManager):  # type: ignore[misc,unused-ignore]  # Any w
             return True
         if wait == 0:
             return False
-        logs.waits(log, key, holder, _holder_here(uri) or seen)
+        logs.waits(log, key, holder, seen if seen is not None else _holder_here(uri))
         if await lock.acquire_async(timeout=_rest(wait, began)):
             return _took(key, holder, label, lock, hold, log)
         return self._timed_out(key, holder, uri, acquire_timeout, wait)
@@ -319,10 +319,12 @@ def _again(
     return here.replace(held, again)
 
 
-def _holder_here(uri: str) -> str | None:
-    """Who holds ``uri`` through a manager in this process, if someone does."""
+def _holder_here(uri: str) -> str:
+    """Who holds ``uri`` through a manager in this process (asked when one did a moment
+    ago)."""
     held = here.current(uri)
-    return f"holder {held.holder} in this process" if held is not None and held.lock.held else None
+    who = held.holder if held is not None else "(released just now)"
+    return f"holder {who} in this process"
 
 
 def _maybe_elsewhere(uri: str) -> bool:
