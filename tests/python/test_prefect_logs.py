@@ -61,6 +61,7 @@ def test_a_waiter_says_once_who_holds_the_key(shared_backend, caplog):
     (record,) = records(caplog, "waits")  # once, however long the wait
     assert (record.name, record.levelno) == ("blob_lock.prefect", logging.INFO)
     assert "unless renewed" in record.getMessage()
+    assert not records(caplog, "took it over")  # released, not expired: no takeover
     manager.release_lock(k, "holder2")
 
 
@@ -145,6 +146,7 @@ def test_a_wait_in_a_task_run_reaches_its_run_logs(run_backend, roles, tmp_path,
     record = in_the_run(prefect_api, said, done["flow_run"], logging.INFO)
     assert "waits; held by holder blocker (owner" in record["message"]
     assert console.count("waits; held by holder blocker") == 1, console[-5000:]
+    assert "took it over" not in console  # the blocker released it
 
 
 def test_a_takeover_in_a_task_run_reaches_its_run_logs(run_backend, roles, tmp_path, prefect_api):
