@@ -69,13 +69,14 @@ pub fn seconds_or_zero(name: &str, value: f64) -> Result<Duration> {
 
 /// A timeout: zero or more seconds, at most [`Timing::MAX_TIMEOUT`] (`None` waits for ever).
 pub fn timeout(value: f64) -> Result<Duration> {
-    let t = seconds_or_zero("timeout", value)?;
-    at_most(
-        "timeout",
-        t,
-        Timing::MAX_TIMEOUT,
-        "; pass None to wait for ever",
-    )?;
+    timeout_named("timeout", value)
+}
+
+/// [`timeout`] for an argument of another name (an adapter's `acquire_timeout`), which its
+/// errors name.
+pub fn timeout_named(name: &str, value: f64) -> Result<Duration> {
+    let t = seconds_or_zero(name, value)?;
+    at_most(name, t, Timing::MAX_TIMEOUT, "; pass None to wait for ever")?;
     Ok(t)
 }
 

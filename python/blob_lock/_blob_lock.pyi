@@ -143,6 +143,10 @@ class NativeLock:
     @property
     def token(self) -> int | None: ...
     @property
+    def took_over(self) -> str | None:
+        """The holder whose expired lease the current acquisition wrote over (its lockfile
+        described), if it took the lock over; None when it found the lock free."""
+    @property
     def held(self) -> bool: ...
     @property
     def lost(self) -> bool: ...
@@ -455,8 +459,9 @@ def cloud_of(uri: str) -> Literal["s3", "azure", "gcs"] | None:
 def names_a_fixed_place(uri: str) -> bool:
     """True if `uri` names the same place whatever the working folder and HOME are."""
 
-def check_timeout(timeout: float) -> None:
-    """Checks a timeout as `acquire` would take it: ValueError if it is not one."""
+def check_timeout(timeout: float, name: str = "timeout") -> None:
+    """Checks a timeout as `acquire` would take it: ValueError if it is not one, naming
+    `name` (`timeout` by default)."""
 
 def drain(timeout: float) -> None:
     """Waits up to `timeout` seconds for the releases that interrupted acquisitions left

@@ -1,6 +1,7 @@
 """What ``blob_lock.prefect`` keeps per process: the locks Prefect's holders hold here, by lock
 URI, shared by every copy of a manager in the process (cloudpickle's, a deep copy's), and
-the checks of what Prefect passes (keys, holders, timeouts). Imports no Prefect."""
+the checks of what Prefect passes (the prefix, keys, holders, timeouts), each refused as
+``BlobLock`` refuses its own and naming its argument. Imports no Prefect."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import unicodedata
 from dataclasses import dataclass
 from typing import Any
 
+from blob_lock import _blob_lock
 from blob_lock._args import Seconds, lock_uri, seconds
 from blob_lock._lock import BlobLock
 from blob_lock._options import LOCK_OPTIONS
@@ -28,7 +30,9 @@ __all__ = [
     "notify",
     "prefix",
     "record",
+    "replace",
     "shorten",
+    "timeout",
     "wait_released",
 ]
 
@@ -57,6 +61,7 @@ class Held:
     holder: str
     label: str
     lock: BlobLock
+    log: Any  # the logger of the run that acquired (blob_lock._prefect_logs.run_logger)
     timer: threading.Timer | None = None  # ends it at its hold_timeout
 
 
@@ -92,6 +97,21 @@ def record(held: Held) -> None:
         held.timer.start()
 
 
+def replace(old: Held, new: Held) -> bool:
+    """Notes ``new`` in place of ``old`` (the same lock, acquired again by its holder), its
+    timer started afresh and ``old``'s stopped; False, and nothing changed, if ``old`` is
+    no longer noted or held (its ``hold_timeout`` ended meanwhile)."""
+    with _changed:
+        if _held.get(old.lock.uri) is not old or not old.lock.held:
+            return False
+        _held[old.lock.uri] = new
+    if old.timer is not None:
+        old.timer.cancel()
+    if new.timer is not None:
+        new.timer.start()
+    return True
+
+
 def forget(held: Held) -> bool:
     """Drops ``held`` if it is still what is noted for its URI, waking the waiters here;
     True if it was."""
@@ -125,11 +145,13 @@ def wait_released(uri: str, until: float | None) -> bool:
 
 
 def prefix(given: object) -> str:
-    """A manager's prefix: a local one made absolute, so that a copy unpickled in a process
-    with another working folder locks the same place."""
+    """A manager's prefix, checked as a listing's prefix is (``s3:/bucket`` is refused, not
+    taken for a local folder of that name); a local one made absolute, so that a copy
+    unpickled in a process with another working folder locks the same place."""
     uri = lock_uri(given).rstrip("/")
     if not uri:
         raise ValueError("the prefix names no place: give s3://bucket/path, a path, ...")
+    _blob_lock.check_uri(uri, True)
     if "://" not in uri:
         uri = os.path.abspath(os.path.expanduser(uri))
     return uri
@@ -151,11 +173,9 @@ def shorten(options: dict[str, Any], hold_timeout: float | None) -> None:
     frees it within that bound too (0.5 s at least, the shortest expire). A heartbeat or
     settle given for the longer expire is dropped when it no longer fits (each then
     follows from the expire)."""
-    if hold_timeout is None:
+    hold = timeout("hold_timeout", hold_timeout)
+    if hold is None:
         return
-    hold = seconds("hold_timeout", hold_timeout)
-    if hold < 0:
-        raise ValueError(f"hold_timeout must not be negative, got {hold_timeout!r}")
     expire = max(hold, 0.5)
     given: Seconds | None = options.get("expire")
     if expire >= (_DEFAULT_EXPIRE if given is None else seconds("expire", given)):
@@ -165,6 +185,15 @@ def shorten(options: dict[str, Any], hold_timeout: float | None) -> None:
         other = seconds(name, options.get(name))
         if other is not None and other >= expire / 2:
             del options[name]
+
+
+def timeout(name: str, value: Seconds | None) -> float | None:
+    """Seconds (None: none) checked as ``BlobLock`` checks its ``timeout``: zero or more,
+    finite, at most a year; the error names ``name``."""
+    checked = seconds(name, value)
+    if checked is not None:
+        _blob_lock.check_timeout(checked, name)
+    return checked
 
 
 def deadline(timeout: float | None) -> float | None:

@@ -1,8 +1,8 @@
 """Prefect's lock manager on blob-lock: ``BlobLockManager(prefix, **options)`` is a
 ``prefect.locking.protocol.LockManager`` whose lock for a key is a ``BlobLock`` at
 ``{prefix}/{key}``, in the store that already holds the results (S3, Azure, GCS, local or
-NFS files). Needs Prefect 3 (``pip install 'blob-lock[prefect]'``); only this module
-imports it. docs/prefect.md shows the three lines that switch a flow over.
+NFS files). Needs Prefect 3 (``pip install 'blob-lock[prefect]'``); only this module and
+``_prefect_logs`` import it. docs/prefect.md shows the three lines that switch a flow over.
 
 What Prefect's semantics become here, and why:
 
@@ -20,7 +20,12 @@ What Prefect's semantics become here, and why:
   managers hold it for ever then). A ``hold_timeout``: released by a timer after it, as
   Prefect's own managers let it expire, with a WARNING when its holder had not released
   it; the lock's ``expire`` is shortened to the ``hold_timeout`` (0.5 s at least), so a
-  holder that dies frees it within that bound too.
+  holder that dies frees it within that bound too. The same holder acquiring again
+  restarts it with the ``hold_timeout`` it passes (None: held until released), as
+  Prefect's file-system manager does.
+- The prefix is checked as a lock URI is (``s3:/bucket`` is refused, not taken for a local
+  folder of that name), and every timeout as ``BlobLock``'s ``timeout`` is, each error
+  naming its argument.
 - ``acquire_timeout`` 0 tries once, None waits for ever. Prefect's transactions pass None
   and ignore a False (they would run the task without the lock), so the manager's
   ``timeout`` option, when given, bounds those waits by raising ``LockTimeout``: the task
@@ -31,10 +36,15 @@ What Prefect's semantics become here, and why:
   releases twice). A copy of the manager may release its holder's lock taken elsewhere:
   it breaks that acquisition (``break_lock`` with its owner and token).
 - A lock lost while held (a store outage past the lease, a break) is logged at WARNING
-  with the key, ``on_lost`` is called, and from then on ``is_lock_holder`` answers False
-  and ``is_locked`` True in this process until the holder releases it: Prefect then
-  refuses the task's write under it, as it refuses another holder's, even when nobody has
-  taken the lock yet.
+  with the key and the cause, ``on_lost`` is called, and from then on ``is_lock_holder``
+  answers False and ``is_locked`` True in this process until the holder releases it:
+  Prefect then refuses the task's write under it, as it refuses another holder's, even
+  when nobody has taken the lock yet. That release returns even while the store is out of
+  reach (Prefect's rollback calls it: the task should fail for the loss, not the release).
+- A wait is logged once, at INFO, naming who holds the key; a takeover from a holder whose
+  lease expired, at WARNING. These and the loss go to the logger of the Prefect run that
+  acquired (``get_run_logger()``: Prefect's API and UI), or with no run active to
+  ``blob_lock.prefect``; never to both (``_prefect_logs.py``).
 - ``wait_for_lock`` waits for a holder in this process without a request, then reads the
   store until the lock is free (``wait_free``); a timeout of 0 looks once.
 """
@@ -44,7 +54,6 @@ from __future__ import annotations
 import asyncio
 import functools
 import inspect as _pyinspect
-import logging
 import os
 import threading
 import time
@@ -57,7 +66,7 @@ except ImportError as e:  # pragma: no cover - depends on the environment
     raise ImportError("blob_lock.prefect needs Prefect 3: pip install 'blob-lock[prefect]'") from e
 
 from blob_lock import _prefect_held as here
-from blob_lock._args import seconds
+from blob_lock import _prefect_logs as logs
 from blob_lock._inspect import (
     Inspection,
     break_lock,
@@ -69,7 +78,7 @@ from blob_lock._inspect import (
 from blob_lock._lock import BlobLock
 from blob_lock._options import signature
 from blob_lock._prefect_held import HOLDER_LABEL, holder_label
-from blob_lock.exceptions import LockLost, LockTimeout, StoreSaturated
+from blob_lock.exceptions import LockError, LockLost, LockTimeout, StoreSaturated
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -77,8 +86,6 @@ if TYPE_CHECKING:
     from blob_lock._option_types import LockOptions
 
 __all__ = ["HOLDER_LABEL", "BlobLockManager", "holder_label"]
-
-_logger = logging.getLogger("blob_lock.prefect")
 
 _LOOK = ("storage_options", "credential_provider")  # what a read of the store needs
 _NOT_FOR_LOCKS = ("timeout", "on_lost")  # the manager's own: each call passes its own
@@ -101,9 +108,9 @@ class BlobLockManager(LockManager):  # type: ignore[misc,unused-ignore]  # Any w
         self.options: dict[str, Any] = dict(options)
         if HOLDER_LABEL in (options.get("labels") or {}):
             raise ValueError(f"the label {HOLDER_LABEL!r} is the manager's: it names the holder")
-        self._default_wait = seconds("timeout", options.get("timeout"))
+        self._default_wait = here.timeout("timeout", options.get("timeout"))
         # Every option checked now, as BlobLock checks its own; no request is made.
-        BlobLock(self._uri("check"), **self._lock_options("check", "check", None))
+        BlobLock(self._uri("check"), **self._lock_options("check", "check", None, logs.MODULE))
 
     # Pickled as its prefix and options: the locks held stay with the process that holds
     # them, and a copy elsewhere answers from the store.
@@ -112,7 +119,7 @@ class BlobLockManager(LockManager):  # type: ignore[misc,unused-ignore]  # Any w
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.prefix, self.options = state["prefix"], dict(state["options"])
-        self._default_wait = seconds("timeout", self.options.get("timeout"))
+        self._default_wait = here.timeout("timeout", self.options.get("timeout"))
 
     def __repr__(self) -> str:
         return f"BlobLockManager({self.prefix!r})"
@@ -131,20 +138,26 @@ class BlobLockManager(LockManager):  # type: ignore[misc,unused-ignore]  # Any w
         when the time ran out. With ``acquire_timeout`` None and the manager's ``timeout``
         option, raises ``LockTimeout`` after that long instead: Prefect's transactions
         ignore a False and would run the task without the lock. Held until
-        ``release_lock``, or for ``hold_timeout`` seconds at most."""
+        ``release_lock``, or for ``hold_timeout`` seconds at most (counted again from each
+        acquisition by the same holder). A wait is logged once, at INFO, with who holds the
+        key; a takeover from a holder whose lease expired, at WARNING (to the run's logger
+        while a Prefect run is active)."""
         uri, label, wait = self._uri(key), holder_label(holder), self._wait(acquire_timeout)
-        if _holds_here(uri, label):
+        hold, log = here.timeout("hold_timeout", hold_timeout), logs.run_logger()
+        if _again(key, holder, uri, label, hold, log):
             return True
-        lock = BlobLock(uri, **self._lock_options(key, holder, hold_timeout))
+        lock = BlobLock(uri, **self._lock_options(key, holder, hold, log))
         began = time.monotonic()
         if _attempt(lock.try_acquire):
-            return _took(key, holder, label, lock, hold_timeout)
-        if _maybe_elsewhere(uri) and _holds(inspect(uri, **self._look()), label):
+            return _took(key, holder, label, lock, hold, log)
+        seen = inspect(uri, **self._look()) if _maybe_elsewhere(uri) else None
+        if seen is not None and _holds(seen, label):
             return True  # the same holder, through another copy of the manager
         if wait == 0:
             return False
+        logs.waits(log, key, holder, seen if seen is not None else _holder_here(uri))
         if lock.acquire(timeout=_rest(wait, began)):
-            return _took(key, holder, label, lock, hold_timeout)
+            return _took(key, holder, label, lock, hold, log)
         return self._timed_out(key, holder, uri, acquire_timeout, wait)
 
     async def aacquire_lock(
@@ -156,22 +169,25 @@ class BlobLockManager(LockManager):  # type: ignore[misc,unused-ignore]  # Any w
     ) -> bool:
         """``acquire_lock`` without blocking the event loop."""
         uri, label, wait = self._uri(key), holder_label(holder), self._wait(acquire_timeout)
-        if _holds_here(uri, label):
+        hold, log = here.timeout("hold_timeout", hold_timeout), logs.run_logger()
+        if _again(key, holder, uri, label, hold, log):
             return True
-        lock = BlobLock(uri, **self._lock_options(key, holder, hold_timeout))
+        lock = BlobLock(uri, **self._lock_options(key, holder, hold, log))
         began = time.monotonic()
         try:
             got = await lock.try_acquire_async()
         except StoreSaturated:
             got = False
         if got:
-            return _took(key, holder, label, lock, hold_timeout)
-        if _maybe_elsewhere(uri) and _holds(await inspect_async(uri, **self._look()), label):
+            return _took(key, holder, label, lock, hold, log)
+        seen = await inspect_async(uri, **self._look()) if _maybe_elsewhere(uri) else None
+        if seen is not None and _holds(seen, label):
             return True
         if wait == 0:
             return False
+        logs.waits(log, key, holder, seen if seen is not None else _holder_here(uri))
         if await lock.acquire_async(timeout=_rest(wait, began)):
-            return _took(key, holder, label, lock, hold_timeout)
+            return _took(key, holder, label, lock, hold, log)
         return self._timed_out(key, holder, uri, acquire_timeout, wait)
 
     def _timed_out(
@@ -189,12 +205,14 @@ class BlobLockManager(LockManager):  # type: ignore[misc,unused-ignore]  # Any w
 
     def release_lock(self, key: str, holder: str) -> None:
         """Releases ``holder``'s lock of ``key``. ValueError when another holder holds it;
-        nothing when nobody does (released already, expired, never taken)."""
+        nothing when nobody does (released already, expired, never taken). After a loss
+        (logged when it happened, with its cause) it returns even when the store is out of
+        reach: Prefect's rollback calls it, and the task's error should be the loss."""
         uri, label = self._uri(key), holder_label(holder)
         held = here.current(uri)
         if held is not None and held.label == label:
             if here.forget(held):
-                held.lock.release()  # a lost lock's release writes nothing that is not its own
+                _release(held)
             return
         if held is not None and held.lock.held:
             raise _not_held(key, holder, held.holder)
@@ -228,7 +246,7 @@ class BlobLockManager(LockManager):  # type: ignore[misc,unused-ignore]  # Any w
 
     def wait_for_lock(self, key: str, timeout: float | None = None) -> bool:
         """Waits until the lock of ``key`` is free; False if ``timeout`` passed first."""
-        uri, until = self._uri(key), here.deadline(timeout)
+        uri, until = self._uri(key), here.deadline(here.timeout("timeout", timeout))
         if not here.wait_released(uri, until):
             return False
         try:
@@ -239,7 +257,7 @@ class BlobLockManager(LockManager):  # type: ignore[misc,unused-ignore]  # Any w
 
     async def await_for_lock(self, key: str, timeout: float | None = None) -> bool:
         """``wait_for_lock`` without blocking the event loop."""
-        uri, until = self._uri(key), here.deadline(timeout)
+        uri, until = self._uri(key), here.deadline(here.timeout("timeout", timeout))
         pause = 0.005  # a holder here: polled, as the condition cannot be awaited
         while (held := here.current(uri)) is not None and held.lock.held:
             remaining = here.left(until)
@@ -265,17 +283,17 @@ class BlobLockManager(LockManager):  # type: ignore[misc,unused-ignore]  # Any w
     def _wait(self, acquire_timeout: float | None) -> float | None:
         if acquire_timeout is None:
             return self._default_wait
-        wait = seconds("acquire_timeout", acquire_timeout)
-        if wait < 0:
-            raise ValueError(f"acquire_timeout must not be negative, got {acquire_timeout!r}")
-        return wait
+        return here.timeout("acquire_timeout", acquire_timeout)
 
-    def _lock_options(self, key: str, holder: str, hold_timeout: float | None) -> dict[str, Any]:
+    def _lock_options(
+        self, key: str, holder: str, hold: float | None, log: logs.Logger
+    ) -> dict[str, Any]:
         options = {k: v for k, v in self.options.items() if k not in _NOT_FOR_LOCKS}
         labels = dict(self.options.get("labels") or {})
         options["labels"] = {**labels, HOLDER_LABEL: holder_label(holder)}
-        options["on_lost"] = functools.partial(_lost, key, holder, self.options.get("on_lost"))
-        here.shorten(options, hold_timeout)
+        user = self.options.get("on_lost")
+        options["on_lost"] = functools.partial(_lost, key, holder, user, log)
+        here.shorten(options, hold)
         return options
 
 
@@ -288,9 +306,25 @@ def _attempt(try_acquire: Callable[[], bool]) -> bool:
         return False
 
 
-def _holds_here(uri: str, label: str) -> bool:
+def _again(
+    key: str, holder: str, uri: str, label: str, hold: float | None, log: logs.Logger
+) -> bool:
+    """True if ``holder`` holds ``uri`` in this process already: its ``hold_timeout``
+    then starts again from now (Prefect's file-system manager's rule), or ends (None)."""
     held = here.current(uri)
-    return held is not None and held.lock.held and held.label == label
+    if held is None or not held.lock.held or held.label != label:
+        return False
+    again = here.Held(key, holder, label, held.lock, log)
+    again.timer = _timer(again, hold)
+    return here.replace(held, again)
+
+
+def _holder_here(uri: str) -> str:
+    """Who holds ``uri`` through a manager in this process (asked when one did a moment
+    ago)."""
+    held = here.current(uri)
+    who = held.holder if held is not None else "(released just now)"
+    return f"holder {who} in this process"
 
 
 def _maybe_elsewhere(uri: str) -> bool:
@@ -313,13 +347,25 @@ def _not_held(key: str, holder: str, by: str) -> ValueError:
     return ValueError(f"No lock held by {holder} for transaction with key {key}: {by} holds it")
 
 
-def _took(key: str, holder: str, label: str, lock: BlobLock, hold_timeout: float | None) -> bool:
-    held = here.Held(key, holder, label, lock)
-    if hold_timeout is not None:
-        held.timer = threading.Timer(hold_timeout, _hold_ended, (held,))
-        held.timer.daemon = True
+def _took(
+    key: str, holder: str, label: str, lock: BlobLock, hold: float | None, log: logs.Logger
+) -> bool:
+    previous = lock._native.took_over  # a takeover: the holder whose lease had expired
+    if previous is not None:
+        logs.took_over(log, key, holder, previous)
+    held = here.Held(key, holder, label, lock, log)
+    held.timer = _timer(held, hold)
     here.record(held)
     return True
+
+
+def _timer(held: here.Held, hold: float | None) -> threading.Timer | None:
+    """The timer that ends ``held`` at its ``hold_timeout`` (not started yet)."""
+    if hold is None:
+        return None
+    timer = threading.Timer(hold, _hold_ended, (held,))
+    timer.daemon = True
+    return timer
 
 
 def _hold_ended(held: here.Held) -> None:
@@ -327,24 +373,24 @@ def _hold_ended(held: here.Held) -> None:
     if not here.forget(held):
         return
     if held.lock.held:
-        _logger.warning(
-            "Prefect lock %r: holder %s still held it at its hold_timeout; released, and the "
-            "next holder may take it (Prefect's hold_timeout)",
-            held.key,
-            held.holder,
-        )
-    held.lock.release()
+        logs.hold_ended(held.log, held.key, held.holder)
+    _release(held)
 
 
-def _lost(key: str, holder: str, on_lost: Any, error: LockLost) -> None:
+def _release(held: here.Held) -> None:
+    """Releases what ``held`` holds. After a loss a failed release is not raised: the loss
+    was logged with its cause, and the lockfile, if still its own, expires by itself."""
+    try:
+        held.lock.release()  # a lost lock's release writes nothing that is not its own
+    except LockError as e:
+        if not held.lock.lost:
+            raise
+        logs.release_failed_after_loss(held.log, held.key, held.holder, e)
+
+
+def _lost(key: str, holder: str, on_lost: Any, log: logs.Logger, error: LockLost) -> None:
     """A held lock lost (on one of blob-lock's callback threads)."""
-    _logger.warning(
-        "Prefect lock %r of holder %s was lost while held: %s; Prefect will refuse this "
-        "holder's write of the key's result",
-        key,
-        holder,
-        error.message,
-    )
+    logs.lost(log, key, holder, error.message)
     here.notify()
     if on_lost is not None:
         on_lost(error)

@@ -60,6 +60,9 @@ pub struct Acquisition {
     unresolved: Vec<(u64, Instant)>,
     /// Set by the first attempt: only it may create first ([`crate::protocol::released`]'s guess).
     begun: bool,
+    /// The holder (its lockfile described) whose expired lease the last attempt found and
+    /// wrote over: a takeover, when that attempt acquired. Set by `Engine::judge`.
+    pub(crate) took_over: Option<String>,
 }
 
 impl Acquisition {

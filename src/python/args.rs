@@ -54,8 +54,12 @@ pub(crate) fn after_fork_in_child() {
     super::to_python::start();
 }
 
-/// Checks a timeout as `acquire` would take it: ValueError if it is not one.
+/// Checks a timeout as `acquire` would take it: ValueError if it is not one, naming
+/// `name` (an adapter's argument of another name; `timeout` by default).
 #[pyfunction]
-pub(crate) fn check_timeout(timeout: f64) -> PyResult<()> {
-    self::timeout(Some(timeout)).map(drop)
+#[pyo3(signature = (timeout, name="timeout"))]
+pub(crate) fn check_timeout(timeout: f64, name: &str) -> PyResult<()> {
+    crate::timing::timeout_named(name, timeout)
+        .map(drop)
+        .map_err(to_py)
 }

@@ -12,6 +12,10 @@ task PREFIX OPTIONS_JSON SHARED N LOCKED
     "go" on stdin; inside the flow it notes its arrival in SHARED/arrived, and the task's
     body waits until all N processes arrived, so that every one of them starts the task
     while it runs. Prints the task's result.
+logged PREFIX OPTIONS_JSON KEY SHARED
+    Runs a flow whose task, cached under KEY with SERIALIZABLE isolation on a
+    BlobLockManager (expire 3 s), creates SHARED/holding when its body runs and returns once
+    SHARED/go exists. Prints the flow run's id and the task's result.
 """
 
 from __future__ import annotations
@@ -102,6 +106,35 @@ def task_run(prefix: str, options: str, shared: str, n: int, locked: bool) -> No
     say(event="done", result=result, took=time.monotonic() - began)
 
 
+def logged(prefix: str, options: str, key: str, shared: str) -> None:
+    from blob_lock.prefect import BlobLockManager
+    from prefect import flow, runtime, task
+    from prefect.cache_policies import CacheKeyFnPolicy
+    from prefect.transactions import IsolationLevel
+
+    root = Path(shared)
+    manager = BlobLockManager(prefix, expire=3, storage_options=json.loads(options) or None)
+    policy = CacheKeyFnPolicy(cache_key_fn=lambda context, parameters: key).configure(
+        isolation_level=IsolationLevel.SERIALIZABLE, lock_manager=manager
+    )
+
+    @task(cache_policy=policy, persist_result=True)
+    def work() -> str:
+        (root / "holding").touch()
+        deadline = time.monotonic() + GIVE_UP
+        while not (root / "go").exists():
+            assert time.monotonic() < deadline, "never told to go on"
+            time.sleep(0.05)
+        return "done"
+
+    @flow
+    def logs() -> tuple[str, str]:
+        return str(runtime.flow_run.id), work()
+
+    run, result = logs()
+    say(event="done", flow_run=run, result=result)
+
+
 def main() -> None:
     role, args = sys.argv[1], sys.argv[2:]
     if role == "hold":
@@ -110,6 +143,8 @@ def main() -> None:
         look(args[0], args[1])
     elif role == "task":
         task_run(args[0], args[1], args[2], int(args[3]), args[4] == "1")
+    elif role == "logged":
+        logged(*args[:4])
     else:
         raise SystemExit(f"unknown role {role!r}")
 

@@ -165,6 +165,28 @@ def test_hold_timeout_frees_the_lock_and_says_so(manager, caplog):
     assert f"Prefect lock {k!r}: holder holder1 still held it at its hold_timeout" in caplog.text
 
 
+def test_the_same_holder_acquiring_again_restarts_its_hold_timeout(manager):
+    """Prefect's file-system manager's rule: a holder's acquisition again counts its
+    hold_timeout from then (a timer never fires early: the bounds below are safe)."""
+    k, hold = key(), 1.5
+    assert manager.acquire_lock(k, holder="holder1", hold_timeout=hold)
+    time.sleep(hold / 2)
+    again = time.monotonic()
+    assert manager.acquire_lock(k, holder="holder1", hold_timeout=hold)
+    eventually(lambda: not manager.is_locked(k), "freed after its hold_timeout")
+    assert time.monotonic() - again >= hold  # from the second acquisition, not the first
+
+
+def test_the_same_holder_acquiring_again_without_hold_timeout_holds_until_released(manager):
+    k, hold = key(), 0.5
+    assert manager.acquire_lock(k, holder="holder1", hold_timeout=hold)
+    assert manager.acquire_lock(k, holder="holder1")  # no hold_timeout now: until released
+    time.sleep(hold * 3)
+    assert manager.is_lock_holder(k, holder="holder1")
+    manager.release_lock(k, holder="holder1")
+    assert not manager.is_locked(k)
+
+
 def test_acquire_timeout(manager):
     k = key()
     assert manager.acquire_lock(k, holder="holder1")

@@ -3,22 +3,15 @@ SERIALIZABLE cached task started in several processes at once runs once and ever
 gets its result (and, without the lock manager, runs in each); a result store shipped with
 cloudpickle to another process sees the lock taken here; a holder killed with SIGKILL
 frees its lock after its expiry; a lock lost in a store outage is logged and the task's
-write under it refused; docs/prefect.md's example runs as written. The flows report to one
-Prefect server of this module's own, on loopback (tests/processes/prefect_roles.py)."""
+write under it refused. The flows report to one Prefect server of this module's own, on
+loopback (tests/processes/prefect_roles.py)."""
 
 from __future__ import annotations
 
-import json
 import logging
 import os
-import re
-import select
-import subprocess
-import sys
 import tempfile
 import time
-import urllib.request
-from pathlib import Path
 from uuid import uuid4
 
 import pytest
@@ -29,17 +22,16 @@ os.environ["DO_NOT_TRACK"] = "1"
 os.environ["PREFECT_SERVER_ANALYTICS_ENABLED"] = "false"
 
 import cloudpickle
+from blob_lock import inspect
 from blob_lock.prefect import BlobLockManager
-from conftest import _make_backend, assert_first_token, micros_now
+from conftest import _make_backend
 from prefect.filesystems import LocalFileSystem
 from prefect.results import ResultStore
-from servers import ROOT, free_port, stop
+from prefect_server import prefect_env, serve, started_roles
 
 # Left out of `make test-fast` (-m "not slow"): Prefect flows in many processes, against a
 # Prefect server.
 pytestmark = pytest.mark.slow
-
-ROLES = str(ROOT / "tests" / "processes" / "prefect_roles.py")
 
 
 @pytest.fixture(params=["file", "s3", "az"])
@@ -48,103 +40,14 @@ def shared_backend(request, tmp_path):
     return _make_backend(request.param, request, tmp_path)
 
 
-def prefect_env(home: Path, api: str | None = None, **more: str) -> dict[str, str]:
-    """A process's environment for Prefect: a home of its own, no telemetry, this module's
-    server (a process without one would start an ephemeral server of its own: 15 s here)."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}
-    env.update(
-        PREFECT_HOME=str(home),
-        DO_NOT_TRACK="1",
-        PREFECT_SERVER_ANALYTICS_ENABLED="false",
-        PREFECT_LOGGING_TO_API_ENABLED="false",
-        PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS="180",
-        **more,
-    )
-    if api is not None:
-        env["PREFECT_API_URL"] = api
-    return env
-
-
 @pytest.fixture(scope="module")
 def prefect_api(tmp_path_factory):
-    """A Prefect server (API only: no UI, no services) on a free loopback port."""
-    home = tmp_path_factory.mktemp("prefect-server")
-    port = free_port()
-    log = open(home / "server.log", "w")
-    command = ["server", "start", "--host", "127.0.0.1", "--port", str(port)]
-    proc = subprocess.Popen(
-        [str(Path(sys.executable).parent / "prefect"), *command, "--no-ui", "--no-services"],
-        env=prefect_env(home / "home"),
-        stdout=log,
-        stderr=subprocess.STDOUT,
-    )
-    api = f"http://127.0.0.1:{port}/api"
-    deadline = time.monotonic() + 180  # 14 s alone; longer beside the rest of the suite
-    while True:
-        assert proc.poll() is None, (home / "server.log").read_text()[-5000:]
-        assert time.monotonic() < deadline, "the Prefect server did not start in 180 s"
-        try:
-            with urllib.request.urlopen(f"{api}/health", timeout=2) as answer:
-                if answer.status == 200:
-                    break
-        except OSError:
-            time.sleep(0.2)
-    yield api
-    stop(proc)
-
-
-class Role:
-    """tests/processes/prefect_roles.py in a process of its own, its JSON lines read here."""
-
-    def __init__(self, *args: str, env: dict[str, str], stdin: bool = False) -> None:
-        self.err = tempfile.TemporaryFile("w+")  # a file: a pipe nobody reads would fill
-        self.proc = subprocess.Popen(
-            [sys.executable, ROLES, *args],
-            stdin=subprocess.PIPE if stdin else subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=self.err,
-            env=env,
-        )
-        self.out = b""
-
-    def line(self, timeout: float = 120.0) -> dict:
-        """The next JSON line, read from the pipe itself (a buffered readline could take two
-        lines at once, and select would then see nothing left)."""
-        assert self.proc.stdout is not None
-        deadline, fd = time.monotonic() + timeout, self.proc.stdout.fileno()
-        while b"\n" not in self.out:
-            left = max(0.0, deadline - time.monotonic())
-            chunk = os.read(fd, 65536) if select.select([fd], [], [], left)[0] else b""
-            if not chunk:
-                self.end()
-                self.err.seek(0)
-                raise AssertionError(f"no line in {timeout:g} s:\n{self.err.read()[-8000:]}")
-            self.out += chunk
-        line, _, self.out = self.out.partition(b"\n")
-        return json.loads(line)
-
-    def send(self, text: str) -> None:
-        assert self.proc.stdin is not None
-        self.proc.stdin.write(text.encode() + b"\n")
-        self.proc.stdin.flush()
-
-    def end(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.kill()
-        self.proc.wait()
+    yield from serve(tmp_path_factory)
 
 
 @pytest.fixture
 def roles():
-    started: list[Role] = []
-
-    def start(*args: str, env: dict[str, str], stdin: bool = False) -> Role:
-        started.append(Role(*args, env=env, stdin=stdin))
-        return started[-1]
-
-    yield start
-    for role in started:
-        role.end()
+    yield from started_roles()
 
 
 def run_task_everywhere(roles, backend, tmp_path, api, n: int, locked: bool) -> list[dict]:
@@ -223,14 +126,19 @@ def test_a_store_shipped_to_another_process_sees_the_lock(shared_backend, roles,
     manager.release_lock(k, holder="holder1")
 
 
-def test_a_killed_holders_lock_is_taken_after_its_expiry(shared_backend, roles, tmp_path):
+def test_a_killed_holders_lock_is_taken_after_its_expiry(shared_backend, roles, tmp_path, caplog):
+    """The next holder waits (said once, at INFO, naming the holder) and takes the lock
+    over (a WARNING naming the holder it took it from): with no Prefect run active, both
+    on the module's logger."""
     prefix, expire, k = shared_backend.uri(), 2.0, str(uuid4())
+    caplog.set_level(logging.INFO, logger="blob_lock.prefect")
     args = ("hold", prefix, shared_backend.options_json(), k, "doomed", str(expire))
     holder = roles(*args, env=prefect_env(tmp_path / "home"))
     assert holder.line()["event"] == "ready"
     options = shared_backend.storage_options or None
     manager = BlobLockManager(prefix, expire=expire, storage_options=options)
     assert manager.is_locked(k) and manager.is_lock_holder(k, holder="doomed")
+    seen_owner = inspect(f"{manager.prefix}/{k}", storage_options=options).owner
     holder.end()  # SIGKILL: nothing released
     killed = time.monotonic()
     assert manager.is_lock_holder(k, holder="doomed")  # until it expires
@@ -241,6 +149,15 @@ def test_a_killed_holders_lock_is_taken_after_its_expiry(shared_backend, roles, 
     assert waited >= expire * 0.5  # watched, not taken at once
     assert manager.is_lock_holder(k, holder="next")
     assert not manager.is_lock_holder(k, holder="doomed")
+    said = [(r.name, r.levelno, r.getMessage()) for r in caplog.records]
+    said = [r for r in said if repr(k) in r[2]]
+    assert len(said) == 2, said
+    (wait, took) = said
+    assert wait[:2] == ("blob_lock.prefect", logging.INFO), wait
+    assert "holder next waits; held by holder doomed (owner " in wait[2], wait
+    assert took[:2] == ("blob_lock.prefect", logging.WARNING), took
+    assert f"holder next took it over from owner {seen_owner}" in took[2], took
+    assert "prefect.holder=doomed" in took[2], took
     manager.release_lock(k, holder="next")
 
 
@@ -309,52 +226,3 @@ def test_a_lock_broken_and_taken_over_refuses_the_first_holders_write(tmp_path, 
     store.write(key=k, obj={"on": "time"}, holder="holder2")
     store.release_lock(k, holder="holder2")
     assert store.read(k).result == {"on": "time"}
-
-
-DOCS = ROOT / "docs" / "prefect.md"
-EXAMPLE = re.compile(r"<!-- readme-test: prefect -->\n```python\n(.*?)```", re.S)
-
-
-def test_the_docs_example_runs_as_written(moto_endpoint, tmp_path, prefect_api):
-    """docs/prefect.md's flow, run twice against moto as ``s3://bucket``: the second run finds
-    the first's result; the lock of its key was taken twice and released each time."""
-    from blob_lock import LockState, list_locks
-    from servers import boto3_s3
-
-    (example,) = EXAMPLE.findall(DOCS.read_text())
-    (tmp_path / "flows.py").write_text(example)
-    client = boto3_s3(moto_endpoint)
-    try:
-        client.create_bucket(Bucket="bucket")
-    except client.exceptions.BucketAlreadyOwnedByYou:
-        pass
-    aws = {
-        "AWS_ENDPOINT": moto_endpoint,
-        "AWS_ALLOW_HTTP": "true",
-        "AWS_REGION": "us-east-1",
-        "AWS_ACCESS_KEY_ID": "testing",
-        "AWS_SECRET_ACCESS_KEY": "testing",
-    }
-    outputs = []
-    since = micros_now()
-    for run in range(2):
-        env = prefect_env(
-            tmp_path / f"home-{run}",
-            prefect_api,
-            PREFECT_LOCAL_STORAGE_PATH=str(tmp_path / "results"),
-            **aws,
-        )
-        done = subprocess.run(
-            [sys.executable, "-c", "import flows; print(flows.pipeline(3))"],
-            cwd=tmp_path, env=env, capture_output=True, text=True, timeout=240,
-        )  # fmt: skip
-        assert done.returncode == 0, done.stderr[-5000:]
-        outputs.append(done.stdout.strip().splitlines()[-1])
-    assert outputs[0] == outputs[1], outputs
-    s3 = {k.lower(): v for k, v in aws.items() if k != "AWS_ENDPOINT"}
-    s3["aws_endpoint"] = moto_endpoint
-    locks = [e for e in list_locks("s3://bucket/prefect-locks", storage_options=s3)]
-    assert len(locks) == 1, locks
-    assert locks[0].state is LockState.RELEASED
-    assert_first_token(locks[0].token, since)  # the last acquisition's wall clock, at least
-    assert "prefect.holder" in locks[0].labels

@@ -5,8 +5,8 @@ the user's own functions (``launch_remote``, ``wait_for_result``, ...); a block 
 ``<!-- readme-test: remote -->`` runs while an orchestrator holds its claim on the memo (its
 lock, and a slot of the quota ``s3://bucket/quotas/gpu``), with that orchestrator's ``owner``
 and the claim's ``handover``; the block marked ``<!-- readme-test: mops -->`` is a module a real
-mops pipeline imports, and the one marked ``<!-- readme-test: prefect -->`` a module of
-Prefect flows that tests/python/test_prefect_processes.py runs. An example shown in several
+mops pipeline imports, and the one marked ``<!-- readme-test: prefect -->`` a file of Prefect
+flows run as ``python flows.py`` against a Prefect server and moto. An example shown in several
 places (the README's and the docs' home page's) runs once, under a test id that names every
 place it appears."""
 
@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pytest
 from blob_lock import BlobSemaphore, LockState, claim_memo, inspect, keep_alive
+from conftest import assert_first_token, micros_now
 
 # Left out of `make test-fast` (-m "not slow"): the examples run against moto, Azurite and
 # real processes.
@@ -53,6 +54,7 @@ BLOCKS = [
     if kind not in ("mops", "prefect")
 ]
 MOPS_BLOCKS = [code for kind, code in FOUND if kind == "mops"]
+PREFECT_BLOCKS = [code for kind, code in FOUND if kind == "prefect"]
 MEMO = "s3://bucket/memo/abc"
 
 
@@ -152,6 +154,7 @@ def test_the_readme_mops_example_runs_a_pipeline_on_blob_lock(tmp_path):
     env["HOME"] = str(tmp_path / "home")  # the example's blob root is under ~
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env['PATH']}"  # mops's `python`
     call = "import pipeline; print(pipeline.square(7))"
+    since = micros_now()
     for _ in range(2):  # the second call finds the result and launches nothing
         done = subprocess.run(
             [sys.executable, "-c", call], cwd=tmp_path, env=env, capture_output=True,
@@ -161,5 +164,66 @@ def test_the_readme_mops_example_runs_a_pipeline_on_blob_lock(tmp_path):
         assert done.stdout.split() == ["49"], done.stdout
     (lockfile,) = (tmp_path / "home" / ".mops-demo").rglob("lock/lock.json")
     body = json.loads(lockfile.read_text())
-    assert (body["protocol"], body["token"], body["writer_name"]) == ("cas", 1, "remote"), body
+    assert (body["protocol"], body["writer_name"]) == ("cas", "remote"), body
+    assert_first_token(body["token"], since)
     assert body["released_at"], body
+
+
+@pytest.fixture(scope="module")
+def prefect_api(tmp_path_factory):
+    from prefect_server import serve
+
+    yield from serve(tmp_path_factory)
+
+
+def test_the_prefect_example_runs_as_written(moto_endpoint, tmp_path, prefect_api):
+    """docs/prefect.md's flows.py, run as ``python flows.py`` twice (two workers, each with a
+    Prefect home of its own) against one Prefect server and moto as ``s3://bucket``, the
+    endpoint given in the environment as the page says: the second run finds the first's
+    result in the bucket; the key's lock was taken twice and released each time, and its
+    lockfile stays until pruned, as the page says (not within `clock_skew + expire` of its
+    last acquisition: prune keeps it then)."""
+    pytest.importorskip("prefect_aws")
+    from blob_lock import list_locks, prune_locks
+    from prefect_server import prefect_env
+    from servers import boto3_s3
+
+    assert len(PREFECT_BLOCKS) == 1, "the Prefect example lost its readme-test marker"
+    (tmp_path / "flows.py").write_text(PREFECT_BLOCKS[0])
+    client = boto3_s3(moto_endpoint)
+    try:
+        client.create_bucket(Bucket="bucket")
+    except client.exceptions.BucketAlreadyOwnedByYou:
+        pass
+    aws = {
+        "AWS_ENDPOINT_URL": moto_endpoint,
+        "AWS_ALLOW_HTTP": "true",
+        "AWS_REGION": "us-east-1",
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+    }
+    runs = []
+    since = micros_now()
+    for worker in range(2):
+        env = prefect_env(tmp_path / f"home-{worker}", prefect_api, **aws)
+        env.pop("AWS_ENDPOINT", None)  # the page names AWS_ENDPOINT_URL only
+        done = subprocess.run(
+            [sys.executable, "flows.py"], cwd=tmp_path, env=env, capture_output=True,
+            text=True, timeout=240,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr[-5000:]
+        assert done.stdout.strip().splitlines()[-1] == "a model of size 3", done.stdout
+        runs.append(done.stderr)
+    assert "Cached" not in runs[0] and "Cached" in runs[1], runs[1][-3000:]
+    results = client.list_objects_v2(Bucket="bucket", Prefix="prefect-results/")
+    assert results.get("KeyCount", 0) >= 1, results  # the result, where every worker reads it
+    s3 = {"aws_endpoint": moto_endpoint, "aws_allow_http": "true", "aws_region": "us-east-1"}
+    s3 |= {"aws_access_key_id": "testing", "aws_secret_access_key": "testing"}
+    (lock,) = list_locks("s3://bucket/prefect-locks", storage_options=s3)
+    assert lock.state is LockState.RELEASED, lock
+    assert_first_token(lock.token, since)  # the last acquisition's wall clock, at least
+    assert "prefect.holder" in lock.labels
+    # What the page says clears them, prune, keeps a lockfile taken moments ago (a delete
+    # now could let the next token fall below its last) and deletes it later.
+    pruned = list(prune_locks("s3://bucket/prefect-locks", older_than=0, storage_options=s3))
+    assert [p.outcome for p in pruned] == ["too_recent"], pruned

@@ -23,6 +23,8 @@ use tokio::time::Instant;
 /// releasing (the lock then expires); call [`Lease::release`] to release.
 pub struct Lease {
     state: Arc<LeaseState>,
+    /// The holder whose expired lease this acquisition wrote over (its lockfile described).
+    took_over: Option<Box<str>>,
 }
 
 impl std::fmt::Debug for Lease {
@@ -73,7 +75,23 @@ impl Lease {
         // Counted where the store weighs new acquisitions against its held leases.
         state.count();
         file_beat(state.clone(), first_beat);
-        Lease { state }
+        Lease {
+            state,
+            took_over: None,
+        }
+    }
+
+    /// This lease, noting the holder whose expired lease its acquisition wrote over.
+    pub(crate) fn took_over(mut self, who: Option<String>) -> Lease {
+        self.took_over = who.map(String::into_boxed_str);
+        self
+    }
+
+    /// The holder whose expired lease this acquisition wrote over (its lockfile described:
+    /// owner, host, pid, labels), if it took the lock over; `None` when it found the lock
+    /// free (no lockfile, or released).
+    pub fn taken_over_from(&self) -> Option<&str> {
+        self.took_over.as_deref()
     }
 
     /// The owner id.

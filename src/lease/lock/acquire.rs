@@ -71,8 +71,9 @@ impl Lock {
                 ));
             };
             let seen_holder = matches!(outcome, Ok((_, Attempt::Busy { .. })));
+            let took_over = acquisition.took_over.take();
             let (who, expires_in, saturated) =
-                match self.after(outcome, &lifecycle, &mut wait).await {
+                match self.after(outcome, took_over, &lifecycle, &mut wait).await {
                     Next::Held(lease) => return Ok(lease),
                     Next::Wait {
                         who,
@@ -124,17 +125,18 @@ impl Lock {
     }
 
     /// What the wait does after an attempt: hold what it won (if its lease has not already
-    /// run out), wait on for the holder it saw or for a store that failed transiently or is
-    /// saturated, or fail.
+    /// run out; `took_over` the holder whose expired lease it wrote over), wait on for the
+    /// holder it saw or for a store that failed transiently or is saturated, or fail.
     async fn after(
         &self,
         outcome: Result<(Arc<Engine>, Attempt)>,
+        took_over: Option<String>,
         lifecycle: &Arc<Lifecycle>,
         wait: &mut Wait,
     ) -> Next {
         match outcome {
             Ok((engine, Attempt::Acquired(ours))) => match self.fresh(&engine, ours).await {
-                Some(ours) => Next::Held(self.start(engine, ours, lifecycle.clone())),
+                Some(ours) => Next::Held(self.start(engine, ours, lifecycle.clone(), took_over)),
                 None => {
                     lifecycle.enter(State::Waiting, "acquired too late to hold it");
                     Next::Wait {
@@ -185,6 +187,7 @@ impl Lock {
     /// One acquisition attempt on the protocol the store allows; refused before any request
     /// while the store is saturated (held locks' renewals come first).
     async fn attempt(&self, acquisition: &mut Acquisition) -> Result<(Arc<Engine>, Attempt)> {
+        acquisition.took_over = None; // what an earlier attempt found is no takeover of this one
         if let Err(message) = self.engine.store.admit() {
             return Err(Error::Saturated {
                 uri: self.uri.to_string(),
@@ -236,7 +239,10 @@ impl Lock {
         let mut acquisition = Acquisition::default();
         match self.attempt(&mut acquisition).await {
             Ok((engine, Attempt::Acquired(ours))) => match self.fresh(&engine, ours).await {
-                Some(ours) => Ok(Tried::Held(self.start(engine, ours, lifecycle))),
+                Some(ours) => {
+                    let took_over = acquisition.took_over.take();
+                    Ok(Tried::Held(self.start(engine, ours, lifecycle, took_over)))
+                }
                 None => {
                     lifecycle.enter(State::Failed, "acquired too late to hold it");
                     self.release_in_background();
@@ -282,9 +288,21 @@ impl Lock {
         }
     }
 
-    fn start(&self, engine: Arc<Engine>, ours: OurWrite, lifecycle: Arc<Lifecycle>) -> Lease {
+    fn start(
+        &self,
+        engine: Arc<Engine>,
+        ours: OurWrite,
+        lifecycle: Arc<Lifecycle>,
+        took_over: Option<String>,
+    ) -> Lease {
         lifecycle.enter(State::Held, format_args!("token {}", ours.token()));
-        Lease::start(engine, ours, false, self.on_lost.clone(), lifecycle)
+        if let Some(who) = &took_over {
+            log::debug!(
+                "{}: took over from {who}, whose lease had expired",
+                self.uri
+            );
+        }
+        Lease::start(engine, ours, false, self.on_lost.clone(), lifecycle).took_over(took_over)
     }
 }
 

@@ -179,6 +179,7 @@ impl Engine {
         read_done: Instant,
         acquisition: &mut Acquisition,
     ) -> Option<Attempt> {
+        acquisition.took_over = None;
         if lf.is_released() {
             return None;
         }
@@ -215,6 +216,7 @@ impl Engine {
                 lf.describe(),
                 seen.as_secs_f64()
             );
+            acquisition.took_over = Some(lf.describe());
             return None;
         }
         if let Some(skew) = self.timing.skew {
@@ -230,6 +232,7 @@ impl Engine {
                     lf.describe(),
                     age.as_secs_f64()
                 );
+                acquisition.took_over = Some(lf.describe());
                 return None;
             }
         }

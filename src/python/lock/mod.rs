@@ -346,6 +346,14 @@ impl NativeLock {
         self.lease().map(|l| l.token())
     }
 
+    /// The holder whose expired lease the current acquisition wrote over (its lockfile
+    /// described), if it took the lock over; None when it found the lock free.
+    #[getter]
+    fn took_over(&self) -> Option<String> {
+        self.lease()
+            .and_then(|l| l.taken_over_from().map(String::from))
+    }
+
     #[getter]
     fn held(&self) -> bool {
         self.lease().is_some_and(|l| !l.is_lost())
