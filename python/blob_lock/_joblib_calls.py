@@ -65,11 +65,10 @@ class Calls:
         # Every option checked now, by the claim and the BlobLock it makes; no request.
         claim_memo(f"{root}/check", done=never, poll=poll, **self.options)
 
-    def uri(self, func_id: str, args_id: str | None = None) -> str:
-        """The memo URI of a call (its claim's lock is ``<this>/lock``), or without
-        ``args_id`` the prefix of every call of the function."""
+    def uri(self, func_id: str, args_id: str) -> str:
+        """The memo URI of a call: its claim's lock is ``<this>/lock``."""
         parts = [_UNSAFE.sub("_", p) for p in re.split(r"[\\/]", func_id) if p]
-        return "/".join([self.root, *parts, *([args_id] if args_id else [])])
+        return "/".join([self.root, *parts, args_id])
 
     def _claim_options(self, call: str) -> dict[str, Any]:
         options = dict(self.options)
@@ -91,11 +90,10 @@ class Calls:
             self.uri(*call_id), done=done, poll=self.poll, **self._claim_options(call)
         )
 
-    def prune(self, under: str | None = None) -> None:
-        """Deletes the free (released or expired) lockfiles under ``under`` (default: every
-        lock of the cache); a held one is never deleted (``prune_locks`` takes each through
-        the protocol first)."""
-        prefix = self.root if under is None else under
+    def prune(self) -> None:
+        """Deletes the free (released or expired) lockfiles of the cache; a held one is never
+        deleted (``prune_locks`` takes each through the protocol first)."""
+        prefix = self.root
         look = {k: self.options[k] for k in _LOOK if k in self.options}
         try:
             pruned = prune_locks(prefix, older_than=0, **look)

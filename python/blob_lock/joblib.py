@@ -232,10 +232,8 @@ class _Locked(MemorizedFunc):  # type: ignore[misc,unused-ignore]
             return write()
         return computing.store(write, ((NotMemorizedResult(output) if shelving else output), {}))
 
-    def clear(self, warn: bool = True) -> None:
-        """``MemorizedFunc.clear``, then the function's free locks pruned."""
-        super().clear(warn=warn)
-        self._blob_lock_calls.prune(self._blob_lock_calls.uri(self.func_id))
+    # Not `clear`: joblib clears a function's cache itself when its code changed, inside the
+    # call; a prune there would list every lock of the function first. The Memory's prune.
 
 
 class _LockedAsync(_Locked, AsyncMemorizedFunc):  # type: ignore[misc,unused-ignore]
