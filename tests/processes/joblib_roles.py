@@ -32,7 +32,9 @@ GIVE_UP = float(os.environ.get("ROLE_GIVE_UP", "120"))
 
 
 def say(**kw: object) -> None:
-    print(json.dumps(kw), flush=True)
+    # One write of the whole line: loky's workers share their parent's stdout, and lines
+    # under PIPE_BUF bytes written at once never mix on a pipe.
+    os.write(1, (json.dumps(kw) + "\n").encode())
 
 
 def note(name: str, line: str) -> None:
