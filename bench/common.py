@@ -56,6 +56,8 @@ class Sizes:
     semaphore_slots: int = 4
     semaphore_hold: float = 0.05
     prefect_cycles: int = 1000  # acquire+release per Prefect lock manager and case
+    joblib_calls: int = 1000  # calls of each Memory per process, hits and misses (S3: 1/4)
+    joblib_work: float = 2.0  # CPU-seconds of the call four processes miss at once
     load_locks_6: int = 3000  # past the store's capacity at expire 6 (bench/load.py)
     load_locks_30: int = 8000  # and at the default expire
     load_heartbeats: float = 3.0  # held for this many heartbeats
@@ -93,6 +95,8 @@ class Sizes:
             load_locks_30=3000,
             load_heartbeats=2.0,
             prefect_cycles=100,
+            joblib_calls=200,
+            joblib_work=1.0,
         )
 
 

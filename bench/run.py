@@ -9,7 +9,7 @@ Notes under the table say how each figure was taken. ``make bench`` builds a rel
 extension first; figures of a debug build mean nothing (the header says which it is).
 
 Sections (``--only``): headline, requests, latency, clients, handover, scale, contention,
-semaphore, load, prefect.
+semaphore, load, prefect, joblib.
 Every measurement runs in a process of its own (bench/worker.py); moto's S3 server and the
 proxies in front of it (bench/moto_store.py) run here.
 """
@@ -33,6 +33,7 @@ from common import (
     render,
 )
 from costs import clients, headline, latency, requests
+from joblib_memo import joblib_memory
 from load import load
 from prefect_managers import prefect
 from quotas import semaphore
@@ -50,6 +51,7 @@ SECTIONS = [
     "semaphore",
     "load",
     "prefect",
+    "joblib",
 ]
 
 
@@ -116,7 +118,8 @@ def main() -> None:
     rep = Report()
     moto = None
     try:
-        if {"headline", "requests", "latency", "clients", "semaphore", "prefect"} & set(sections):
+        with_moto = {"headline", "requests", "latency", "clients", "semaphore", "prefect", "joblib"}
+        if with_moto & set(sections):
             from moto_store import Moto
 
             moto = Moto(link=not args.serial_delay)
@@ -144,6 +147,8 @@ def main() -> None:
                     load(rep, sz, tmp)
                 elif section == "prefect":
                     prefect(rep, sz, tmp, moto)
+                elif section == "joblib":
+                    joblib_memory(rep, sz, tmp, moto)
             except Exception as e:  # one section's failure leaves the others' figures
                 rep.failed(section, e)
             rep.took[section] = time.monotonic() - began

@@ -5,8 +5,10 @@ the user's own functions (``launch_remote``, ``wait_for_result``, ...); a block 
 ``<!-- readme-test: remote -->`` runs while an orchestrator holds its claim on the memo (its
 lock, and a slot of the quota ``s3://bucket/quotas/gpu``), with that orchestrator's ``owner``
 and the claim's ``handover``; the block marked ``<!-- readme-test: mops -->`` is a module a real
-mops pipeline imports, and the one marked ``<!-- readme-test: prefect -->`` a file of Prefect
-flows run as ``python flows.py`` against a Prefect server and moto. An example shown in several
+mops pipeline imports, the one marked ``<!-- readme-test: prefect -->`` a file of Prefect
+flows run as ``python flows.py`` against a Prefect server and moto, and the one marked
+``<!-- readme-test: joblib -->`` a script that tests/python/test_joblib_processes.py runs
+in several processes at once. An example shown in several
 places (the README's and the docs' home page's) runs once, under a test id that names every
 place it appears."""
 
@@ -46,12 +48,12 @@ def marked_blocks() -> dict[tuple[str, str], list[str]]:
 
 
 FOUND = marked_blocks()
-# The mops and Prefect examples are modules their own tests run in real pipelines
-# (below, and tests/python/test_prefect_processes.py).
+# The mops, Prefect and joblib examples are modules their own tests run in real processes
+# (below, tests/python/test_prefect_processes.py and test_joblib_processes.py).
 BLOCKS = [
     (kind, code, "+".join(where))
     for (kind, code), where in FOUND.items()
-    if kind not in ("mops", "prefect")
+    if kind not in ("mops", "prefect", "joblib")
 ]
 MOPS_BLOCKS = [code for kind, code in FOUND if kind == "mops"]
 PREFECT_BLOCKS = [code for kind, code in FOUND if kind == "prefect"]

@@ -1,0 +1,176 @@
+"""What ``blob_lock.joblib`` keeps beside a joblib cache: where the lock of each call lives,
+the claim a missed call takes on it, the free locks pruned when the cache is cleared, and
+what a call whose lock was lost while it computed may still store. Imports no joblib."""
+
+from __future__ import annotations
+
+import functools
+import logging
+import os
+import re
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from blob_lock._args import lock_uri
+from blob_lock._claim_memo import claim_memo, claim_memo_async
+from blob_lock._inventory import prune_locks
+from blob_lock._keep_alive import KeepAlive, keep_alive
+from blob_lock._lock import BlobLock
+from blob_lock._memo_claim import MemoClaim
+from blob_lock._options import LOCK_OPTIONS
+from blob_lock._stores import StoreKind, store_kind
+from blob_lock.exceptions import LockError, LockLost
+
+__all__ = ["LOCK_OPTION_NAMES", "Calls", "Computing", "lock_root", "never"]
+
+_logger = logging.getLogger("blob_lock.joblib")
+
+LOCK_OPTION_NAMES = frozenset(o.name for o in LOCK_OPTIONS)
+_LOOK = ("storage_options", "credential_provider")  # what a read of the store needs
+_KEEP = ("protocol", "storage_options", "credential_provider")  # and keep_alive
+# A URI would read these as an escape, a fragment or a query (BlobLock refuses them in an
+# object store's URI); a module path may hold them. Only the lock's name changes: two calls
+# whose names then meet share a lock, and each still looks for its own result.
+_UNSAFE = re.compile(r"[%#?]")
+
+
+def never() -> bool:
+    """The ``done`` of a forced call's claim: it computes whatever is stored."""
+    return False
+
+
+def lock_root(cache_folder: str | None, lock_prefix: object) -> str | None:
+    """Where a cache's locks live: ``lock_prefix`` when given, else ``<cache folder>-locks``
+    beside joblib's own folder (``<location>/joblib-locks`` for ``Memory("<location>")``),
+    outside what joblib's ``clear`` and ``reduce_size`` delete. None without either."""
+    if lock_prefix is not None:
+        root = lock_uri(lock_prefix).rstrip("/")
+        if not root.strip():
+            raise ValueError(f"lock_prefix names no folder or bucket: {lock_prefix!r}")
+        return root
+    if cache_folder is None:
+        return None
+    return os.path.abspath(cache_folder).rstrip(os.sep) + "-locks"
+
+
+class Calls:
+    """The locks of one cache's calls: ``<root>/<function>/<argument hash>/lock``, and the
+    lock options each claim takes (checked when made, as ``BlobLock`` checks them)."""
+
+    def __init__(self, root: str, options: Mapping[str, Any], poll: Any) -> None:
+        self.root = root
+        self.poll = poll
+        self.options = dict(options)
+        self.raise_on_lost = bool(self.options.get("raise_on_lost", True))
+        # Every option checked now, by the claim and the BlobLock it makes; no request.
+        claim_memo(f"{root}/check", done=never, poll=poll, **self.options)
+
+    def uri(self, func_id: str, args_id: str) -> str:
+        """The memo URI of a call: its claim's lock is ``<this>/lock``."""
+        parts = [_UNSAFE.sub("_", p) for p in re.split(r"[\\/]", func_id) if p]
+        return "/".join([self.root, *parts, args_id])
+
+    def _claim_options(self, call: str) -> dict[str, Any]:
+        options = dict(self.options)
+        # A loss is this module's to report: logged, then raised or not by the call itself.
+        options["raise_on_lost"] = False
+        options["on_lost"] = functools.partial(_lost, call, self.options.get("on_lost"))
+        return options
+
+    def claim(self, call_id: tuple[str, str], done: Callable[[], bool]) -> claim_memo:
+        """The claim of a call (joblib's ``(function id, argument hash)``) on its lock."""
+        call = "/".join(call_id)
+        return claim_memo(
+            self.uri(*call_id), done=done, poll=self.poll, **self._claim_options(call)
+        )
+
+    def claim_async(self, call_id: tuple[str, str], done: Callable[[], bool]) -> claim_memo_async:
+        call = "/".join(call_id)
+        return claim_memo_async(
+            self.uri(*call_id), done=done, poll=self.poll, **self._claim_options(call)
+        )
+
+    def prune(self) -> None:
+        """Deletes the free (released or expired) lockfiles of the cache; a held one is never
+        deleted (``prune_locks`` takes each through the protocol first)."""
+        prefix = self.root
+        look = {k: self.options[k] for k in _LOOK if k in self.options}
+        try:
+            pruned = prune_locks(prefix, older_than=0, **look)
+        except ValueError:
+            # The prefix was checked when the Memory was made: on local files this is a
+            # folder not made yet, as no call has been locked there.
+            if store_kind(prefix) is StoreKind.FILE:
+                return
+            raise
+        for _ in pruned:
+            pass
+
+    def keep(self, lock: BlobLock) -> KeepAlive | LockError:
+        """Renews a lost lock's own acquisition if nobody has taken the call since (the
+        lockfile still names this owner and acquisition: the write is conditional on it),
+        or the error that says why not."""
+        options = {k: self.options[k] for k in _KEEP if k in self.options}
+        try:
+            return keep_alive(lock.uri, lock.owner, **options)
+        except LockError as e:
+            return e
+
+
+class Computing:
+    """The call this thread or task computes under its claim: what ``_after_call`` checks
+    just before joblib writes the result."""
+
+    __slots__ = ("call", "call_id", "calls", "claim")
+
+    def __init__(self, call_id: tuple[str, str], claim: MemoClaim, calls: Calls) -> None:
+        self.call_id = call_id
+        self.call = f"{call_id[0]}/{call_id[1]}"
+        self.claim = claim
+        self.calls = calls
+
+    def store(self, write: Callable[[], Any], unstored: Any) -> Any:
+        """Runs ``write`` (joblib's write of the result and what it returns) if the lock
+        holds, or, once lost, if nobody has taken the call since (its lease renewed again
+        for the write). Else the result is not written, and the call raises ``LockLost``
+        (``raise_on_lost``, the default) or returns ``unstored``."""
+        lock = self.claim.lock
+        if lock is None:  # a claim that computes holds its lock
+            return write()
+        if not lock.lost:
+            written = write()
+            if lock.lost:
+                _logger.warning(
+                    "joblib call %s: its lock %s was lost while its result was written (%s); "
+                    "the result is written, and another process may have taken the call "
+                    "meanwhile and computes it too",
+                    self.call,
+                    lock.uri,
+                    lock.lost_reason,
+                )
+            return written
+        kept = self.calls.keep(lock)
+        if isinstance(kept, KeepAlive):
+            with kept:
+                written = write()
+            _logger.warning(
+                "joblib call %s: its lock was lost while it computed, and nobody had taken "
+                "the call since: its lease was renewed and the result stored",
+                self.call,
+            )
+            return written
+        message = (
+            f"joblib call {self.call}: its lock {lock.uri} was lost while it computed "
+            f"({lock.lost_reason}), and its result was not stored: {kept.message}"
+        )
+        _logger.warning("%s", message)
+        if self.calls.raise_on_lost:
+            raise LockLost(message, lock.uri) from kept
+        return unstored
+
+
+def _lost(call: str, on_lost: Callable[[LockLost], object] | None, error: LockLost) -> None:
+    """A call's lock lost while held (on one of blob-lock's callback threads)."""
+    _logger.warning("joblib call %s: its lock was lost while held: %s", call, error.message)
+    if on_lost is not None:
+        on_lost(error)
