@@ -54,7 +54,7 @@ pub struct LockFile {
     /// `"remote"` when the remote's keep_alive wrote it (shared: a remote renews with it).
     pub writer_name: Option<Arc<str>>,
     /// Fencing token: grows at each acquisition, to at least its writer's wall clock in
-    /// microseconds ([`token`](crate::lockfile::token)); 0 when the writer did not set one
+    /// microseconds ([`token`]); 0 when the writer did not set one
     /// (mops).
     pub token: u64,
     /// Which protocol wrote it, when we did.
