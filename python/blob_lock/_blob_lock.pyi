@@ -6,6 +6,7 @@ pyo3-async-runtimes): await it, or cancel it to drop the native future.
 
 from asyncio import Future
 from collections.abc import Callable, Mapping
+from datetime import timedelta
 from typing import Any, Literal, final
 
 from blob_lock._stats_types import Stats
@@ -183,7 +184,7 @@ class NativeInventory:
         *,
         storage_options: dict[str, str] | None,
         credentials: NativeCredentials | None = None,
-        clock_skew: float | None = ...,
+        clock_skew: float | timedelta | None = ...,
     ) -> NativeInventory: ...
     def next_page(
         self,

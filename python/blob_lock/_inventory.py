@@ -33,7 +33,7 @@ def _inventory(
     prefix: object,
     storage_options: Mapping[str, str] | None,
     credential_provider: object,
-    **timing: Seconds | None,
+    clock_skew: Seconds | None = _CLOCK_SKEW,
 ):
     if not isinstance(prefix, (str, os.PathLike)):
         raise TypeError(
@@ -44,7 +44,7 @@ def _inventory(
     return _blob_lock.NativeInventory(
         uri,
         **_credentials.resolve(uri, storage_options, credential_provider, prefix=True),
-        **timing,
+        clock_skew=clock_skew,
     )
 
 
