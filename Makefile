@@ -20,7 +20,8 @@ S3RVER := .cache/s3rver/node_modules/.bin/s3rver
 # processes, beside the linters, cargo's builds and the Rust tests. The simulation's
 # optimised build starts at once (it needs neither the virtualenv nor the extension, and
 # cargo locks each profile's directory apart), in the CPU that pip, npm and maturin leave.
-# Where the time goes: docs/development.md, "How long make test takes"; the runs: BENCHMARKS.md.
+# Where the time goes: docs/development.md, "How long make test takes"; the runs measured
+# before: git log -p BENCHMARKS.md.
 TEST_JOBS ?= 6
 test:
 	$(MAKE) --no-print-directory -j$(TEST_JOBS) --output-sync=target test-steps IN_TEST=1
@@ -196,11 +197,12 @@ test-python: build-dev azurite s3rver
 		$(PY) -m pytest -q --durations=10 -m heavy -n 2 --dist loadgroup
 
 # The benchmark (bench/run.py), not part of `make test`: a release build of the extension,
-# the peers from PyPI, then one table on standard output, in under 10 minutes here; the
-# table again and the pictures (SVG, bench/figures.py) into BENCH_FIGURES.
-# `make bench BENCH_ARGS=--quick` for small sizes, `BENCH_ARGS=--full` for the long run
-# (about 20 minutes); `BENCH_ARGS="--out BENCHMARKS.md"` also writes the report there. The
-# next `make test` puts the debug build back (build-dev).
+# the peers from PyPI, then one table on standard output (the last whole run measured for
+# 604 s here, before the semaphore, prefect and joblib sections); the table again and the
+# pictures (SVG, bench/figures.py) into BENCH_FIGURES. `make bench BENCH_ARGS=--quick` for
+# small sizes, `BENCH_ARGS=--full` for the long run, `BENCH_ARGS="--only joblib,prefect"` for
+# some sections; BENCHMARKS.md says what each figure is and holds the last run's, copied by
+# hand. The next `make test` puts the debug build back (build-dev).
 BENCH_ARGS ?=
 # Where the run's pictures (SVG) and its table go: docs/benchmarks.md embeds them.
 BENCH_FIGURES ?= docs/figures

@@ -29,9 +29,9 @@ PEERS = ["flufl.lock", "filelock", "mops"]
 
 @dataclass
 class Sizes:
-    """The default: the headline table in under 10 minutes here (BENCHMARKS.md gives each
-    section's time). ``--full`` is the longer run of 2026-11-24 (about 20 minutes): more
-    rounds, mops's daemon at 10,000 leases, contention for 30 s."""
+    """The default: the headline table in about 10 minutes here (docs/figures/table.md's
+    header gives each section's time). ``--full`` is the longer run of 2026-11-24 (about 20
+    minutes): more rounds, mops's daemon at 10,000 leases, contention for 30 s."""
 
     uncontended: int = 2000  # acquire+release per library (mops: a tenth: 15 ms each)
     latency: int = 15  # acquire+release on moto behind the delay, per protocol
@@ -368,12 +368,16 @@ def machine(tmp: str) -> list[str]:
     ]
 
 
+# The first line of a report (at level 1): `--out` writes only over a file that starts so.
+REPORT_TITLE = "# blob-lock benchmark"
+
+
 def render(
     header: list[str], rep: Report, elapsed: float, quick: bool, full: bool, level: int = 1
 ) -> str:
     """The report in markdown; ``level``: its title's heading level (2 inside a page)."""
     size = " (--quick: small sizes)" if quick else " (--full)" if full else ""
-    out = ["#" * level + " blob-lock benchmark" + size, ""]
+    out = ["#" * level + REPORT_TITLE.lstrip("#") + size, ""]
     out += header
     took = ", ".join(f"{name} {s:.0f} s" for name, s in rep.took.items())
     out += [f"- run time {elapsed:.0f} s ({took})", ""]

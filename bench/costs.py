@@ -30,7 +30,8 @@ from common import (
 # round in turn: this VM's speed drifts 10-20 % over minutes, which would favour whichever
 # library happened to run in a fast minute. Each round starts one further along the list,
 # so that no library always follows the same one: on a file system without a journal,
-# files deleted by the run before slow the next one's file creation (BENCHMARKS.md). Many
+# files deleted by the run before slow the next one's file creation (BENCHMARKS.md, "Where it
+# gives"). Many
 # short rounds rather than a few long ones: a process's own luck (where its files land,
 # what the run before left) moved the medians of five rounds by ±15 %.
 ROUNDS = 15

@@ -27,6 +27,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from common import (
+    REPORT_TITLE,
     Report,
     Sizes,
     machine,
@@ -66,7 +67,11 @@ def main() -> None:
         "--full", action="store_true", help="the long run: about 20 minutes (default: under 10)"
     )
     ap.add_argument("--only", help="comma-separated sections: " + ", ".join(SECTIONS))
-    ap.add_argument("--out", help="also write the report (markdown) to this file")
+    ap.add_argument(
+        "--out",
+        help="also write the report (markdown) to this file: a new one, or a report written "
+        "before (never a page such as BENCHMARKS.md)",
+    )
     ap.add_argument(
         "--figures",
         help="draw the pictures (SVG, bench/figures.py) and write the table (table.md) into "
@@ -107,6 +112,19 @@ def main() -> None:
     ]:
         if getattr(args, name) is not None:
             setattr(sz, name, getattr(args, name))
+    if args.out:
+        # Checked before minutes of measuring: a page such as BENCHMARKS.md is not overwritten.
+        out = Path(args.out)
+        if out.is_dir() or not out.parent.is_dir():
+            ap.error(f"--out {out}: give a file in a folder that exists")
+        first = out.read_text().split("\n", 1)[0] if out.is_file() else REPORT_TITLE
+        if not first.startswith(REPORT_TITLE):
+            ap.error(
+                f"--out {out}: that file is not a report of this bench (its first line is not "
+                f"'{REPORT_TITLE}...') and would be overwritten; give a new file. The run's "
+                "table goes into docs/figures/table.md with --figures (as `make bench` does); "
+                "BENCHMARKS.md's figures are copied from there by hand."
+            )
     sections = args.only.split(",") if args.only else SECTIONS
     unknown = set(sections) - set(SECTIONS)
     if unknown:

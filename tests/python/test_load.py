@@ -49,12 +49,12 @@ def take_past_capacity(
     return took
 
 
-# The floors on the locks taken: a quarter of what `make bench` measured on this 2-core VM
-# (docs/figures/table.md, an Azurite of its own: 1,441 held at expire 6, 3,203 at expire 30;
-# BENCHMARKS.md's run before it, 1,377 and 3,135), rounded down. A quarter leaves room for
-# the heavy test beside this one in `make test-python` (the other lane takes the other core from
-# Azurite's one Node.js thread) and for a slower run, and is still hundreds of locks: an
-# admission that refuses everything, or all but a few, fails here.
+# The floors on the locks taken: about a quarter of what `make bench` held on this 2-core VM
+# with an Azurite of its own, in two runs on 2026-11-27: 1,377 and 1,441 at expire 6, 3,135
+# and 3,203 at expire 30 (the last run's: BENCHMARKS.md, "Past the store's capacity"). A
+# quarter leaves room for the heavy test beside this one in `make test-python` (the other
+# lane takes the other core from Azurite's one Node.js thread) and for a slower run, and is
+# still hundreds of locks: an admission that refuses everything, or all but a few, fails here.
 FLOOR_EXPIRE_6 = 350
 FLOOR_EXPIRE_30 = 800
 
@@ -124,7 +124,8 @@ def test_a_store_that_falls_behind_the_held_locks_keeps_every_one(moto_endpoint)
             assert lock.acquire(timeout=60)
         before = stats()["renewals"]["ok"]
         # Fewer than the 75 asked, with room for a loaded machine's pauses: each lease is
-        # renewed every 3.3 s of its 5.4 s (where it gives: BENCHMARKS.md).
+        # renewed every 3.3 s of its 5.4 s. At 36 a second (every 4.2 s) this VM's pauses
+        # cost 4 to 12 of the 150 in each run (BENCHMARKS.md, "Where it gives").
         proxy.throughput(45)
         # Four lifetimes of every lease at least, and until the leases were renewed twice
         # over (however slowly the renewals come): only renewals keep them. A loss ends it.
