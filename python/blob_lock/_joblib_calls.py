@@ -92,9 +92,12 @@ class Calls:
 
     def prune(self) -> None:
         """Deletes the free (released or expired) lockfiles of the cache; a held one is never
-        deleted (``prune_locks`` takes each through the protocol first)."""
+        deleted (``prune_locks`` takes each through the protocol first), nor one taken
+        within ``clock_skew + expire`` (its fencing tokens, docs/protocol.md)."""
         prefix = self.root
         look = {k: self.options[k] for k in _LOOK if k in self.options}
+        if "clock_skew" in self.options:  # the allowance the calls' locks are told of
+            look["clock_skew"] = self.options["clock_skew"]
         try:
             pruned = prune_locks(prefix, older_than=0, **look)
         except ValueError:

@@ -116,13 +116,15 @@ def test_a_joblib_memory_in_every_form(tmp_path):
 
 def test_a_path_location_keeps_its_locks_beside_the_folder_joblib_uses(tmp_path):
     """joblib uses a pathlib.Path location as its folder (a str gets /joblib added)."""
-    memory = Memory(tmp_path / "cache", verbose=0)
+    # Locks that clear may prune a moment after their call (clock_skew + expire).
+    memory = Memory(tmp_path / "cache", verbose=0, expire=1, clock_skew=0)
     assert memory.lock_root == str(tmp_path / "cache-locks")
     memory.clear(warn=False)  # before any call: no lock, no folder of locks yet
     memory.reduce_size(items_limit=0)
     assert memory.cache(abs)(-2) == 2
     assert len(list(list_locks(memory.lock_root))) == 1
     assert not list((tmp_path / "cache").rglob("lock.json"))  # joblib empties this folder
+    time.sleep(1.1)
     memory.clear(warn=False)
     assert not list(list_locks(memory.lock_root))  # the free lock pruned
 
@@ -385,8 +387,9 @@ def test_a_lock_lost_in_an_outage_nobody_used_still_stores(tmp_path, caplog, mot
 @pytest.mark.parametrize("how", ["clear", "reduce_size", "function_clear"])
 def test_clearing_keeps_a_held_lock_and_prunes_the_free_ones(tmp_path, how):
     """A cached function's own clear (which joblib also calls inside a call whose function
-    changed) prunes nothing: the Memory's clear and reduce_size do."""
-    memory = Memory(str(tmp_path / "cache"), verbose=0)
+    changed) prunes nothing: the Memory's clear and reduce_size do (a lock once no create
+    of it can be on its way: its expire, here 1 s, with clock_skew 0)."""
+    memory = Memory(str(tmp_path / "cache"), verbose=0, expire=1, clock_skew=0)
     gate = Gate()
 
     @memory.cache
@@ -402,6 +405,7 @@ def test_clearing_keeps_a_held_lock_and_prunes_the_free_ones(tmp_path, how):
     held = [s.uri for s in list_locks(memory.lock_root) if s.state is LockState.OURS]
     free = [s.uri for s in list_locks(memory.lock_root) if s.state is LockState.RELEASED]
     assert len(held) == 1 and len(free) == 2
+    time.sleep(1.1)
     if how == "clear":
         memory.clear(warn=False)
     elif how == "reduce_size":
