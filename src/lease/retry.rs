@@ -120,6 +120,9 @@ pub(super) async fn release_retrying(
         (_, Some(lf)) if in_time && token.is_some_and(|t| lf.token > t) => {
             Ok(ReleaseStatus::Released)
         }
+        // Gone: an earlier write of this release may have landed, and prune (which deletes
+        // only released or expired lockfiles) deleted it since.
+        (ReleaseStatus::NoLockfile, None) if in_time => Ok(ReleaseStatus::Released),
         _ => Ok(seen.status),
     }
 }

@@ -667,6 +667,21 @@ fn cas_does_not_take_a_read_older_than_its_acquisition_for_a_loss_at_release() {
     }
 }
 
+/// A release whose write landed and whose answer was lost is not told lost when prune
+/// deletes the released lockfile before the release reads again. At this seed (found at
+/// 10,000 seeds, once prune ran in the simulation) o1.0's release landed and came back as
+/// an error, its resends were refused while reads lagged behind, prune took the released
+/// lock and deleted it, and the release then found no lockfile: it answered `no_lockfile`,
+/// telling a holder whose release had landed that it had lost the lock.
+#[test]
+fn cas_does_not_take_a_pruned_lockfile_for_a_loss_after_its_release_landed() {
+    let out = run_one(5291, Protocol::Cas, Mode::Eventual);
+    if !out.violations.is_empty() {
+        report(5291, Protocol::Cas, &out);
+        panic!("cas: {}", out.violations[0]);
+    }
+}
+
 /// The seeded bugs of the model check (tests/rust/model.rs, src/mutation.rs) against this random
 /// campaign at `SIM_SEEDS` seeds: at how many seeds it finds each (docs/guarantees.md sets
 /// the two side by side). A report, not a test: `make model` prints it.
