@@ -61,7 +61,14 @@ def main(argv: list[str] | None = None) -> int:
         argv, cmd = argv[:cut], argv[cut + 1 :]
     verbose = False
     try:
-        args = parse(argv)
+        try:
+            args = parse(argv)
+        except SystemExit:
+            # --help and --version print, then exit: their output flushed here, where a closed
+            # pipe is still told apart (at exit, Python 3.11.2, Debian 12's, would print a
+            # BrokenPipeError and exit 120).
+            sys.stdout.flush()
+            raise
         verbose = args.verbose
         cmd = cmd or list(getattr(args, "cmd", None) or [])
         if args.verbose:
