@@ -28,6 +28,8 @@ PLATFORM_TARGETS := aarch64-unknown-linux-gnu x86_64-unknown-linux-musl aarch64-
 	x86_64-pc-windows-gnu x86_64-apple-darwin aarch64-apple-darwin
 # Windows wheels link python3.dll: with no Windows Python here, pyo3 writes its import library.
 WINDOWS_FEATURES := python,pyo3/generate-import-lib
+# zig compiles with -Werror=date-time, and mimalloc's C for Windows names __DATE__.
+export CFLAGS_x86_64_pc_windows_gnu := -Wno-date-time
 
 .PHONY: platform-tools wheels lint-platforms test-platforms test-emulated test-arm64 \
 	test-windows test-musl test-units-aarch64 clean-platforms wheel-manylinux-x86_64 \
