@@ -1,8 +1,9 @@
 """Checks the wheels `make wheels` wrote: each platform's is there, its WHEEL file's tags
 are its name's, and its native module is built for that tag's machine; the Windows one
 imports only python3.dll (the stable ABI, which every CPython 3.9 and later on Windows
-ships) and Windows' own DLLs, no MinGW runtime a user would not have. maturin has checked
-the Linux ones against their policies (--auditwheel check).
+ships) and Windows' own DLLs, no MinGW runtime a user would not have, and exports the
+function Python calls to load it. maturin has checked the Linux ones against their
+policies (--auditwheel check).
 
     python platforms/check_wheels.py DIST
 """
@@ -39,9 +40,13 @@ def machine_of(kind: str, data: bytes) -> int:
     return pefile.PE(data=data, fast_load=True).FILE_HEADER.Machine
 
 
-def windows_imports(data: bytes) -> list[str]:
+def windows_links(data: bytes) -> tuple[list[str], list[str]]:
+    """The DLLs a Windows module imports from, and the names it exports."""
     pe = pefile.PE(data=data)
-    return sorted(entry.dll.decode().lower() for entry in pe.DIRECTORY_ENTRY_IMPORT)
+    imports = sorted({entry.dll.decode().lower() for entry in pe.DIRECTORY_ENTRY_IMPORT})
+    exports = getattr(pe, "DIRECTORY_ENTRY_EXPORT", None)
+    names = [e.name.decode() for e in exports.symbols if e.name] if exports else []
+    return imports, names
 
 
 def check(wheel: Path, platform: str) -> list[str]:
@@ -61,11 +66,14 @@ def check(wheel: Path, platform: str) -> list[str]:
         if machine_of(kind, data) != machine:
             problems.append(f"{native[0]} is for machine {machine_of(kind, data)}, not {machine}")
         if kind == "pe":
-            imports = windows_imports(data)
-            print(f"  {native[0]} imports {', '.join(imports)}")
+            imports, exports = windows_links(data)
+            print(f"  {native[0]} imports {', '.join(imports)}; exports {len(exports)} names")
             foreign = [d for d in imports if d != "python3.dll" and not d.startswith(WINDOWS_DLLS)]
             if "python3.dll" not in imports or foreign:
                 problems.append(f"imports other than python3.dll and Windows': {foreign}")
+            # What Python calls to load it (a zig-linked module exported nothing: maturin#922).
+            if "PyInit__blob_lock" not in exports:
+                problems.append(f"PyInit__blob_lock not exported: {exports}")
     return problems
 
 

@@ -28,8 +28,6 @@ PLATFORM_TARGETS := aarch64-unknown-linux-gnu x86_64-unknown-linux-musl aarch64-
 	x86_64-pc-windows-gnu x86_64-apple-darwin aarch64-apple-darwin
 # Windows wheels link python3.dll: with no Windows Python here, pyo3 writes its import library.
 WINDOWS_FEATURES := python,pyo3/generate-import-lib
-# zig compiles with -Werror=date-time, and mimalloc's C for Windows names __DATE__.
-export CFLAGS_x86_64_pc_windows_gnu := -Wno-date-time
 
 .PHONY: platform-tools wheels lint-platforms test-platforms test-emulated test-arm64 \
 	test-windows test-musl test-units-aarch64 clean-platforms wheel-manylinux-x86_64 \
@@ -45,19 +43,22 @@ platform-tools:
 # musllinux_1_2 allows) and platforms/check_wheels.py (every tag there, each binary built for
 # its tag's machine, the Windows one linking only python3.dll and Windows' own DLLs). Each
 # wheel-* target runs maturin again: cargo rebuilds only what changed.
-MATURIN := $(CROSS) maturin build --quiet --release --zig --out dist
+MATURIN := $(CROSS) maturin build --quiet --release --out dist
 wheels: wheel-manylinux-x86_64 wheel-manylinux-aarch64 wheel-musllinux-x86_64 \
 		wheel-musllinux-aarch64 wheel-windows-x86_64
 	$(TOOLS)/bin/python platforms/check_wheels.py dist
 
 wheel-manylinux-x86_64: platform-tools
-	$(MATURIN) --target x86_64-unknown-linux-gnu --compatibility manylinux2014 --auditwheel check
+	$(MATURIN) --zig --target x86_64-unknown-linux-gnu --compatibility manylinux2014 --auditwheel check
 wheel-manylinux-aarch64: platform-tools
-	$(MATURIN) --target aarch64-unknown-linux-gnu --compatibility manylinux2014 --auditwheel check
+	$(MATURIN) --zig --target aarch64-unknown-linux-gnu --compatibility manylinux2014 --auditwheel check
 wheel-musllinux-x86_64: platform-tools
-	$(MATURIN) --target x86_64-unknown-linux-musl --compatibility musllinux_1_2 --auditwheel check
+	$(MATURIN) --zig --target x86_64-unknown-linux-musl --compatibility musllinux_1_2 --auditwheel check
 wheel-musllinux-aarch64: platform-tools
-	$(MATURIN) --target aarch64-unknown-linux-musl --compatibility musllinux_1_2 --auditwheel check
+	$(MATURIN) --zig --target aarch64-unknown-linux-musl --compatibility musllinux_1_2 --auditwheel check
+# Windows through Debian's MinGW-w64 (gcc, win32 threads), not zig: maturin's --zig links
+# every cdylib of the build with a .def exporting PyInit_blob_lock._blob_lock, and
+# crc-fast's fails.
 wheel-windows-x86_64: platform-tools
 	$(MATURIN) --target x86_64-pc-windows-gnu --features $(WINDOWS_FEATURES)
 
@@ -67,10 +68,15 @@ wheel-windows-x86_64: platform-tools
 # there, and what differs on Windows (the file store) is in the core.
 lint-platforms: platform-tools
 	set -e; for target in $(PLATFORM_TARGETS); do \
-		features=python; case $$target in *windows*) features=$(WINDOWS_FEATURES);; esac; \
 		echo "clippy --target $$target"; \
-		$(ZIGCARGO) clippy --quiet --target $$target --all-targets --features $$features -- -D warnings; \
+		case $$target in \
+		*windows*) $(CROSS) cargo clippy --quiet --target $$target --all-targets \
+			--features $(WINDOWS_FEATURES) -- -D warnings;; \
+		*) $(ZIGCARGO) clippy --quiet --target $$target --all-targets --features python \
+			-- -D warnings;; \
+		esac; \
 	done
+	echo "clippy --target x86_64-pc-windows-msvc (the core)"
 	$(CROSS) cargo clippy --quiet --target x86_64-pc-windows-msvc --all-targets \
 		--no-default-features -- -D warnings
 
@@ -97,7 +103,7 @@ test-units-aarch64: platform-tools
 test-windows: platform-tools
 	WINEPREFIX=$(PLATFORM_CACHE)/wine WINEDEBUG=-all \
 		CARGO_TARGET_X86_64_PC_WINDOWS_GNU_RUNNER=/usr/lib/wine/wine64 \
-		$(ZIGCARGO) test --quiet --target x86_64-pc-windows-gnu --lib
+		$(CROSS) cargo test --quiet --target x86_64-pc-windows-gnu --lib
 
 # musl: the core's unit tests, which run here as they are (static), and the musllinux wheel
 # imported by a musl CPython (built once, platforms/musl_python.sh) that runs the smoke test.

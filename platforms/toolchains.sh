@@ -8,8 +8,10 @@ venv=${1:?usage: toolchains.sh VENV TARGET...}
 shift
 
 # qemu-user-static and binfmt-support run arm64 programs, debootstrap makes the arm64 root,
-# wine64 runs Windows programs, musl-tools builds the musl CPython.
-packages=(qemu-user-static binfmt-support debootstrap wine64 musl-tools)
+# MinGW-w64's gcc builds for Windows and wine64 runs what it built, musl-tools builds the
+# musl CPython.
+packages=(qemu-user-static binfmt-support debootstrap gcc-mingw-w64-x86-64-win32 wine64
+    musl-tools)
 missing=()
 for package in "${packages[@]}"; do
     dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q 'ok installed' ||
