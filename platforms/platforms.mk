@@ -80,11 +80,11 @@ lint-platforms: platform-tools
 	$(CROSS) cargo clippy --quiet --target x86_64-pc-windows-msvc --all-targets \
 		--no-default-features -- -D warnings
 
-test-platforms: lint-platforms test-emulated test-musl
+test-platforms: lint-platforms test-emulated test-units-aarch64 test-musl
 
-# Under emulation: the aarch64 wheel and the Rust unit tests in the arm64 root (qemu), the
-# Rust unit tests on Windows (wine).
-test-emulated: test-arm64 test-units-aarch64 test-windows
+# Under emulation: the aarch64 wheel in the arm64 root (qemu), the core's unit tests on
+# Windows (wine).
+test-emulated: test-arm64 test-windows
 
 test-arm64: install-test-deps wheel-manylinux-aarch64
 	$(PY) platforms/with_moto.py platforms/test_arm64.sh $(ARM64_ROOT) $(WHEEL_AARCH64) $(PY)
