@@ -99,10 +99,16 @@ test-units-aarch64: platform-tools
 		$(ZIGCARGO) test --quiet --target aarch64-unknown-linux-musl --lib
 
 # The core's unit tests on Windows, under wine (its prefix in the cache): the file store's
-# rename and LockFileEx paths are the ones that differ there.
-test-windows: platform-tools
-	WINEPREFIX=$(PLATFORM_CACHE)/wine WINEDEBUG=-all \
-		CARGO_TARGET_X86_64_PC_WINDOWS_GNU_RUNNER=/usr/lib/wine/wine64 \
+# rename and LockFileEx paths are the ones that differ there. Debian 12's wine lacks
+# bcryptprimitives.dll, which Rust's std imports: a stand-in goes into the prefix.
+WINE := env WINEPREFIX=$(PLATFORM_CACHE)/wine WINEDEBUG=-all
+WINE_SHIM := $(PLATFORM_CACHE)/wine/drive_c/windows/system32/bcryptprimitives.dll
+$(WINE_SHIM): platforms/wine_bcryptprimitives.c
+	$(WINE) /usr/lib/wine/wine64 wineboot --init
+	x86_64-w64-mingw32-gcc -O2 -shared -o $@ $< -ladvapi32
+
+test-windows: platform-tools $(WINE_SHIM)
+	$(WINE) CARGO_TARGET_X86_64_PC_WINDOWS_GNU_RUNNER=/usr/lib/wine/wine64 \
 		$(CROSS) cargo test --quiet --target x86_64-pc-windows-gnu --lib
 
 # musl: the core's unit tests, which run here as they are (static), and the musllinux wheel
