@@ -29,11 +29,13 @@ second; otherwise a line every 30 s. At a semaphore's prefix (``PREFIX/semaphore
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import signal
 import sys
 from collections.abc import Callable
+from typing import TextIO
 
 from blob_lock import store_kind
 from blob_lock.cli._exits import EXIT_ERROR, EXIT_PIPE, EXIT_USAGE
@@ -48,6 +50,19 @@ __all__ = ["main"]
 
 #: Loggers of the libraries under the command, quiet unless -v.
 QUIET_UNLESS_VERBOSE = ("azure", "botocore", "boto3", "google", "urllib3", "msal")
+
+
+def _drop_if_unread(stream: TextIO | None) -> None:
+    """Flushes ``stream``; if its reader went away (`2>&1 | head`), points it at os.devnull,
+    where what it still holds is dropped at exit: Python 3.11.2 (Debian 12's) would fail that
+    flush there and exit 120 in place of the command's status."""
+    if stream is None:  # started with the descriptor closed
+        return
+    try:
+        stream.flush()
+    except (BrokenPipeError, ValueError):
+        with contextlib.suppress(OSError, ValueError):
+            os.dup2(os.open(os.devnull, os.O_WRONLY), stream.fileno())
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -96,6 +111,7 @@ def main(argv: list[str] | None = None) -> int:
             "prune": lambda: prune_command(args),
         }
         code = commands[args.command]()
+        _drop_if_unread(sys.stderr)
         sys.stdout.flush()  # here, where a closed pipe can still be told apart
         return code
     except BrokenPipeError:
