@@ -1,9 +1,10 @@
 # The wheels of other platforms and their checks (docs/platforms.md says what ran where).
 # Not part of `make test`: .ci/run runs `make wheels lint-platforms test-emulated` after it.
-# Cross builds go through zig (PyPI's ziglang and cargo-zigbuild, which maturin's --zig uses:
-# it compiles aws-lc-sys's C for each target and links); the aarch64 wheel runs in an arm64
-# Debian root under qemu-user, the Windows tests under wine, the musl wheel in a musl
-# CPython built here. What is slow to make is kept outside the clone, in PLATFORM_CACHE, so
+# Cross builds for Linux and macOS go through zig (PyPI's ziglang and cargo-zigbuild, which
+# maturin's --zig uses: it compiles aws-lc-sys's C for each target and links), Windows's
+# through Debian's MinGW-w64; the aarch64 wheel runs in an arm64 Debian root under
+# qemu-user, the Windows tests under wine, the musl wheel in a musl CPython built here.
+# What is slow to make is kept outside the clone, in PLATFORM_CACHE, so
 # a second run, from any clone, is fast: the tools' virtualenv, the cross builds' cargo
 # target folder, the arm64 root, the musl CPython and wine's prefix.
 PLATFORM_CACHE ?= $(HOME)/.cache/blob-lock-platforms
@@ -33,15 +34,17 @@ WINDOWS_FEATURES := python,pyo3/generate-import-lib
 	test-windows test-musl test-units-aarch64 clean-platforms wheel-manylinux-x86_64 \
 	wheel-manylinux-aarch64 wheel-musllinux-x86_64 wheel-musllinux-aarch64 wheel-windows-x86_64
 
-# Debian's packages (qemu-user-static, binfmt-support, debootstrap, wine64, musl-tools), the
-# rustup targets, and a virtualenv with ziglang, cargo-zigbuild, maturin and pefile.
+# Debian's packages (qemu-user-static, binfmt-support, debootstrap, MinGW-w64's gcc, wine64,
+# musl-tools), the rustup targets, and a virtualenv with ziglang, cargo-zigbuild, maturin and
+# pefile.
 platform-tools:
 	platforms/toolchains.sh $(TOOLS) $(PLATFORM_TARGETS) x86_64-pc-windows-msvc
 
 # Every wheel this machine can build, into dist/, each then checked: maturin's own audit
 # (--auditwheel check: the glibc symbols and libraries manylinux2014 allows, those
 # musllinux_1_2 allows) and platforms/check_wheels.py (every tag there, each binary built for
-# its tag's machine, the Windows one linking only python3.dll and Windows' own DLLs). Each
+# its tag's machine, the Windows one linking only python3.dll and Windows' own DLLs and
+# exporting PyInit__blob_lock). Each
 # wheel-* target runs maturin again: cargo rebuilds only what changed.
 MATURIN := $(CROSS) maturin build --quiet --release --out dist
 wheels: wheel-manylinux-x86_64 wheel-manylinux-aarch64 wheel-musllinux-x86_64 \
