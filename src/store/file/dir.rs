@@ -27,6 +27,8 @@ pub(super) struct LockDir {
     /// a process frozen while holding it (SIGSTOP, a VM pause) must not stall everyone.
     pub(super) guard_wait: Duration,
     /// Set once the file system refused an exchange (NFS): later writes rename at once.
+    /// Only where [`LockDir::swap_in`] can exchange (nix has renameat2 on glibc only).
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
     no_exchange: AtomicBool,
     /// What the folder's file system is ([`super::place`]): [`place::UNKNOWN`] until the
     /// first call (on the pool) looks.
@@ -63,6 +65,7 @@ impl LockDir {
             path,
             uri,
             guard_wait,
+            #[cfg(all(target_os = "linux", target_env = "gnu"))]
             no_exchange: AtomicBool::new(false),
             place: AtomicU8::new(known.unwrap_or(place::UNKNOWN)),
             strays_removed: AtomicBool::new(false),

@@ -1,7 +1,10 @@
 //! The file store's own tests: torn reads, strays, waiting updaters, where calls run.
 
 use super::dir::STRAY_AGE;
-use super::place::{self, LOCAL, LOCAL_NO_JOURNAL, REMOTE, UNKNOWN};
+use super::place::{self, UNKNOWN};
+// Only the Linux tests tell file systems apart (elsewhere every folder reads as remote).
+#[cfg(any(target_os = "linux", target_os = "android"))]
+use super::place::{LOCAL, LOCAL_NO_JOURNAL, REMOTE};
 use super::*;
 use std::fs::File;
 use std::path::Path;
@@ -51,10 +54,16 @@ async fn readers_see_one_whole_lockfile_or_another_while_it_is_replaced() {
         })
     };
     for i in 1..=2000 {
-        match store.update(body(i), &version).await.unwrap() {
-            Write::Done(v) => version = v,
-            Write::Conflict { .. } => panic!("update {i} conflicted with no other writer"),
-        }
+        version = loop {
+            match store.update(body(i), &version).await {
+                Ok(Write::Done(v)) => break v,
+                Ok(Write::Conflict { .. }) => panic!("update {i} conflicted with no other writer"),
+                // On Windows a rename over a lockfile that the reader holds open can be
+                // refused (errors.rs): a pass, which a renewal retries. Elsewhere nothing does.
+                Err(e) if cfg!(windows) && e.is_transient() => continue,
+                Err(e) => panic!("update {i}: {e}"),
+            }
+        };
     }
     assert!(reader.await.unwrap() > 0);
     let last = store.read().await.unwrap().unwrap();
