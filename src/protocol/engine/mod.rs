@@ -18,6 +18,9 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokio::time::Instant;
 
+mod fence;
+pub use fence::Fence;
+
 /// The protocol engine of one lock: one protocol bound to one lockfile, with the timing,
 /// clocks and process-wide tables it runs on. Every write of the lockfile is one of its
 /// steps: attempt, renew, adopt, release, break.
@@ -46,17 +49,6 @@ pub struct Engine {
     pub labels: Option<crate::lockfile::Labels>,
     /// How its acquisitions pick their token.
     pub fence: Fence,
-}
-
-/// How an acquisition picks its fencing token.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub enum Fence {
-    /// One more than the lockfile's, and at least the wall clock's floor.
-    #[default]
-    Floor,
-    /// One more than the lockfile's: prune's own acquisition, whose token must stay just
-    /// above the listed one it judged old enough to delete.
-    Counted,
 }
 
 /// The `writer_name` of the remote's writes (mops's remote writer uses it too).
@@ -255,33 +247,6 @@ impl Engine {
     /// Writes `body` whatever the lockfile holds, counted.
     pub(super) async fn overwrite_lockfile(&self, body: Bytes) -> Result<Version> {
         metrics::request(Request::Overwrite, self.store.overwrite(body)).await
-    }
-
-    /// The token an acquisition writes over `found` (the lockfile it takes over, or none):
-    /// one more, and at least the wall clock's floor ([`crate::lockfile::token`]); counted
-    /// only, from the floor when `found` has no token, for prune's own acquisition.
-    pub(super) fn next_token(&self, found: Option<&LockFile>) -> u64 {
-        let after = found.map_or(0, |lf| lf.token);
-        if after == 0 && crate::mutation::active(crate::mutation::Mutation::TokenRestartsAtOne) {
-            return 1;
-        }
-        match (self.fence, after) {
-            (Fence::Counted, 1..) => after.saturating_add(1),
-            _ => crate::lockfile::token::next_token(after, self.clock.wall()),
-        }
-    }
-
-    /// A token of ours found landed by a read, raised to the floor for its confirmation: a
-    /// write unanswered for longer than its request's time may have landed after a delete,
-    /// and the deleted lockfile's tokens be larger than the floor it was sent with.
-    /// (Under `lww`, whose renewal writes only over a lockfile with our token, unchanged.)
-    pub fn refloor(&self, token: u64) -> u64 {
-        match self.fence {
-            Fence::Floor if self.protocol.steps().conditional() => {
-                token.max(crate::lockfile::token::floor(self.clock.wall()))
-            }
-            _ => token,
-        }
     }
 
     pub(super) fn body(&self, owner: &Arc<str>, token: u64) -> LockFile {
