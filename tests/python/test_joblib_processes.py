@@ -10,15 +10,14 @@ from __future__ import annotations
 import json
 import os
 import re
-import select
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 import pytest
+import roles as roles_module
 from blob_lock import LockState, list_locks
 
 # Real processes, several at once: left out of `make test-fast`.
@@ -28,35 +27,11 @@ ROOT = Path(__file__).resolve().parents[2]
 ROLES = str(ROOT / "tests" / "processes" / "joblib_roles.py")
 
 
-class Role:
+class Role(roles_module.Role):
     """tests/processes/joblib_roles.py in a process of its own, its JSON lines read here."""
 
     def __init__(self, *args: str, env: dict[str, str]) -> None:
-        self.err = tempfile.TemporaryFile("w+")  # a file: a pipe nobody reads would fill
-        self.proc = subprocess.Popen(
-            [sys.executable, ROLES, *args],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=self.err,
-            env={**os.environ, **env},
-        )
-        self.out = b""
-
-    def line(self, timeout: float = 120.0) -> dict:
-        """The next JSON line, read from the pipe itself (a buffered readline could take two
-        lines at once, and select would then see nothing left)."""
-        assert self.proc.stdout is not None
-        deadline, fd = time.monotonic() + timeout, self.proc.stdout.fileno()
-        while b"\n" not in self.out:
-            left = max(0.0, deadline - time.monotonic())
-            chunk = os.read(fd, 65536) if select.select([fd], [], [], left)[0] else b""
-            if not chunk:
-                self.end()
-                self.err.seek(0)
-                raise AssertionError(f"no line in {timeout:g} s:\n{self.err.read()[-8000:]}")
-            self.out += chunk
-        line, _, self.out = self.out.partition(b"\n")
-        return json.loads(line)
+        super().__init__(ROLES, *args, env={**os.environ, **env}, stdin=True)
 
     def expect(self, event: str, timeout: float = 120.0) -> dict:
         got = self.line(timeout)
@@ -64,14 +39,7 @@ class Role:
         return got
 
     def go(self) -> None:
-        assert self.proc.stdin is not None
-        self.proc.stdin.write(b"go\n")
-        self.proc.stdin.flush()
-
-    def end(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.kill()
-        self.proc.wait()
+        self.send("go")
 
 
 @pytest.fixture
