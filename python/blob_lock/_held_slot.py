@@ -140,11 +140,7 @@ class HeldSlot(BlobLock):
         except BaseException:
             _turn.give(before)
             raise
-        if taken is None:
-            _turn.give(before)
-            return False
-        self._hold(taken, me, before)
-        return True
+        return self._held_if(taken, me, before)
 
     async def _turn_of_current_async(self, me: object, t: float | None, began: float) -> Any:
         while True:
@@ -189,6 +185,11 @@ class HeldSlot(BlobLock):
         except BaseException:
             _turn.give(before)
             raise
+        return self._held_if(taken, me, before)
+
+    def _held_if(self, taken: Taken | None, me: object, before: _blob_lock.NativeLock) -> bool:
+        """Holds what was ``taken`` in ``me``'s turn on ``before``; nothing taken, the turn is
+        given back."""
         if taken is None:
             _turn.give(before)
             return False

@@ -35,7 +35,7 @@ impl Engine {
     /// write unanswered for longer than its request's time may have landed after a delete,
     /// and the deleted lockfile's tokens be larger than the floor it was sent with.
     /// (Under `lww`, whose renewal writes only over a lockfile with our token, unchanged.)
-    pub fn refloor(&self, token: u64) -> u64 {
+    pub(crate) fn refloor(&self, token: u64) -> u64 {
         match self.fence {
             Fence::Floor if self.protocol.steps().conditional() => {
                 token.max(crate::lockfile::token::floor(self.clock.wall()))
