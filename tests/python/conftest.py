@@ -5,6 +5,7 @@ here on free loopback ports and stopped after the session. Every test that takes
 from __future__ import annotations
 
 import json
+import logging
 import os
 import shutil
 import signal
@@ -36,6 +37,14 @@ from servers import (
 # process and every process it starts (tests/servers/metadata_trap.py).
 METADATA = MetadataTrap()
 os.environ.update(METADATA.environment())
+
+# A handler on the root logger before anything imports thds.core (mops), which otherwise
+# puts its own console handler there: records logged after their test ended (a loss
+# reported late, azure-identity's credential chain) went through it past pytest's capture,
+# into the run's output. pytest's own handlers still capture each test's records. Nor do
+# the processes the tests start write thds's log files into HOME.
+logging.getLogger().addHandler(logging.NullHandler())
+os.environ["THDS_CORE_LOG_FILEPATH"] = ""
 
 
 # What `make test-fast` leaves out (`-m "not slow"`): the stores over HTTP (their tests run
@@ -198,6 +207,23 @@ def own_azurite(tmp_path):
     other tests left in it. Reach it with ``AZURITE_BLOB_STORAGE_URL`` set to its URL."""
     with running_azurite(tmp_path) as url:
         yield url
+
+
+@pytest.fixture(scope="session")
+def prefect_api(tmp_path_factory) -> str:
+    """The URL of the run's one Prefect server, shared by every worker
+    (tests/python/prefect_server.py); stopped by pytest_sessionfinish below."""
+    from prefect_server import shared_api
+
+    return shared_api(tmp_path_factory)
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    # In the run's main process only (under pytest-xdist the workers' sessions end first).
+    if not os.environ.get("PYTEST_XDIST_WORKER"):
+        from prefect_server import stop_shared
+
+        stop_shared(session.config._tmp_path_factory.getbasetemp())
 
 
 @pytest.fixture(scope="session")

@@ -23,7 +23,7 @@ os.environ["PREFECT_SERVER_ANALYTICS_ENABLED"] = "false"
 from blob_lock import BlobLock, break_lock
 from blob_lock.prefect import HOLDER_LABEL, BlobLockManager
 from conftest import _make_backend
-from prefect_server import api_logs, eventually, prefect_env, serve, started_roles
+from prefect_server import api_logs, eventually, prefect_env, started_roles
 
 EXPIRE = 4.0
 
@@ -80,11 +80,6 @@ def test_a_waiter_behind_a_holder_of_this_process_names_it(shared_backend, caplo
 
 
 # -- inside Prefect runs, in processes of their own --------------------------------------------
-
-
-@pytest.fixture(scope="module")
-def prefect_api(tmp_path_factory):
-    yield from serve(tmp_path_factory)
 
 
 @pytest.fixture

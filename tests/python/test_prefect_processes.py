@@ -27,7 +27,7 @@ from blob_lock.prefect import BlobLockManager
 from conftest import _make_backend
 from prefect.filesystems import LocalFileSystem
 from prefect.results import ResultStore
-from prefect_server import prefect_env, serve, started_roles
+from prefect_server import prefect_env, started_roles
 
 # Left out of `make test-fast` (-m "not slow"): Prefect flows in many processes, against a
 # Prefect server.
@@ -38,11 +38,6 @@ pytestmark = pytest.mark.slow
 def shared_backend(request, tmp_path):
     """Local files, S3 on moto, Azure on Azurite."""
     return _make_backend(request.param, request, tmp_path)
-
-
-@pytest.fixture(scope="module")
-def prefect_api(tmp_path_factory):
-    yield from serve(tmp_path_factory)
 
 
 @pytest.fixture

@@ -171,13 +171,6 @@ def test_the_readme_mops_example_runs_a_pipeline_on_blob_lock(tmp_path):
     assert body["released_at"], body
 
 
-@pytest.fixture(scope="module")
-def prefect_api(tmp_path_factory):
-    from prefect_server import serve
-
-    yield from serve(tmp_path_factory)
-
-
 def test_the_prefect_example_runs_as_written(moto_endpoint, tmp_path, prefect_api):
     """docs/prefect.md's flows.py, run as ``python flows.py`` twice (two workers, each with a
     Prefect home of its own) against one Prefect server and moto as ``s3://bucket``, the
