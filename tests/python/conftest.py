@@ -46,6 +46,13 @@ os.environ.update(METADATA.environment())
 logging.getLogger().addHandler(logging.NullHandler())
 os.environ["THDS_CORE_LOG_FILEPATH"] = ""
 
+# A run started in the background by a shell without job control (`make test &` in a script,
+# some CI runners) inherits SIGINT ignored, and so would every process the tests start: the
+# tests of what Ctrl-C does would fail (seen 2026-11-28, pytest run without `timeout`, which
+# resets it). A handler here is reset to the default in each child at exec.
+if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+
 
 # What `make test-fast` leaves out (`-m "not slow"`): the stores over HTTP (their tests run
 # against moto, Azurite and the GCS fake), found here by their fixtures and parameters; the
