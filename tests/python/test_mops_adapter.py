@@ -27,6 +27,7 @@ CALL = "import json, mops_funcs; print(json.dumps(mops_funcs.{}(7)), flush=True)
 def orchestrator(
     tmp_path: Path, adapter: bool, work: float = 3.0, func: str = "slow_square", **extra: str
 ) -> subprocess.Popen:
+    (tmp_path / "home").mkdir(exist_ok=True)  # a home that exists, as users' do
     env = {
         **os.environ,
         "PYTHONPATH": str(PIPELINE),

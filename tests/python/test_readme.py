@@ -154,6 +154,7 @@ def test_the_readme_mops_example_runs_a_pipeline_on_blob_lock(tmp_path):
     (tmp_path / "pipeline.py").write_text(MOPS_BLOCKS[0])
     env = {k: v for k, v in os.environ.items() if k != "BLOB_LOCK_MOPS"}
     env["HOME"] = str(tmp_path / "home")  # the example's blob root is under ~
+    (tmp_path / "home").mkdir()
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env['PATH']}"  # mops's `python`
     call = "import pipeline; print(pipeline.square(7))"
     since = micros_now()
