@@ -46,6 +46,13 @@ os.environ.update(METADATA.environment())
 logging.getLogger().addHandler(logging.NullHandler())
 os.environ["THDS_CORE_LOG_FILEPATH"] = ""
 
+# Before any test module imports Prefect (test_prefect*.py): its home is a folder of the
+# worker's own, it reaches no API server unless a test names one, and sends no telemetry.
+os.environ["PREFECT_HOME"] = tempfile.mkdtemp(prefix="prefect-home-")
+os.environ.pop("PREFECT_API_URL", None)
+os.environ["DO_NOT_TRACK"] = "1"
+os.environ["PREFECT_SERVER_ANALYTICS_ENABLED"] = "false"
+
 # A run started in the background by a shell without job control (`make test &` in a script,
 # some CI runners) inherits SIGINT ignored, and so would every process the tests start: the
 # tests of what Ctrl-C does would fail (seen 2026-11-28, pytest run without `timeout`, which

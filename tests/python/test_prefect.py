@@ -9,23 +9,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 import queue
-import tempfile
 import threading
 import time
 from uuid import uuid4
 
-import pytest
-
-# Before Prefect is imported: its home is a folder of the session's, it reaches no API,
-# and it sends no telemetry.
-os.environ["PREFECT_HOME"] = tempfile.mkdtemp(prefix="prefect-home-")
-os.environ.pop("PREFECT_API_URL", None)
-os.environ["DO_NOT_TRACK"] = "1"
-os.environ["PREFECT_SERVER_ANALYTICS_ENABLED"] = "false"
-
 import cloudpickle
+import pytest
 from blob_lock import LockTimeout, _prefect_held
 from blob_lock.prefect import HOLDER_LABEL, BlobLockManager
 from conftest import _make_backend

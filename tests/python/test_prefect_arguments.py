@@ -5,16 +5,9 @@ not zero or more finite seconds, each error naming its own argument. No request 
 from __future__ import annotations
 
 import math
-import os
-import tempfile
 from pathlib import Path
 
 import pytest
-
-os.environ["PREFECT_HOME"] = tempfile.mkdtemp(prefix="prefect-home-")
-os.environ.pop("PREFECT_API_URL", None)
-os.environ["DO_NOT_TRACK"] = "1"
-
 from blob_lock import BlobLock
 from blob_lock.prefect import BlobLockManager
 

@@ -8,18 +8,10 @@ files and S3 on moto. The flows run in processes of their own
 from __future__ import annotations
 
 import logging
-import os
-import tempfile
 import threading
 from uuid import uuid4
 
 import pytest
-
-os.environ["PREFECT_HOME"] = tempfile.mkdtemp(prefix="prefect-home-")
-os.environ.pop("PREFECT_API_URL", None)
-os.environ["DO_NOT_TRACK"] = "1"
-os.environ["PREFECT_SERVER_ANALYTICS_ENABLED"] = "false"
-
 from blob_lock import BlobLock, break_lock
 from blob_lock.prefect import HOLDER_LABEL, BlobLockManager
 from conftest import _make_backend

@@ -8,15 +8,8 @@ from __future__ import annotations
 
 import json
 import logging
-import os
-import tempfile
 import time
 from uuid import uuid4
-
-os.environ["PREFECT_HOME"] = tempfile.mkdtemp(prefix="prefect-home-")
-os.environ.pop("PREFECT_API_URL", None)
-os.environ["DO_NOT_TRACK"] = "1"
-os.environ["PREFECT_SERVER_ANALYTICS_ENABLED"] = "false"
 
 from blob_lock.prefect import BlobLockManager
 from prefect.filesystems import LocalFileSystem

@@ -9,19 +9,11 @@ loopback (tests/processes/prefect_roles.py)."""
 from __future__ import annotations
 
 import logging
-import os
-import tempfile
 import time
 from uuid import uuid4
 
-import pytest
-
-os.environ["PREFECT_HOME"] = tempfile.mkdtemp(prefix="prefect-home-")
-os.environ.pop("PREFECT_API_URL", None)
-os.environ["DO_NOT_TRACK"] = "1"
-os.environ["PREFECT_SERVER_ANALYTICS_ENABLED"] = "false"
-
 import cloudpickle
+import pytest
 from blob_lock import inspect
 from blob_lock.prefect import BlobLockManager
 from conftest import _make_backend
