@@ -195,7 +195,7 @@ typecheck: build-dev
 # faulthandler print every thread's stack, so such a run fails with a diagnosis, not a stall.
 PY_TEST_BOUND ?= 30m
 # pytest-xdist workers for all but the tests marked heavy (thousands of locks, many
-# processes). Those run after the rest, in three lanes (tests/python/conftest.py): they measure the
+# processes). Those run after the rest, in two lanes (tests/python/conftest.py): they measure the
 # lock under load, not the machine. Beside other workers' tests and their servers they lost
 # locks to a starved Azurite and moto (2026-11-27). `--dist worksteal`, with the slow tests
 # collected first (conftest.py): an idle worker takes tests queued on a busy one, so the run
@@ -208,7 +208,7 @@ test-python: build-dev azurite s3rver
 	$(PY_TEST_ENV) timeout --signal=ABRT --kill-after=30 $(PY_TEST_BOUND) \
 		$(PY) -m pytest -q --durations=20 -m "not heavy" -n $(PY_TEST_WORKERS) --dist worksteal
 	$(PY_TEST_ENV) timeout --signal=ABRT --kill-after=30 $(PY_TEST_BOUND) \
-		$(PY) -m pytest -q --durations=10 -m heavy -n 3 --dist loadgroup
+		$(PY) -m pytest -q --durations=10 -m heavy -n 2 --dist loadgroup
 
 # The benchmark (bench/run.py), not part of `make test`: a release build of the extension,
 # the peers from PyPI, then one table on standard output (the last whole run measured for

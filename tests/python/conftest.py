@@ -70,15 +70,13 @@ HTTP_FIXTURES = {"moto_endpoint", "azurite_url", "own_azurite", "fake_gcs", "s3r
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
-        heavy = item.get_closest_marker("heavy")
-        if heavy:
-            # Three lanes for the heavy tests (`make test-python`: -n 3 --dist loadgroup), each
-            # test's named by its marker: `capacity`, those that take an Azurite of their own
-            # past what it answers (its node thread their bottleneck), one after the other;
-            # `azurite`, those that hold what an Azurite or moto answers in time; the rest
-            # (`local`: memory, files, s3rver, Prefect's processes). Mostly holds, so lanes
-            # side by side shorten the wait (docs/development.md has the figures).
-            lane = heavy.kwargs.get("lane", "local")
+        if item.get_closest_marker("heavy"):
+            # Two lanes for the heavy tests (`make test-python`: -n 2 --dist loadgroup): those on
+            # an Azurite of their own, whose node thread is their bottleneck, one after the
+            # other; beside them, one after the other, those whose load is this machine's
+            # other core (memory, files, moto, s3rver). Mostly holds, so two lanes shorten the
+            # wait (docs/development.md has the figures).
+            lane = "own_azurite" if "own_azurite" in item.fixturenames else "the_rest"
             item.add_marker(pytest.mark.xdist_group(f"heavy_{lane}"))
         params = getattr(getattr(item, "callspec", None), "params", {})
         over_http = params.get("backend") in {"s3", "az", "gs"} or params.get("shared_backend") in {

@@ -52,14 +52,14 @@ def take_past_capacity(
 # The floors on the locks taken: about a quarter of what `make bench` held on this 2-core VM
 # with an Azurite of its own, in two runs on 2026-11-27: 1,377 and 1,441 at expire 6, 3,135
 # and 3,203 at expire 30 (the last run's: BENCHMARKS.md, "Past the store's capacity"). A
-# quarter leaves room for the heavy tests beside this one in `make test-python` (the other
-# lanes take CPU from Azurite's one Node.js thread) and for a slower run, and is
+# quarter leaves room for the heavy test beside this one in `make test-python` (the other
+# lane takes the other core from Azurite's one Node.js thread) and for a slower run, and is
 # still hundreds of locks: an admission that refuses everything, or all but a few, fails here.
 FLOOR_EXPIRE_6 = 350
 FLOOR_EXPIRE_30 = 800
 
 
-@pytest.mark.heavy(lane="capacity")
+@pytest.mark.heavy
 @pytest.mark.timeout(900)
 def test_2000_locks_at_expire_6_on_azurite_lose_none_of_those_taken(own_azurite, workers):
     backend = _az_backend(own_azurite)
@@ -67,7 +67,7 @@ def test_2000_locks_at_expire_6_on_azurite_lose_none_of_those_taken(own_azurite,
     take_past_capacity(workers, backend, env, 2000, 6.0, 20.0, floor=FLOOR_EXPIRE_6)
 
 
-@pytest.mark.heavy(lane="capacity")
+@pytest.mark.heavy
 @pytest.mark.timeout(900)
 def test_5000_locks_at_the_default_expire_on_azurite_lose_none_of_those_taken(own_azurite, workers):
     backend = _az_backend(own_azurite)
@@ -97,7 +97,7 @@ def test_a_store_slower_than_the_request_timeout_keeps_the_lock(proxied, workers
     assert body["writer_id"] == first["owner"] and not body["released_at"]
 
 
-@pytest.mark.heavy(lane="azurite")
+@pytest.mark.heavy
 def test_a_store_that_falls_behind_the_held_locks_keeps_every_one(moto_endpoint):
     """150 locks at expire 6 are taken; then the store answers only 45 requests a second,
     fewer than their heartbeats ask (75): each renewal now waits to be called. A lease counted
@@ -312,7 +312,7 @@ def threads_now() -> int:
     return len(os.listdir("/proc/self/task"))
 
 
-@pytest.mark.heavy(lane="azurite")
+@pytest.mark.heavy
 @pytest.mark.skipif(not Path("/proc/self/task").exists(), reason="counts threads in /proc")
 def test_thousands_of_losses_at_once_run_every_callback_on_a_few_threads():
     n = 2000

@@ -31,7 +31,7 @@ def hold_many(workers, uri: str, options_json: str, n: int, hold: float, expire:
     return acquired, released
 
 
-@pytest.mark.heavy(lane="azurite")
+@pytest.mark.heavy
 @pytest.mark.timeout(900)
 def test_3000_azure_locks_held_under_a_1024_descriptor_limit_lose_none(own_azurite, workers):
     # A renewal each 30 s per lock: 100 a second, which Azurite (one node thread) answers on
