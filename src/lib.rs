@@ -34,6 +34,7 @@ pub mod race;
 pub mod runtime;
 pub mod semaphore;
 pub mod store;
+mod thread_signals;
 
 pub mod timing;
 pub mod write_once;

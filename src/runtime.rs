@@ -29,7 +29,10 @@ fn start() -> Runtime {
         // stacks would outweigh the locks.
         .max_blocking_threads(BLOCKING_THREADS)
         .thread_name("blob-lock")
-        .on_thread_start(|| ON_RUNTIME.with(|on| on.set(true)))
+        .on_thread_start(|| {
+            crate::thread_signals::leave_to_other_threads();
+            ON_RUNTIME.with(|on| on.set(true));
+        })
         .enable_all()
         .build()
         .expect("cannot start the blob-lock runtime threads")

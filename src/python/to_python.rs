@@ -165,7 +165,10 @@ pub(super) fn leave_call(lane: Lane, call: Call) {
         queue.callers += 1;
         let spawned = std::thread::Builder::new()
             .name(lane.thread_name().into())
-            .spawn(move || run_calls(lane));
+            .spawn(move || {
+                crate::thread_signals::leave_to_other_threads();
+                run_calls(lane)
+            });
         if spawned.is_err() {
             queue.callers -= 1; // the others (or the exit) run it
         }
@@ -186,7 +189,10 @@ fn start_deliverer(inbox: &mut Inbox) {
     }
     inbox.deliverer = std::thread::Builder::new()
         .name("blob-lock-logs".into())
-        .spawn(deliver_records)
+        .spawn(|| {
+            crate::thread_signals::leave_to_other_threads();
+            deliver_records()
+        })
         .is_ok();
 }
 

@@ -52,7 +52,10 @@ fn start() -> Option<Arc<Watcher>> {
     let reader = watcher.clone();
     std::thread::Builder::new()
         .name("blob-lock-notify".into())
-        .spawn(move || reader.run())
+        .spawn(move || {
+            crate::thread_signals::leave_to_other_threads();
+            reader.run()
+        })
         .map_err(|e| log::debug!("no file change notification thread ({e}); waiters poll"))
         .ok()?;
     Some(watcher)

@@ -95,7 +95,10 @@ fn start_sweeper() -> Option<Arc<Sweeper>> {
     let thread = sweeper.clone();
     std::thread::Builder::new()
         .name("blob-lock-sweep".into())
-        .spawn(move || thread.run())
+        .spawn(move || {
+            crate::thread_signals::leave_to_other_threads();
+            thread.run()
+        })
         .ok()?;
     Some(sweeper)
 }
