@@ -262,7 +262,7 @@ FLOORS = [
     ["store"],
     [
         *("lockfile", "metrics", "timing", "clock", "errors", "runtime"),
-        *("owed", "per_process", "nearest", "mutation"),
+        *("owed", "per_process", "thread_signals", "nearest", "mutation"),
     ],
 ]
 
