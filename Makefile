@@ -112,8 +112,8 @@ format: install-test-deps
 	$(VENV)/bin/ruff format --quiet python tests bench platforms
 
 # Every static check: the formatters', clippy with warnings as errors (three feature sets),
-# rustdoc's, ruff's and the type checks. Run it before a commit (.pre-commit-config.yaml) and
-# after `make test` in .ci/run.
+# rustdoc's, ruff's and the type checks. .ci/run runs it after `make test`; the pre-commit
+# hook runs all but the type checks, which need the extension built.
 lint: lint-rust lint-python typecheck
 
 rust-format:

@@ -1,5 +1,5 @@
 # The wheels of other platforms and their checks (docs/platforms.md says what ran where).
-# Not part of `make test`: .ci/run runs `make wheels lint-platforms test-emulated` after it.
+# Not part of `make test`: .ci/run runs `make wheels test-platforms` after it and `make lint`.
 # Cross builds for Linux and macOS go through zig (PyPI's ziglang and cargo-zigbuild, which
 # maturin's --zig uses: it compiles aws-lc-sys's C for each target and links), Windows's
 # through Debian's MinGW-w64; the aarch64 wheel runs in an arm64 Debian root under

@@ -237,6 +237,7 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     if not os.environ.get("PYTEST_XDIST_WORKER"):
         from prefect_server import stop_shared
 
+        # pytest's own factory (a private name): its folder is the one the workers' share.
         stop_shared(session.config._tmp_path_factory.getbasetemp())
 
 
@@ -398,6 +399,16 @@ def backend(request, tmp_path) -> Backend:
 def shared_backend(request, tmp_path) -> Backend:
     """The stores that several processes can share."""
     return _make_backend(request.param, request, tmp_path)
+
+
+def eventually(check, what: str, within: float = 60.0) -> float:
+    """Seconds until ``check()`` holds, polled; fails after a generous liveness bound (the
+    tests' waits for something another thread or process does)."""
+    began = time.monotonic()
+    while not check():
+        assert time.monotonic() - began < within, f"{what}: not within {within:g} s"
+        time.sleep(0.02)
+    return time.monotonic() - began
 
 
 def native_stacks(pid: int) -> str:

@@ -149,12 +149,3 @@ def api_logs(api: str, text: str) -> list[dict]:
         if len(page) < 200:
             break
     return [r for r in reversed(records) if text in r["message"]]
-
-
-def eventually(check, what: str, within: float = 60.0) -> float:
-    """Seconds until ``check()`` holds, polled; fails after a generous liveness bound."""
-    began = time.monotonic()
-    while not check():
-        assert time.monotonic() - began < within, f"{what}: not within {within:g} s"
-        time.sleep(0.1)
-    return time.monotonic() - began

@@ -28,15 +28,8 @@ from blob_lock import (
     list_locks,
 )
 from blob_lock.joblib import Memory
+from conftest import eventually
 from joblib.memory import MemorizedFunc, MemorizedResult
-
-
-def eventually(check, what: str, within: float = 60.0) -> None:
-    """Polls ``check()`` until it holds; fails after a generous liveness bound."""
-    began = time.monotonic()
-    while not check():
-        assert time.monotonic() - began < within, f"{what}: not within {within:g} s"
-        time.sleep(0.02)
 
 
 class Gate:

@@ -129,17 +129,20 @@ def test_distinct_calls_compute_at_once(roles, tmp_path, locks):
     assert sorted(d.get("result") for d in done) == [1, 4, 9, 16], done
 
 
+def calling(role) -> dict:
+    """Lets a started role call, once it is ready: its "calling" line (whether it missed)."""
+    role.expect("ready")
+    role.go()
+    return role.expect("calling")
+
+
 def test_a_killed_computer_is_taken_over_after_expire(roles, tmp_path, locks):
     location, options = str(tmp_path / "cache"), json.dumps({"expire": 2, **locks})
     first = roles("call", "blob", location, "3", options, ROLE_MODE="forever")
-    first.expect("ready")
-    first.go()
-    first.expect("calling")
+    calling(first)
     killed_pid = first.expect("computing")["pid"]
     second = roles("call", "blob", location, "3", options)
-    second.expect("ready")
-    second.go()
-    assert second.expect("calling")["missed"]
+    assert calling(second)["missed"]
     assert second.proc.poll() is None and len(log(roles)) == 1  # it waits: the call is held
     first.proc.send_signal(signal.SIGKILL)
     first.proc.wait()
@@ -155,14 +158,10 @@ def test_an_exception_frees_the_call_at_once(roles, tmp_path, locks):
     """expire 60: a waiter that had to wait for the lease to expire would miss the bound."""
     location, options = str(tmp_path / "cache"), json.dumps({"expire": 60, **locks})
     first = roles("call", "blob", location, "4", options, ROLE_MODE="raise")
-    first.expect("ready")
-    first.go()
-    first.expect("calling")
+    calling(first)
     first.expect("computing")
     second = roles("call", "blob", location, "4", options)
-    second.expect("ready")
-    second.go()
-    second.expect("calling")
+    calling(second)
     roles.notes.joinpath("go").write_text("")
     failed = _result(first)
     assert failed["event"] == "error" and "failed on purpose" in failed["message"], failed

@@ -18,7 +18,7 @@ import cloudpickle
 import pytest
 from blob_lock import LockTimeout, _prefect_held
 from blob_lock.prefect import HOLDER_LABEL, BlobLockManager
-from conftest import _make_backend
+from conftest import _make_backend, eventually
 from prefect.filesystems import LocalFileSystem
 from prefect.locking.protocol import LockManager
 from prefect.results import ResultStore
@@ -52,15 +52,6 @@ def store(manager, tmp_path) -> ResultStore:
 
 def key() -> str:
     return str(uuid4())
-
-
-def eventually(check, what: str, within: float = 60.0) -> float:
-    """Seconds until ``check()`` holds, polled; fails after a generous liveness bound."""
-    began = time.monotonic()
-    while not check():
-        assert time.monotonic() - began < within, f"{what}: not within {within:g} s"
-        time.sleep(0.02)
-    return time.monotonic() - began
 
 
 def test_it_is_prefects_lock_manager(manager):

@@ -14,8 +14,8 @@ from uuid import uuid4
 import pytest
 from blob_lock import BlobLock, break_lock
 from blob_lock.prefect import HOLDER_LABEL, BlobLockManager
-from conftest import _make_backend
-from prefect_server import api_logs, eventually, prefect_env, started_roles
+from conftest import _make_backend, eventually
+from prefect_server import api_logs, prefect_env, started_roles
 
 EXPIRE = 4.0
 

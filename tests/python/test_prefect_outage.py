@@ -8,20 +8,13 @@ from __future__ import annotations
 
 import json
 import logging
-import time
 from uuid import uuid4
 
 from blob_lock.prefect import BlobLockManager
+from conftest import eventually
 from prefect.filesystems import LocalFileSystem
 from prefect.results import ResultStore
 from prefect.transactions import IsolationLevel, TransactionState, transaction
-
-
-def eventually(check, what: str, within: float = 60.0) -> None:
-    began = time.monotonic()
-    while not check():
-        assert time.monotonic() - began < within, f"{what}: not within {within:g} s"
-        time.sleep(0.02)
 
 
 def test_the_rollback_after_a_loss_in_an_outage_releases_without_error(

@@ -16,7 +16,7 @@ import cloudpickle
 import pytest
 from blob_lock import inspect
 from blob_lock.prefect import BlobLockManager
-from conftest import _make_backend
+from conftest import _make_backend, eventually
 from prefect.filesystems import LocalFileSystem
 from prefect.results import ResultStore
 from prefect_server import prefect_env, started_roles
@@ -146,13 +146,6 @@ def test_a_killed_holders_lock_is_taken_after_its_expiry(shared_backend, roles, 
     assert f"holder next took it over from owner {seen_owner}" in took[2], took
     assert "prefect.holder=doomed" in took[2], took
     manager.release_lock(k, holder="next")
-
-
-def eventually(check, what: str, within: float = 60.0) -> None:
-    began = time.monotonic()
-    while not check():
-        assert time.monotonic() - began < within, f"{what}: not within {within:g} s"
-        time.sleep(0.02)
 
 
 def test_a_lock_lost_in_an_outage_is_logged_and_its_write_refused(moto_endpoint, tmp_path, caplog):
