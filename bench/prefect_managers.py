@@ -16,8 +16,10 @@ and again: a cached task run again). A new holder each time, as Prefect's transa
 
 from __future__ import annotations
 
+import atexit
 import json
 import os
+import shutil
 import signal
 import socket
 import sys
@@ -35,10 +37,17 @@ ROUNDS = 5  # each manager once per round, in turn (the VM's speed drifts over m
 CASES = {"new": "a new key (a cache miss)", "same": "the same key again (a cached re-run)"}
 
 
+def scratch(prefix: str) -> str:
+    """A temporary folder, removed when the run exits (they had piled up in /tmp)."""
+    path = tempfile.mkdtemp(prefix=prefix)
+    atexit.register(shutil.rmtree, path, ignore_errors=True)
+    return path
+
+
 def environment() -> dict[str, str]:
     """Prefect in a worker: a home of its own, no API, no telemetry."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}
-    env.update(PREFECT_HOME=tempfile.mkdtemp(prefix="bench-prefect-"), DO_NOT_TRACK="1")
+    env.update(PREFECT_HOME=scratch("bench-prefect-"), DO_NOT_TRACK="1")
     return env
 
 
@@ -178,7 +187,7 @@ def transaction_requests(moto: object, n: int) -> dict[str, tuple[float, str]]:
 
     counter, so = moto.counter, moto.storage_options  # type: ignore[attr-defined]
     prefix = moto.uri("prefect-transactions")  # type: ignore[attr-defined]
-    results = LocalFileSystem(basepath=tempfile.mkdtemp(prefix="bench-prefect-results-"))
+    results = LocalFileSystem(basepath=scratch("bench-prefect-results-"))
     manager = BlobLockManager(prefix, storage_options=so)
     store = ResultStore(result_storage=results, lock_manager=manager)
 

@@ -4,6 +4,7 @@ here on free loopback ports and stopped after the session. Every test that takes
 
 from __future__ import annotations
 
+import atexit
 import json
 import logging
 import os
@@ -48,7 +49,9 @@ os.environ["THDS_CORE_LOG_FILEPATH"] = ""
 
 # Before any test module imports Prefect (test_prefect*.py): its home is a folder of the
 # worker's own, it reaches no API server unless a test names one, and sends no telemetry.
+# Removed when the process exits (600 had piled up in /tmp, one per worker and run).
 os.environ["PREFECT_HOME"] = tempfile.mkdtemp(prefix="prefect-home-")
+atexit.register(shutil.rmtree, os.environ["PREFECT_HOME"], ignore_errors=True)
 os.environ.pop("PREFECT_API_URL", None)
 os.environ["DO_NOT_TRACK"] = "1"
 os.environ["PREFECT_SERVER_ANALYTICS_ENABLED"] = "false"
