@@ -60,7 +60,7 @@ $(PY):
 # beside it take instead. The venv's own pip stays, for what users run. --compile-bytecode,
 # as pip does by default: where PYTHONDONTWRITEBYTECODE is set (the project's VMs) nothing
 # else writes it, and every process the tests start would compile what it imports again
-# (`import prefect` took 2.1 s of CPU so, 1.0 s compiled).
+# (docs/development.md, "How long make test takes").
 UV := $(VENV)/bin/uv
 UV_VERSION := 0.13.9
 $(UV): | $(PY)

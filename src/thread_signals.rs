@@ -11,8 +11,24 @@
 
 #![allow(unsafe_code)]
 
+/// Starts a named thread of the library's that leaves those signals to the others: how the
+/// file store's threads and the Python callers start (the runtime's call
+/// [`leave_to_other_threads`] from tokio's `on_thread_start`).
+pub(crate) fn spawn<F, T>(name: &str, f: F) -> std::io::Result<std::thread::JoinHandle<T>>
+where
+    F: FnOnce() -> T + Send + 'static,
+    T: Send + 'static,
+{
+    std::thread::Builder::new()
+        .name(name.into())
+        .spawn(move || {
+            leave_to_other_threads();
+            f()
+        })
+}
+
 /// Blocks, on the calling thread, every signal but those of a fault. Called first thing on
-/// each thread the library starts (the runtime's, the file store's, the Python callers').
+/// each thread the library starts.
 pub(crate) fn leave_to_other_threads() {
     #[cfg(unix)]
     // SAFETY: sigset_t is plain data that sigemptyset/sigfillset initialise, and
@@ -38,7 +54,7 @@ pub(crate) fn leave_to_other_threads() {
 
 #[cfg(all(test, target_os = "linux"))]
 mod tests {
-    use super::leave_to_other_threads;
+    use super::spawn;
 
     /// The calling thread's blocked signals, from /proc (the kernel's own account).
     fn blocked() -> u64 {
@@ -53,12 +69,7 @@ mod tests {
 
     #[test]
     fn a_thread_of_ours_blocks_the_asking_signals_and_not_the_faults() {
-        let mask = std::thread::spawn(|| {
-            leave_to_other_threads();
-            blocked()
-        })
-        .join()
-        .unwrap();
+        let mask = spawn("blob-lock-test", blocked).unwrap().join().unwrap();
         for asked in [
             libc::SIGINT,
             libc::SIGTERM,

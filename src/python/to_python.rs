@@ -163,12 +163,7 @@ pub(super) fn leave_call(lane: Lane, call: Call) {
     queue.calls.push_back(call);
     if queue.calls.len() > queue.idle_callers && queue.callers < MAX_CALLERS {
         queue.callers += 1;
-        let spawned = std::thread::Builder::new()
-            .name(lane.thread_name().into())
-            .spawn(move || {
-                crate::thread_signals::leave_to_other_threads();
-                run_calls(lane)
-            });
+        let spawned = crate::thread_signals::spawn(lane.thread_name(), move || run_calls(lane));
         if spawned.is_err() {
             queue.callers -= 1; // the others (or the exit) run it
         }
@@ -187,13 +182,7 @@ fn start_deliverer(inbox: &mut Inbox) {
     if inbox.deliverer || inbox.closed {
         return;
     }
-    inbox.deliverer = std::thread::Builder::new()
-        .name("blob-lock-logs".into())
-        .spawn(|| {
-            crate::thread_signals::leave_to_other_threads();
-            deliver_records()
-        })
-        .is_ok();
+    inbox.deliverer = crate::thread_signals::spawn("blob-lock-logs", deliver_records).is_ok();
 }
 
 /// Counts a thread of ours into Python, unless the mailbox closed (false then): under the

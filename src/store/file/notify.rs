@@ -50,12 +50,7 @@ fn start() -> Option<Arc<Watcher>> {
         alive: AtomicBool::new(true),
     });
     let reader = watcher.clone();
-    std::thread::Builder::new()
-        .name("blob-lock-notify".into())
-        .spawn(move || {
-            crate::thread_signals::leave_to_other_threads();
-            reader.run()
-        })
+    crate::thread_signals::spawn("blob-lock-notify", move || reader.run())
         .map_err(|e| log::debug!("no file change notification thread ({e}); waiters poll"))
         .ok()?;
     Some(watcher)

@@ -93,13 +93,7 @@ static SWEEPER: PerProcess<Option<Arc<Sweeper>>> = PerProcess::new(start_sweeper
 fn start_sweeper() -> Option<Arc<Sweeper>> {
     let sweeper = Arc::<Sweeper>::default();
     let thread = sweeper.clone();
-    std::thread::Builder::new()
-        .name("blob-lock-sweep".into())
-        .spawn(move || {
-            crate::thread_signals::leave_to_other_threads();
-            thread.run()
-        })
-        .ok()?;
+    crate::thread_signals::spawn("blob-lock-sweep", move || thread.run()).ok()?;
     Some(sweeper)
 }
 
