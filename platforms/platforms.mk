@@ -1,7 +1,7 @@
 # The wheels of other platforms and their checks (docs/platforms.md says what ran where).
 # Not part of `make test`: .ci/run runs `make wheels test-platforms` after it and `make lint`.
 # Cross builds for Linux and macOS go through zig (PyPI's ziglang and cargo-zigbuild, which
-# maturin's --zig uses: it compiles aws-lc-sys's C for each target and links), Windows's
+# maturin's --zig uses: it compiles ring's and mimalloc's C for each target and links), Windows's
 # through Debian's MinGW-w64; the aarch64 wheel runs in an arm64 Debian root under
 # qemu-user, the Windows tests under wine, the musl wheel in a musl CPython built here.
 # What is slow to make is kept outside the clone, in PLATFORM_CACHE, so
@@ -67,8 +67,8 @@ wheel-windows-x86_64: platform-tools
 
 # Clippy with warnings as errors for each target, with the bindings (all that users get) and
 # the tests: every cfg'd path compiled clean. x86_64 glibc is `make lint-rust`'s. The msvc
-# target without the clouds and the bindings: aws-lc-sys's C needs Microsoft's compiler
-# there, and what differs on Windows (the file store) is in the core.
+# target without the clouds and the bindings: ring's C needs Microsoft's tools there, and
+# what differs on Windows (the file store) is in the core.
 lint-platforms: platform-tools
 	set -e; for target in $(PLATFORM_TARGETS); do \
 		echo "clippy --target $$target"; \

@@ -21,7 +21,7 @@ import threading
 from collections import Counter
 from dataclasses import dataclass
 
-from loopback_proxy import LoopbackProxy
+from loopback_proxy import LoopbackProxy, pump
 
 
 @dataclass(frozen=True)
@@ -84,7 +84,7 @@ class CountProxy(LoopbackProxy):
         except OSError:
             writer.transport.abort()
             return
-        back = asyncio.ensure_future(_pump(up_reader, writer))
+        back = asyncio.ensure_future(pump(up_reader, writer))
         try:
             await self._requests_upstream(reader, up_writer)
         except (ConnectionError, OSError, asyncio.IncompleteReadError, ValueError):
@@ -151,12 +151,3 @@ async def _copy_chunked(reader: asyncio.StreamReader, up: asyncio.StreamWriter) 
                     return
         up.write(await reader.readexactly(size + 2))
         await up.drain()
-
-
-async def _pump(src: asyncio.StreamReader, dst: asyncio.StreamWriter) -> None:
-    try:
-        while data := await src.read(65536):
-            dst.write(data)
-            await dst.drain()
-    finally:
-        dst.close()

@@ -6,12 +6,17 @@ connection (``_client``)."""
 from __future__ import annotations
 
 import asyncio
+import ssl
 import threading
 
 
 class LoopbackProxy:
-    def __init__(self, target_host: str, target_port: int) -> None:
+    def __init__(
+        self, target_host: str, target_port: int, tls: ssl.SSLContext | None = None
+    ) -> None:
+        """``tls``: the proxy's clients reach it over TLS with this server context."""
         self.target = (target_host, target_port)
+        self._tls = tls
         self.loop = asyncio.new_event_loop()
         started = threading.Event()
         self._thread = threading.Thread(target=self._run, args=(started,), daemon=True)
@@ -19,7 +24,7 @@ class LoopbackProxy:
         if not started.wait(10):
             raise RuntimeError(f"{type(self).__name__} did not start")
         self.port = self._server.sockets[0].getsockname()[1]
-        self.url = f"http://127.0.0.1:{self.port}"
+        self.url = f"{'https' if tls else 'http'}://127.0.0.1:{self.port}"
 
     def close(self) -> None:
         async def stop() -> None:
@@ -45,7 +50,17 @@ class LoopbackProxy:
     def _run(self, started: threading.Event) -> None:
         asyncio.set_event_loop(self.loop)
         self._server = self.loop.run_until_complete(
-            asyncio.start_server(self._client, "127.0.0.1", 0)
+            asyncio.start_server(self._client, "127.0.0.1", 0, ssl=self._tls)
         )
         started.set()
         self.loop.run_forever()
+
+
+async def pump(src: asyncio.StreamReader, dst: asyncio.StreamWriter) -> None:
+    """Copies ``src`` to ``dst`` until ``src`` ends, then closes ``dst``."""
+    try:
+        while data := await src.read(65536):
+            dst.write(data)
+            await dst.drain()
+    finally:
+        dst.close()

@@ -534,6 +534,11 @@ def cli(
     )
 
 
+def option_args(options: dict[str, str]) -> list[str]:
+    """Storage options as the command line takes them (``-okey=value``)."""
+    return [f"-o{k}={v}" for k, v in options.items()]
+
+
 def proxied_moto(moto_endpoint: str):
     """A counting proxy (tests/proxies/count_proxy.py) in front of the tests' moto, the storage
     options that reach moto through it, and a new bucket's root URI: a store that this

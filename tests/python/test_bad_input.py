@@ -36,7 +36,7 @@ from blob_lock import (
     write_once,
     write_once_async,
 )
-from conftest import cli
+from conftest import cli, option_args
 
 # Left out of `make test-fast` (-m "not slow"): the command line's bad input, a process per case
 pytestmark = pytest.mark.slow
@@ -326,10 +326,6 @@ def cli_fails_cleanly(args: list[str], env: dict[str, str] | None = None) -> Non
 
 
 PROGRESS = re.compile(r"^\d\d:\d\d:\d\d blob-lock: waited \d+s.*\n", re.M)
-
-
-def option_args(options: dict[str, str]) -> list[str]:
-    return [f"-o{k}={v}" for k, v in options.items()]
 
 
 COMMANDS = [

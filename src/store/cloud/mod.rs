@@ -16,6 +16,7 @@ mod gcp;
 mod option_names;
 pub(crate) mod registry;
 pub(crate) mod signing;
+mod tls;
 
 use crate::errors::{Error, Result};
 use crate::store::config::credentials::{failure_in, Credentials};
@@ -36,6 +37,7 @@ use std::time::Duration;
 
 /// Builds the object_store client of `scheme://authority` and what goes with it.
 pub(crate) fn build(cloud: Cloud, scheme: &str, authority: &str, given: &Options) -> Result<Built> {
+    tls::install_provider();
     let (options, credentials, env) = (
         &given.store,
         given.credentials.as_ref(),

@@ -1,0 +1,18 @@
+//! The cloud clients' TLS: rustls with ring's cryptography. object_store's default is
+//! aws-lc-rs; ring is rustls's other provider, as well kept, and builds from a small core of
+//! C and assembly where aws-lc-sys compiles a whole C library, the longest step of the
+//! extension's build and of every platform's wheel (docs/development.md). reqwest, built
+//! without a provider of its own, takes the process's default, installed here before the
+//! first client is built.
+
+use std::sync::Once;
+
+/// Installs ring's provider as the process's default, once. A program that installed a
+/// provider before keeps its own.
+pub(crate) fn install_provider() {
+    static ONCE: Once = Once::new();
+    ONCE.call_once(|| {
+        // Err only when a provider was installed already: that choice stands.
+        let _ = rustls::crypto::ring::default_provider().install_default();
+    });
+}
