@@ -50,7 +50,8 @@ def test_auto_runs_lww_on_s3rver_and_processes_count_exactly(s3rver, workers, tm
         workers, uri, s3rver.options_json(), tmp_path, n_proc, n_each, expire=2
     )
     assert all(d == {"event": "done", "protocols": ["lww"]} for d in done), done
-    # cas would have let several in at once (s3rver: 2 of 400, every token 1).
+    # cas would have let several in at once (s3rver, 2026-11-24: 2 of 400, each acquisition
+    # creating the lockfile afresh).
     assert count == n_proc * n_each
     key = uri.split("/", 3)[3] + "/lock.json"
     body = json.loads(s3_client(s3rver).get_object(Bucket=s3rver.bucket, Key=key)["Body"].read())
