@@ -8,7 +8,8 @@
 use std::sync::Once;
 
 /// Installs ring's provider as the process's default, once. A program that installed a
-/// provider before keeps its own.
+/// provider before keeps its own; one that wants another installs it before its first
+/// cloud lock (rustls takes the first default installed).
 pub(crate) fn install_provider() {
     static ONCE: Once = Once::new();
     ONCE.call_once(|| {
