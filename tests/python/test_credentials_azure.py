@@ -2,8 +2,8 @@
 azure-identity's DefaultAzureCredential and, without azure-identity, through object_store's
 own CLI support; azure-identity credential objects, sync and aio; a token that expires while
 a lock is held; connection strings and account keys; no credentials at all. Bearer tokens
-need Azurite over HTTPS with OAuth, with a certificate of a test CA that the test trusts
-(SSL_CERT_FILE)."""
+need Azurite over HTTPS with OAuth, with a certificate of a test authority that the test
+trusts (SSL_CERT_FILE)."""
 
 from __future__ import annotations
 
@@ -18,7 +18,14 @@ import blob_lock
 import pytest
 from blob_lock import BlobLock, CredentialsError
 from conftest import METADATA
-from servers import AZURITE_ACCOUNT, AZURITE_KEY, azurite_command, listening, stop
+from servers import (
+    AZURITE_ACCOUNT,
+    AZURITE_KEY,
+    azurite_command,
+    listening,
+    loopback_certificate,
+    stop,
+)
 
 # Left out of `make test-fast` (-m "not slow"): credentials through Azurite over HTTP
 pytestmark = pytest.mark.slow
@@ -26,58 +33,17 @@ pytestmark = pytest.mark.slow
 SERVERS = Path(__file__).resolve().parents[1] / "servers"
 
 
-def _openssl(*args: str, cwd: Path) -> None:
-    subprocess.run(["openssl", *args], cwd=cwd, check=True, capture_output=True)
-
-
 class HttpsAzurite:
-    """Azurite over HTTPS with basic OAuth (bearer tokens), its certificate signed by a
-    CA made here."""
+    """Azurite over HTTPS with basic OAuth (bearer tokens), its certificate from a test
+    authority (servers.loopback_certificate)."""
 
     def __init__(self, work: Path) -> None:
-        _openssl(
-            "req",
-            "-x509",
-            "-newkey",
-            "rsa:2048",
-            "-nodes",
-            "-keyout",
-            "ca.key",
-            "-out",
-            "ca.pem",
-            "-days",
-            "2",
-            "-subj",
-            "/CN=blob-lock-test-ca",
-            cwd=work,
-        )
-        _openssl(
-            "req",
-            "-newkey",
-            "rsa:2048",
-            "-nodes",
-            "-keyout",
-            "key.pem",
-            "-out",
-            "leaf.csr",
-            "-subj",
-            "/CN=127.0.0.1",
-            cwd=work,
-        )
-        (work / "ext.cnf").write_text(
-            "subjectAltName=IP:127.0.0.1,DNS:localhost\nbasicConstraints=CA:FALSE\n"
-            "keyUsage=digitalSignature,keyEncipherment\nextendedKeyUsage=serverAuth\n"
-        )
-        _openssl("x509", "-req", "-in", "leaf.csr", "-CA", "ca.pem", "-CAkey", "ca.key",
-                 "-CAcreateserial", "-out", "cert.pem", "-days", "2", "-extfile", "ext.cnf",
-                 cwd=work)  # fmt: skip
-        self.ca = work / "ca.pem"
+        self.ca, cert, key = loopback_certificate(work)
         self.log = open(work / "azurite.log", "w")
         self.proc, port = listening(
             lambda port: [*azurite_command(), "--blobHost", "127.0.0.1", "--blobPort", str(port),
                           "--inMemoryPersistence", "--skipApiVersionCheck", "--disableTelemetry",
-                          "--silent", "--oauth", "basic", "--cert", str(work / "cert.pem"),
-                          "--key", str(work / "key.pem")],
+                          "--silent", "--oauth", "basic", "--cert", str(cert), "--key", str(key)],
             "azurite-blob (https)", cwd=work, stdout=self.log, stderr=subprocess.STDOUT,
         )  # fmt: skip
         self.url = f"https://127.0.0.1:{port}/{AZURITE_ACCOUNT}"

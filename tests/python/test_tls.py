@@ -1,8 +1,9 @@
 """The cloud clients over HTTPS, as every cloud is reached: rustls with ring's cryptography
 (src/store/cloud/tls.rs), the server's certificate checked against the roots the process
 trusts. A TLS front (tests/proxies/tls_proxy.py) with a certificate from a test authority
-(trustme) stands before the tests' moto; the command line runs in a process of its own, which
-reads the roots it trusts from ``SSL_CERT_FILE`` as users' processes do."""
+(servers.loopback_certificate) stands before the tests' moto; the command line runs in a
+process of its own, which reads the roots it trusts from ``SSL_CERT_FILE`` as users'
+processes do."""
 
 from __future__ import annotations
 
@@ -11,8 +12,8 @@ import ssl
 from urllib.parse import urlsplit
 
 import pytest
-import trustme
 from conftest import _s3_backend, cli, option_args
+from servers import loopback_certificate
 from tls_proxy import TlsProxy
 
 pytestmark = pytest.mark.slow
@@ -22,13 +23,11 @@ pytestmark = pytest.mark.slow
 def https_moto(moto_endpoint, tmp_path_factory):
     """moto behind TLS: the backend, its storage options through the front, and a file of
     the roots that trust its certificate."""
-    authority = trustme.CA()
+    roots, cert, key = loopback_certificate(tmp_path_factory.mktemp("tls"))
     context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-    authority.issue_cert("127.0.0.1", "localhost").configure_cert(context)
+    context.load_cert_chain(cert, key)
     where = urlsplit(moto_endpoint)
     proxy = TlsProxy(where.hostname or "127.0.0.1", where.port or 80, tls=context)
-    roots = tmp_path_factory.mktemp("tls") / "roots.pem"
-    authority.cert_pem.write_to_path(str(roots))
     backend = _s3_backend(moto_endpoint)
     options = {**backend.storage_options, "aws_endpoint": proxy.url}
     options.pop("aws_allow_http", None)

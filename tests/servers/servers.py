@@ -107,6 +107,21 @@ def azurite_command() -> list[str]:
     return npm_command("AZURITE_BLOB", "azurite", "azurite-blob")
 
 
+def loopback_certificate(work: Path) -> tuple[Path, Path, Path]:
+    """A server certificate for 127.0.0.1 and localhost from a test authority (trustme), as
+    PEM files in ``work``: the authority's (what a client trusts: ``SSL_CERT_FILE``), the
+    certificate's chain, its key."""
+    import trustme
+
+    authority = trustme.CA()
+    issued = authority.issue_cert("127.0.0.1", "localhost")
+    trusted, chain, key = work / "authority.pem", work / "cert.pem", work / "key.pem"
+    authority.cert_pem.write_to_path(str(trusted))
+    chain.write_bytes(b"".join(pem.bytes() for pem in issued.cert_chain_pems))
+    issued.private_key_pem.write_to_path(str(key))
+    return trusted, chain, key
+
+
 def s3_options(endpoint: str, key: str = "testing") -> dict[str, str]:
     """object_store's options for an S3-compatible server on loopback."""
     return {
