@@ -1,7 +1,7 @@
 //! The cloud clients' TLS: rustls with ring's cryptography. object_store's default is
 //! aws-lc-rs; ring is rustls's other provider, as well kept, and builds from a small core of
 //! C and assembly where aws-lc-sys compiles a whole C library, the longest step of the
-//! extension's build and of every platform's wheel (docs/development.md). reqwest, built
+//! extension's build (docs/development.md), again for every platform's wheel. reqwest, built
 //! without a provider of its own, takes the process's default, installed here before the
 //! first client is built.
 
