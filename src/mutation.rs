@@ -52,11 +52,20 @@ pub enum Mutation {
     /// A configuration found missing and then a slot taken is called lost without reading
     /// it again: a first-comer refuses because another wrote both meanwhile.
     SemaphoreLostUnread,
+    /// A write of ours confirmed with a token raised to the floor (a write found landed by
+    /// a read, or acknowledged too late to hold) is not noted among the acquisition's writes
+    /// of unknown outcome: when that renewal lands unanswered, the next attempt takes its
+    /// own lockfile for another holder's and waits out its lifetime (src/protocol/engine/).
+    RaisedTokenNotNoted,
+    /// A semaphore's configuration write (`set_slots`) retries a refused update without
+    /// bound or pause: on a store that refuses every conditional update it never returns
+    /// (src/semaphore/config.rs).
+    ConfigWriteUnbounded,
 }
 
 impl Mutation {
     /// Every seeded bug.
-    pub const ALL: [Mutation; 17] = [
+    pub const ALL: [Mutation; 19] = [
         Mutation::AdoptForeignWrite,
         Mutation::ExpireAtHalf,
         Mutation::ConflictAsSuccess,
@@ -74,6 +83,8 @@ impl Mutation {
         Mutation::SemaphoreConfigReplaced,
         Mutation::SemaphoreConfigOverwritten,
         Mutation::SemaphoreLostUnread,
+        Mutation::RaisedTokenNotNoted,
+        Mutation::ConfigWriteUnbounded,
     ];
 }
 

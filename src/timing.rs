@@ -229,6 +229,14 @@ impl Timing {
         (self.heartbeat / 2).clamp(Duration::from_secs(1), Duration::from_secs(30))
     }
 
+    /// How long the end of a block waits for its release (`Lock::release_best_effort`):
+    /// two request timeouts (10 s at the default `expire`), a request and a retry of it. The
+    /// work is done by then; a release not answered goes on in the background and the
+    /// lock frees itself at its expiry.
+    pub fn release_patience(&self) -> Duration {
+        self.request_timeout() * 2
+    }
+
     /// The longest one of the lock's requests may be in flight: [`Timing::request_timeout`]
     /// at least, and on a slow store up to [`Timing::held_for`], as each request's timeout
     /// follows the store's latency (`store::request::gate`) but a write that lands later

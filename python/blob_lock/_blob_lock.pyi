@@ -102,6 +102,16 @@ class NativeLock:
         """One attempt; never waits."""
     def release(self) -> _ReleaseStatus:
         """Releases; returns the status name."""
+    def release_at_end(
+        self, patience: float | None = None, warn: bool = True
+    ) -> tuple[_ReleaseStatus | None, str | None]:
+        """The release at the end of a block whose work is done: best effort, waiting at most
+        `patience` seconds (None: two request timeouts; 0: not at all). The status name, or
+        None and what happened when it was not answered in time. Never raises a store error."""
+    def release_at_end_async(
+        self, patience: float | None = None, warn: bool = True
+    ) -> Future[tuple[_ReleaseStatus | None, str | None]]:
+        """`release_at_end` as an awaitable."""
     def acquire_async(self, timeout: float | None, raise_timeout: bool) -> Future[bool]:
         """`acquire` as an awaitable; cancelling it releases whatever it may have written."""
     def try_acquire_async(self) -> Future[bool]:

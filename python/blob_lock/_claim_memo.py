@@ -165,10 +165,10 @@ class claim_memo:  # lower case: used as a function, as contextlib's managers ar
                 try:
                     finished = _sync_done(c.done)  # finished while we waited?
                 except BaseException:
-                    c.lock.release()  # nobody would release it: the block never runs
+                    c.lock._release_at_end()  # nobody would release it: the block never runs
                     raise
                 if finished:
-                    c.lock.release()
+                    c.lock._release_at_end()
                     return c.nothing()
                 return c.won() if c.quota is None else self._with_slot(c.quota, deadline)
             if _sync_done(c.done):
@@ -193,9 +193,9 @@ class claim_memo:  # lower case: used as a function, as contextlib's managers ar
                 if deadline is not None and time.monotonic() >= deadline:
                     raise c.no_slot(quota)
         except BaseException:
-            c.lock.release()  # nobody would release it: the block never runs
+            c.lock._release_at_end()  # nobody would release it: the block never runs
             raise
-        c.lock.release()
+        c.lock._release_at_end()
         return c.nothing()
 
     def __exit__(
@@ -249,7 +249,7 @@ class claim_memo_async:
                     c.lock._abandon()
                     raise
                 if finished:
-                    await c.lock.release_async()
+                    await c.lock._release_at_end_async()
                     return c.nothing()
                 if c.quota is None:
                     return c.won()
@@ -278,7 +278,7 @@ class claim_memo_async:
         except BaseException:
             c.lock._abandon()  # not awaited (this task may be cancelled): released anyway
             raise
-        await c.lock.release_async()
+        await c.lock._release_at_end_async()
         return c.nothing()
 
     async def __aexit__(

@@ -20,7 +20,7 @@ from blob_lock._options import signature
 from blob_lock._release_status import ReleaseStatus, release_status
 from blob_lock._templates import native_lock
 from blob_lock._turn import current
-from blob_lock.exceptions import LockError, LockLost, LockTimeout
+from blob_lock.exceptions import LockLost, LockTimeout
 
 if TYPE_CHECKING:
     from typing_extensions import Self, Unpack
@@ -204,13 +204,37 @@ class BlobLock(LockFacts):
         return release_status(self._release())
 
     def _release(self) -> str:
-        """``release()``'s work, returning the native word: ``__exit__`` calls it without
-        making the ReleaseStatus nobody reads there."""
+        """``release()``'s work, returning the native word."""
         _process.untrack(self)
         try:
             return self._native.release()
         finally:
             _turn.give(self._native_lock)
+
+    def _release_at_end(
+        self, patience: float | None = None, warn: bool = True
+    ) -> tuple[str | None, str | None]:
+        """The release at the end of a block whose work is done (``__exit__``, the
+        adapters): best effort. Waits at most ``patience`` seconds (None: two request
+        timeouts, 10 s at the default ``expire``; 0: not at all); a release not answered by
+        then goes on in the background, and the lock frees itself at its expiry meanwhile.
+        The native word, or None and what happened (logged at WARNING when ``warn``).
+        Never raises a store error: the work is done, and the lock's loss, if any, is in
+        ``lost_reason``."""
+        _process.untrack(self)
+        try:
+            return self._native.release_at_end(patience, warn)
+        finally:
+            _turn.give(self._native_lock)
+
+    async def _release_at_end_async(self) -> str | None:
+        """``_release_at_end`` without blocking the event loop."""
+        _process.untrack(self)
+        try:
+            status, _ = await self._native.release_at_end_async(None, True)
+        finally:
+            _turn.give(self._native_lock)
+        return status
 
     async def acquire_async(self, timeout: Seconds | None = None) -> bool:
         """``acquire`` without blocking the event loop. Cancelling it (``asyncio.timeout``,
@@ -320,7 +344,7 @@ class BlobLock(LockFacts):
         if exc is None and self._forks == _process.forks and native.lost_reason is None:
             _process.untrack(self)
             try:
-                native.release()
+                native.release_at_end(None, True)
             finally:
                 _turn.give(native)
             lost = native.lost_reason  # found at release taken over, released or deleted
@@ -332,13 +356,9 @@ class BlobLock(LockFacts):
             self._leave_to_remote()
             self._raise_lost(native.lost_reason, exc)
             return
-        lost = native.lost_reason
-        try:
-            self._release()
-        except LockError as e:
-            if lost is not None and self._raise_on_lost:
-                raise self._lost_error(lost) from e
-            raise
+        # Best effort: a store that does not answer the release replaces no exception of
+        # the block's and fails no finished work (one WARNING says when the lock frees).
+        self._release_at_end()
         # Lost while held, or found at release taken over, released or deleted by another.
         lost = native.lost_reason
         if lost is not None:
@@ -358,13 +378,7 @@ class BlobLock(LockFacts):
             self._leave_to_remote()
             self._raise_lost(self.lost_reason, exc)
             return
-        lost = self.lost_reason
-        try:
-            await self.release_async()
-        except LockError as e:
-            if lost is not None and self._raise_on_lost:
-                raise self._lost_error(lost) from e
-            raise
+        await self._release_at_end_async()
         self._raise_lost(self.lost_reason, exc)
 
     def __call__(self, func: F) -> F:

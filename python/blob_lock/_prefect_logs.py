@@ -23,7 +23,7 @@ __all__ = [
     "Logger",
     "hold_ended",
     "lost",
-    "release_failed_after_loss",
+    "release_unanswered",
     "run_logger",
     "took_over",
     "waits",
@@ -104,15 +104,16 @@ def lost(log: Logger, key: str, holder: str, why: str) -> None:
     )
 
 
-def release_failed_after_loss(log: Logger, key: str, holder: str, error: Exception) -> None:
-    """The release after a loss (logged already, with its cause) could not reach the store:
-    DEBUG only, the lockfile expires by itself."""
-    log.debug(
-        "Prefect lock %r: holder %s's release after the loss did not reach the store (%s); "
-        "the lockfile expires by itself",
+def release_unanswered(log: Logger, key: str, holder: str, what: str, lost: bool) -> None:
+    """The release (the task's work done) was not answered in time: it goes on in the
+    background, and the lock frees itself at its expiry. At WARNING, once; after a loss
+    (logged already, with its cause) DEBUG only."""
+    log.log(
+        logging.DEBUG if lost else logging.WARNING,
+        "Prefect lock %r: holder %s's release: %s",
         key,
         holder,
-        error,
+        what,
     )
 
 

@@ -227,7 +227,7 @@ class _Lease:
             kept.stop()
         if lock is not None:
             if lock.held or lock.lost:
-                lock.release()
+                lock._release_at_end()  # the invocation is done: best effort
             return
         opts = self._options
         break_lock(
@@ -316,7 +316,7 @@ def _verified(lock: BlobLock, margin: float, attempt: float | None) -> bool:
         for look in range(2):
             seen = lock.inspect()
             if seen.owner != lock.owner or seen.token != lock.token:
-                lock.release()  # another owner's lockfile: stops the heartbeat, writes nothing
+                lock._release_at_end()  # another owner's lockfile: writes nothing
                 return False
             if look == 0:
                 read = time.monotonic() - began
@@ -324,7 +324,7 @@ def _verified(lock: BlobLock, margin: float, attempt: float | None) -> bool:
                 _pause(max(0.0, max(own, margin, _MIN_PAUSE) - read))
         return True
     except BaseException:
-        lock.release()
+        lock._release_at_end()  # best effort: the error that came is the one to raise
         raise
 
 

@@ -76,9 +76,10 @@ from blob_lock._inspect import (
     wait_free_async,
 )
 from blob_lock._lock import BlobLock
+from blob_lock._loss_notice import LossNotice
 from blob_lock._options import signature
 from blob_lock._prefect_held import HOLDER_LABEL, holder_label
-from blob_lock.exceptions import LockError, LockLost, LockTimeout, StoreSaturated
+from blob_lock.exceptions import LockLost, LockTimeout, StoreSaturated
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -291,8 +292,10 @@ class BlobLockManager(LockManager):  # type: ignore[misc,unused-ignore]  # Any w
         options = {k: v for k, v in self.options.items() if k not in _NOT_FOR_LOCKS}
         labels = dict(self.options.get("labels") or {})
         options["labels"] = {**labels, HOLDER_LABEL: holder_label(holder)}
-        user = self.options.get("on_lost")
-        options["on_lost"] = functools.partial(_lost, key, holder, user, log)
+        # Logged on blob-lock's notice threads: a user's on_lost that blocks never holds
+        # the WARNING up.
+        notice = functools.partial(_lost, key, holder, log)
+        options["on_lost"] = LossNotice(notice, self.options.get("on_lost"))
         here.shorten(options, hold)
         return options
 
@@ -378,22 +381,27 @@ def _hold_ended(held: here.Held) -> None:
 
 
 def _release(held: here.Held) -> None:
-    """Releases what ``held`` holds. After a loss a failed release is not raised: the loss
-    was logged with its cause, and the lockfile, if still its own, expires by itself."""
-    try:
-        held.lock.release()  # a lost lock's release writes nothing that is not its own
-    except LockError as e:
-        if not held.lock.lost:
-            raise
-        logs.release_failed_after_loss(held.log, held.key, held.holder, e)
+    """Releases what ``held`` holds, best effort: the task's work is done, and a store that
+    does not answer must not fail it (Prefect's rollback calls this too, and the task's own
+    error must come out). Waits two request timeouts at most, then leaves the release to
+    go on in the background with one WARNING; on an event loop (an async transaction calls
+    this synchronously) it does not wait at all. A loss is logged when it happens."""
+    on_loop = _on_event_loop()
+    _, unanswered = held.lock._release_at_end(0.0 if on_loop else None, warn=False)
+    if unanswered is not None and not on_loop:
+        logs.release_unanswered(held.log, held.key, held.holder, unanswered, held.lock.lost)
 
 
-def _lost(key: str, holder: str, on_lost: Any, log: logs.Logger, error: LockLost) -> None:
-    """A held lock lost (on one of blob-lock's callback threads)."""
+def _on_event_loop() -> bool:
+    """Whether this thread is running an event loop."""
+    return asyncio._get_running_loop() is not None
+
+
+def _lost(key: str, holder: str, log: logs.Logger, error: LockLost) -> None:
+    """A held lock lost (on one of blob-lock's notice threads; the user's ``on_lost``
+    follows on its callback threads)."""
     logs.lost(log, key, holder, error.message)
     here.notify()
-    if on_lost is not None:
-        on_lost(error)
 
 
 # help() and inspect.signature show every lock option, as for BlobLock.

@@ -24,10 +24,11 @@ mod warnings;
 
 pub use held::Lease;
 pub use keep_alive::{keep_alive, keep_alive_on};
-pub use lock::Lock;
 pub(crate) use lock::Tried;
+pub use lock::{Lock, Unanswered, WAIT_ON_OWN_OWNER};
 pub use options::{LockOptions, LossHook};
 pub use owed_release::Cleanup;
+pub(crate) use retry::Backoff;
 pub use settings::{External, Field, Given, Kind, Settings};
 pub(crate) use wait::{arm, Wait};
 

@@ -15,7 +15,7 @@ const FIRST: Duration = Duration::from_millis(50);
 /// pause is jittered by the clock's factor, so that holders cut off together do not retry
 /// in step.
 #[derive(Debug, Clone)]
-pub(super) struct Backoff {
+pub(crate) struct Backoff {
     /// In milliseconds: every held lease keeps one between beats (a cap of at most a
     /// quarter of the longest expiry fits in 32 bits).
     next_ms: u32,
@@ -23,7 +23,7 @@ pub(super) struct Backoff {
 }
 
 impl Backoff {
-    pub(super) fn new(timing: &Timing) -> Self {
+    pub(crate) fn new(timing: &Timing) -> Self {
         let cap = (timing.heartbeat / 2)
             .as_millis()
             .clamp(1, u32::MAX as u128) as u32;
@@ -39,7 +39,7 @@ impl Backoff {
     }
 
     /// The next pause, jittered by `jitter`; the one after grows.
-    pub(super) fn pause(&mut self, jitter: f64) -> Duration {
+    pub(crate) fn pause(&mut self, jitter: f64) -> Duration {
         let pause = self.peek().mul_f64(jitter);
         self.next_ms = self.next_ms.saturating_mul(2).min(self.cap_ms);
         pause
@@ -51,7 +51,10 @@ impl Backoff {
     }
 }
 
-/// Releases failing together (an outage) warn once in a while, not once each.
+/// What a release's retries are called ([`with_retries`]'s `what`).
+pub(super) const RELEASE: &str = "release";
+
+/// Retries failing together (an outage) warn once in a while, not once each.
 static RETRYING: super::warnings::Warning = super::warnings::Warning::new();
 
 /// Runs `op` until it succeeds, fails for good, or `until` passes, retrying transient store
@@ -72,7 +75,13 @@ where
     loop {
         match op().await {
             Err(e) if e.is_transient() && engine.clock.now() + backoff.peek() < until => {
-                RETRYING.warn(|| format!("{}: {what} failed, retrying: {e}", engine.uri()));
+                // A release's outcome is told once it ends (its error, or the best-effort
+                // warning at the end of a block): its retries say nothing more above debug.
+                if what == RELEASE {
+                    log::debug!("{}: {what} failed, retrying: {e}", engine.uri());
+                } else {
+                    RETRYING.warn(|| format!("{}: {what} failed, retrying: {e}", engine.uri()));
+                }
                 retried = true;
                 engine
                     .clock
@@ -99,7 +108,7 @@ pub(super) async fn release_retrying(
     in_time: bool,
 ) -> Result<ReleaseStatus> {
     let token = ours.map(|h| h.token());
-    let released = with_retries(engine, "release", until, || {
+    let released = with_retries(engine, RELEASE, until, || {
         engine.release_seeing(owner, ours)
     });
     let (seen, retried) = released.await;

@@ -12,30 +12,46 @@ pub(crate) const EVERY: Duration = Duration::from_secs(10);
 
 /// One kind of warning.
 pub(crate) struct Warning {
-    last: Mutex<Option<Instant>>,
+    /// When the current [`EVERY`] began, and how many were logged in it.
+    last: Mutex<Option<(Instant, u32)>>,
     held_back: AtomicU64,
+    /// How many are logged in one [`EVERY`] before the rest are counted.
+    burst: u32,
 }
 
 impl Warning {
+    /// One logged per [`EVERY`]: warnings of many locks at once, that say the same.
     pub(crate) const fn new() -> Self {
+        Warning::allowing(1)
+    }
+
+    /// `burst` logged per [`EVERY`]: warnings each about a lock of its own, which a few
+    /// locks should each see, and thousands should not.
+    pub(crate) const fn allowing(burst: u32) -> Self {
         Warning {
             last: Mutex::new(None),
             held_back: AtomicU64::new(0),
+            burst,
         }
     }
 
-    /// Logs `message` at WARN level unless one was logged in the last [`EVERY`]; then it
-    /// is counted, and the next one logged says how many were held back.
+    /// Logs `message` at WARN level unless the burst of the last [`EVERY`] was logged; then
+    /// it is counted, and the next one logged says how many were held back.
     pub(crate) fn warn(&self, message: impl FnOnce() -> String) {
         let now = Instant::now();
         {
             let mut last = self.last.lock().unwrap_or_else(|e| e.into_inner());
-            if last.is_some_and(|t| now - t < EVERY) {
-                drop(last);
-                self.held_back.fetch_add(1, Ordering::Relaxed);
-                return;
+            match &mut *last {
+                Some((began, logged)) if now - *began < EVERY => {
+                    if *logged >= self.burst {
+                        drop(last);
+                        self.held_back.fetch_add(1, Ordering::Relaxed);
+                        return;
+                    }
+                    *logged += 1;
+                }
+                _ => *last = Some((now, 1)),
             }
-            *last = Some(now);
         }
         let held_back = self.held_back.swap(0, Ordering::Relaxed);
         let message = message();

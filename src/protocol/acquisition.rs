@@ -66,6 +66,22 @@ pub struct Acquisition {
 }
 
 impl Acquisition {
+    /// An acquisition that starts with `writes`: those an earlier one by the same owner id
+    /// left unresolved when it ended without the lock ([`Acquisition::left`]). A read that
+    /// shows one of them is then ours to confirm, not another holder's to wait out.
+    pub fn carrying(writes: Vec<(u64, Instant)>) -> Acquisition {
+        Acquisition {
+            unresolved: writes,
+            ..Acquisition::default()
+        }
+    }
+
+    /// The writes whose outcome this acquisition never learnt, for the next one by the same
+    /// owner id ([`Acquisition::carrying`]).
+    pub fn left(self) -> Vec<(u64, Instant)> {
+        self.unresolved
+    }
+
     /// True at the first attempt of this acquisition only.
     pub(super) fn begin(&mut self) -> bool {
         !std::mem::replace(&mut self.begun, true)

@@ -17,10 +17,12 @@ pub enum ReleaseStatus {
     Released,
     /// There is no lockfile.
     NoLockfile,
-    /// Another owner holds it (as the lockfile describes it, with its token); nothing was
+    /// Another acquisition holds it, or held it after ours and released it since (as the
+    /// lockfile describes it, with its token): the lock was taken from us; nothing was
     /// written.
     HeldByOther(String, u64),
-    /// It was already released; nothing was written.
+    /// It was already released: our own acquisition, by someone else's `break` (or, for a
+    /// release without a lease in hand, whoever held it last); nothing was written.
     AlreadyReleased,
 }
 
@@ -139,16 +141,20 @@ impl Engine {
                         kind: crate::errors::StoreErrorKind::Transient,
                     });
                 }
-                // Released, by us or by whoever held it since: nobody holds it now.
+                // A later acquisition than ours (another owner, or another token of ours):
+                // the lock was taken from us, whether or not it was released since.
+                let later = *lf.writer_id != *owner
+                    || token.is_some_and(|t| t != lf.token && lf.token != 0);
+                if later && (token.is_some() || !lf.is_released()) {
+                    let mut who = lf.describe();
+                    if lf.is_released() {
+                        who.push_str(", released since");
+                    }
+                    break 'seen (ReleaseStatus::HeldByOther(who, lf.token), Some(lf));
+                }
+                // Released, by us or by someone else (a `break`): nobody holds it now.
                 if lf.is_released() {
                     break 'seen (ReleaseStatus::AlreadyReleased, Some(lf));
-                }
-                if *lf.writer_id != *owner || token.is_some_and(|t| t != lf.token && lf.token != 0)
-                {
-                    break 'seen (
-                        ReleaseStatus::HeldByOther(lf.describe(), lf.token),
-                        Some(lf),
-                    );
                 }
                 let mut lf = lf;
                 if let Some(t) = token {

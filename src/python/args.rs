@@ -21,25 +21,46 @@ pub(crate) fn outside_options(store: Access) -> PyResult<LockOptions> {
 /// thread, whose heartbeats must not wait for the GIL or a slow callback, a callback that
 /// blocks must hold up no asyncio result or credential fetch, and an outage that loses
 /// thousands of locks at once must not start a thread each. An exception in the callback
-/// goes to `sys.unraisablehook`, as in a `__del__`.
-pub(crate) fn loss_hook(callback: Option<Py<PyAny>>) -> Option<LossHook> {
-    let callback = Arc::new(callback?);
-    Some(LossHook(Arc::new(move |lost: &Error| {
-        let (callback, message) = (callback.clone(), lost.to_string());
+/// goes to `sys.unraisablehook`, as in a `__del__`. An adapter's callback
+/// (`blob_lock._loss_notice.LossNotice`) is two: its own notice, run on threads of notices
+/// (a user's callback that blocks never holds it up), then the user's, on the callbacks'.
+pub(crate) fn loss_hook(callback: &Bound<'_, PyAny>) -> LossHook {
+    let split = callback.getattr("_blob_lock_notice").and_then(|notice| {
+        Ok((
+            notice.unbind(),
+            callback.getattr("_blob_lock_user")?.unbind(),
+        ))
+    });
+    let (notice, user) = match split {
+        Ok((notice, user)) => (
+            Some(Arc::new(notice)),
+            Some(user).filter(|u| !u.is_none(callback.py())),
+        ),
+        Err(_) => (None, Some(callback.clone().unbind())),
+    };
+    let user = user.map(Arc::new);
+    LossHook(Arc::new(move |lost: &Error| {
+        let message = lost.to_string();
         let uri = match lost {
             Error::Lost { uri, .. } => uri.clone(),
             _ => String::new(),
         };
-        super::to_python::leave_call(
-            Lane::Callbacks,
-            Box::new(move |py| {
-                let exc = LockLost::new_err((message, uri));
-                if let Err(e) = callback.call1(py, (exc.value(py),)) {
-                    e.write_unraisable(py, Some(callback.bind(py)));
-                }
-            }),
-        );
-    })))
+        for (lane, callback) in [(Lane::Notices, &notice), (Lane::Callbacks, &user)] {
+            let Some(callback) = callback.clone() else {
+                continue;
+            };
+            let (message, uri) = (message.clone(), uri.clone());
+            super::to_python::leave_call(
+                lane,
+                Box::new(move |py| {
+                    let exc = LockLost::new_err((message, uri));
+                    if let Err(e) = callback.call1(py, (exc.value(py),)) {
+                        e.write_unraisable(py, Some(callback.bind(py)));
+                    }
+                }),
+            );
+        }
+    }))
 }
 
 pub(crate) fn timeout(t: Option<f64>) -> PyResult<Option<Duration>> {

@@ -211,3 +211,50 @@ pub(crate) fn release_held(
         }
     }
 }
+
+/// What the end of a block's release came to (`NativeLock.release_at_end`): the status
+/// word, or what the caller is told of a release not answered in time (then going on in
+/// the background).
+pub(crate) type AtEnd = (Option<&'static str>, Option<String>);
+
+/// The release at the end of a block whose work is done (`Lock::release_best_effort`),
+/// waiting `patience` at most (`None`: the lock's own, `Timing::release_patience`); warned
+/// about in the library's log when not answered and `warn`. Never a store error: without a
+/// lease in hand, a failed release is told as one not answered.
+pub(crate) fn release_at_end(
+    lock: Lock,
+    shared: &Arc<Shared>,
+    patience: Option<std::time::Duration>,
+    warn: bool,
+) -> impl Future<Output = AtEnd> + Send + 'static {
+    let taken = shared.holding().lease.take();
+    let shared = shared.clone();
+    async move {
+        let patience = patience.unwrap_or_else(|| lock.timing().release_patience());
+        let released = match taken {
+            Some(lease) => {
+                let released = lock.release_best_effort(lease.clone(), patience).await;
+                let loss = lease.lost_reason();
+                shared.holding().last_loss = loss.map(String::into_boxed_str);
+                released
+            }
+            None => lock
+                .release_unheld()
+                .await
+                .map_err(|e| crate::lease::Unanswered {
+                    waited: std::time::Duration::ZERO,
+                    error: Some(e.to_string()),
+                    frees_in: lock.timing().expire,
+                }),
+        };
+        match released {
+            Ok(status) => (Some(status.as_str()), None),
+            Err(unanswered) => {
+                if warn {
+                    unanswered.warn(lock.uri());
+                }
+                (None, Some(unanswered.to_string()))
+            }
+        }
+    }
+}

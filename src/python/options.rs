@@ -149,7 +149,7 @@ fn given(name: &str, kind: Kind, value: &Bound<'_, PyAny>) -> PyResult<Given> {
             if !value.is_callable() {
                 return Err(refused("callable"));
             }
-            Given::Hook(loss_hook(Some(value.clone().unbind())).expect("a callback was given"))
+            Given::Hook(loss_hook(value))
         }
         Kind::StorageOptions | Kind::Credentials => Given::External,
     })

@@ -15,7 +15,8 @@
 //!   thread per loss (callbacks past its threads wait in its queue), and none of them
 //!   waits for the GIL on the runtime's blocking pool, where the file store renews.
 //!
-//! At interpreter exit ([`close`]) what is queued is handed over by the exiting thread
+//! At interpreter exit ([`close`]) the users' loss callbacks get a bounded wait on their own
+//! threads, and are left after it; what else is queued is handed over by the exiting thread
 //! itself; from then on no thread of ours calls into Python. In a child made by fork, the
 //! queues and threads are the child's own.
 
@@ -81,9 +82,17 @@ pub(super) enum Lane {
     Credentials = 1,
     /// A loss callback (`on_lost`): a user's code, which may block for as long as it likes.
     Callbacks = 2,
+    /// An adapter's own loss notice (its log line, its bookkeeping): the package's code,
+    /// short, which a user's callback that blocks must not hold up.
+    Notices = 3,
 }
 
-const LANES: [Lane; 3] = [Lane::Results, Lane::Credentials, Lane::Callbacks];
+const LANES: [Lane; 4] = [
+    Lane::Results,
+    Lane::Credentials,
+    Lane::Callbacks,
+    Lane::Notices,
+];
 
 impl Lane {
     /// Its threads' name (at most 15 bytes: Linux keeps no more).
@@ -92,6 +101,7 @@ impl Lane {
             Lane::Results => "blob-lock-async",
             Lane::Credentials => "blob-lock-creds",
             Lane::Callbacks => "blob-lock-lost",
+            Lane::Notices => "blob-lock-note",
         }
     }
 }
@@ -102,6 +112,8 @@ struct Queue {
     calls: VecDeque<Call>,
     callers: usize,
     idle_callers: usize,
+    /// Its callers inside Python now (running a call, or waiting for the GIL to).
+    busy: usize,
 }
 
 #[derive(Default)]
@@ -268,24 +280,41 @@ fn run_calls(lane: Lane) {
             };
         };
         inbox.lanes[at].idle_callers -= 1;
+        inbox.lanes[at].busy += 1;
         if !entering(inbox) {
             drop(call); // closed meanwhile: the exit ran what was queued
             let mut inbox = mailbox.inbox.lock().unwrap_or_else(|e| e.into_inner());
             inbox.lanes[at].callers -= 1;
+            inbox.lanes[at].busy -= 1;
             return;
         }
         Python::attach(call);
+        {
+            let mut inbox = mailbox.inbox.lock().unwrap_or_else(|e| e.into_inner());
+            inbox.lanes[at].busy -= 1;
+        }
         left(mailbox);
     }
 }
 
-/// At interpreter exit (the GIL held): closes the mailbox, so that no thread of ours calls
-/// into Python any more, waits up to `grace` for those inside Python to leave, then hands
-/// over what was queued on this thread (results, fetches, then callbacks).
+/// At interpreter exit (the GIL held): gives the users' loss callbacks, running or queued,
+/// up to `grace` on their own threads; closes the mailbox, so that no thread of ours calls
+/// into Python any more; waits up to `grace` for the others inside Python to leave; then
+/// hands over what was queued on this thread (records, results, fetches, the adapters'
+/// notices). Callbacks still running or queued then are left, with one WARNING: a callback
+/// that blocks never holds the exit up (its thread is the user's business; none of ours
+/// waits for it).
 pub(super) fn close(py: Python<'_>, grace: Duration) {
-    let (records, dropped, calls) = {
+    let blocked = callbacks_ended_within(py, grace);
+    let (mut records, dropped, calls) = {
         let (_, mut inbox) = inbox();
         inbox.closed = true;
+        let left_queued = std::mem::take(&mut inbox.lanes[Lane::Callbacks as usize].calls).len();
+        if blocked + left_queued > 0 {
+            inbox
+                .records
+                .push_back(callbacks_left(blocked, left_queued, grace));
+        }
         let records: Vec<Record> = inbox.records.drain(..).collect();
         let calls: Vec<Call> = LANES
             .iter()
@@ -295,10 +324,55 @@ pub(super) fn close(py: Python<'_>, grace: Duration) {
     };
     mailbox_closed(py, grace);
     if let Some(d) = DELIVERY.get() {
-        (d.deliver)(py, records, dropped);
+        (d.deliver)(py, std::mem::take(&mut records), dropped);
     }
     for call in calls {
         call(py);
+    }
+}
+
+/// Waits up to `grace`, without the GIL, until no loss callback is queued or running; how
+/// many are still running then.
+fn callbacks_ended_within(py: Python<'_>, grace: Duration) -> usize {
+    let mailbox = MAILBOX.get();
+    let at = Lane::Callbacks as usize;
+    py.detach(|| {
+        let until = Instant::now() + grace;
+        let mut inbox = mailbox.inbox.lock().unwrap_or_else(|e| e.into_inner());
+        loop {
+            let lane = &inbox.lanes[at];
+            if lane.calls.is_empty() && lane.busy == 0 {
+                return 0;
+            }
+            let left = until.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return lane.busy;
+            }
+            // Woken as each call ends (`left`); a queued call is taken by an idle caller.
+            let wait = left.min(Duration::from_millis(50));
+            inbox = match mailbox.left.wait_timeout(inbox, wait) {
+                Ok((inbox, _)) => inbox,
+                Err(e) => e.into_inner().0,
+            };
+        }
+    })
+}
+
+/// The WARNING of an exit that left loss callbacks behind.
+fn callbacks_left(running: usize, queued: usize, grace: Duration) -> Record {
+    Record {
+        level: log::Level::Warn,
+        target: "blob_lock".into(),
+        message: format!(
+            "at exit, {running} loss callback(s) (on_lost) still running and {queued} not yet started after {}s were left: the process exits without waiting for them (a callback that blocks?)",
+            grace.as_secs()
+        ),
+        file: None,
+        line: None,
+        created: std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0.0, |d| d.as_secs_f64()),
+        thread: None,
     }
 }
 
@@ -308,11 +382,12 @@ fn mailbox_closed(py: Python<'_>, grace: Duration) {
     for called in &mailbox.called {
         called.notify_all();
     }
-    // Without the GIL: a thread of ours waiting for it to leave Python needs it.
+    // Without the GIL: a thread of ours waiting for it to leave Python needs it. The loss
+    // callbacks still running were waited for already (`callbacks_ended_within`).
     py.detach(|| {
         let until = Instant::now() + grace;
         let mut inbox = mailbox.inbox.lock().unwrap_or_else(|e| e.into_inner());
-        while inbox.in_python > 0 {
+        while inbox.in_python > inbox.lanes[Lane::Callbacks as usize].busy {
             let left = until.saturating_duration_since(Instant::now());
             if left.is_zero() {
                 return;

@@ -44,6 +44,7 @@ impl Semaphore {
                 match self.kept(slot, lock, lease, None).await? {
                     Kept::Held(permit) => return Ok(Some(permit)),
                     Kept::SteppedBack { slots } => n = slots,
+                    Kept::CutOff => unreachable!("no cutoff without a wait"),
                 }
             }
         }
@@ -51,18 +52,28 @@ impl Semaphore {
     }
 
     /// What a slot won becomes: held if the stored number, read now, is above it (slot 0
-    /// always is); else released again, with the number read.
+    /// always is); else released again, with the number read. Within `wait`'s cutoff, when
+    /// there is one: past it, the slot is released in the background ([`Kept::CutOff`]).
     async fn kept(
         &self,
         slot: usize,
         lock: &Lock,
         lease: Lease,
-        deadline: Option<tokio::time::Instant>,
+        wait: Option<&Wait>,
     ) -> Result<Kept> {
         if slot == 0 || active(Mutation::SemaphoreUncheckedSlot) {
             return Ok(Kept::Held(self.permit(slot, lock, lease)));
         }
-        let stored = match self.configuration_by(deadline).await {
+        let read = self.configuration_by(wait.and_then(Wait::deadline));
+        let read = match wait {
+            Some(wait) => wait.within_cutoff(read).await,
+            None => Some(read.await),
+        };
+        let Some(stored) = read else {
+            lock.owe_cleanup().give_back(Arc::new(lease));
+            return Ok(Kept::CutOff);
+        };
+        let stored = match stored {
             // Still ours when it is reported: the read may have taken longer than the lease
             // had left (a slow answer), and a slot lost meanwhile is never reported held.
             Ok(stored)
@@ -82,12 +93,18 @@ impl Semaphore {
                 Err(e) => format!("no number ({e})"),
             }
         );
-        if let Err(e) = lease.release().await {
+        let released = match wait {
+            Some(wait) => wait.within_cutoff(lease.release()).await,
+            None => Some(lease.release().await),
+        };
+        match released {
+            Some(Ok(_)) => {}
             // Not released: it expires by itself, as a crashed holder's would.
-            log::warn!(
+            Some(Err(e)) => log::warn!(
                 "{}: stepping back from slot {slot} failed: {e}",
                 self.prefix
-            );
+            ),
+            None => lock.owe_cleanup().give_back(Arc::new(lease)),
         }
         stored.map(|slots| Kept::SteppedBack { slots })
     }
@@ -118,8 +135,22 @@ impl Semaphore {
                 clock.sleep_until(until).await;
             }
         }
+        let timed_out = |wait: &Wait, holder: String, saturated: Option<String>| Error::Timeout {
+            uri: self.prefix.to_string(),
+            waited: wait.waited(),
+            holder,
+            saturated,
+        };
         let mut us = Contender::new(self, owner);
-        let mut n = self.configuration_by(deadline).await?.slots;
+        // Every read of the number within the cutoff too, as every attempt is.
+        let cut_off = |wait: &Wait| {
+            let holder = "unknown (reading the number of slots did not finish in time)";
+            timed_out(wait, holder.into(), None)
+        };
+        let Some(stored) = wait.within_cutoff(self.configuration_by(deadline)).await else {
+            return Err(cut_off(&wait));
+        };
+        let mut n = stored?.slots;
         let mut rotation = Rotation::new(n, us.spread(n));
         // Made once the first round found every slot held: an acquisition that takes a slot
         // at once looks up no waker, and is not counted as a waiter.
@@ -130,12 +161,6 @@ impl Semaphore {
         // Counted among the process's waiters from then until it ends, however it ends.
         let mut _waiting: Option<Waiting> = None;
         let mut last_error: Option<Error> = None;
-        let timed_out = |wait: &Wait, holder: String, saturated: Option<String>| Error::Timeout {
-            uri: self.prefix.to_string(),
-            waited: wait.waited(),
-            holder,
-            saturated,
-        };
         // The first round reads every slot; then one slot per poll, or the slot written
         // when woken.
         let mut round: Vec<usize> = rotation.round().collect();
@@ -154,8 +179,10 @@ impl Semaphore {
                     return Err(timed_out(&wait, holder, None));
                 };
                 match tried {
-                    Ok(Tried::Held(lease)) => match self.kept(slot, lock, lease, deadline).await {
+                    Ok(Tried::Held(lease)) => match self.kept(slot, lock, lease, Some(&wait)).await
+                    {
                         Ok(Kept::Held(permit)) => return Ok(permit),
+                        Ok(Kept::CutOff) => return Err(cut_off(&wait)),
                         // Lowered to `slots` meanwhile: the rest of the round below it.
                         // (Its wakers of slots past it only wake it once more.)
                         Ok(Kept::SteppedBack { slots }) => {
@@ -218,7 +245,10 @@ impl Semaphore {
             // The number, read at every poll: a raised one takes effect within one (its new
             // slots are read at once), a lowered one's slots are read no more. A failed read
             // keeps the number known; the next poll reads it again.
-            let stored = match self.configuration().await {
+            let Some(stored) = wait.within_cutoff(self.configuration()).await else {
+                return Err(cut_off(&wait));
+            };
+            let stored = match stored {
                 Ok(stored) => stored.slots,
                 Err(e) if retried(&e) => n,
                 Err(e) => return Err(e),
@@ -297,6 +327,9 @@ enum Kept {
     SteppedBack {
         slots: usize,
     },
+    /// The read of the number did not end by the wait's cutoff: the slot is being released
+    /// in the background.
+    CutOff,
 }
 
 /// One acquisition counted among the process's semaphore waiters while it lives.

@@ -16,7 +16,7 @@
 use super::taken::Slots;
 use crate::clock::Clock;
 use crate::errors::{Error, Result, StoreErrorKind};
-use crate::lease::LockOptions;
+use crate::lease::{Backoff, LockOptions};
 use crate::mutation::{active, Mutation};
 use crate::store::{self, LockStore, Version, Write};
 use crate::timing::Timing;
@@ -29,6 +29,9 @@ pub const MAX_SLOTS: usize = 4096;
 
 /// The object holding the configuration, under the semaphore's prefix.
 pub const CONFIG_NAME: &str = "semaphore.json";
+
+/// Writes `set_slots` tries, each after a read, before it gives up.
+pub const SET_TRIES: usize = 8;
 
 /// The configuration as stored.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -310,11 +313,21 @@ impl Config {
     }
 
     /// Stores `slots`, whatever was there: an update of the version read, read again and
-    /// retried when another change landed between.
+    /// retried after a pause when another change landed between, [`SET_TRIES`] times at
+    /// most (a store that refuses every conditional update would refuse it for ever).
     pub(crate) async fn set(&self, slots: usize) -> Result<Stored> {
         let ours = Stored::new(slots);
-        loop {
+        let unbounded = active(Mutation::ConfigWriteUnbounded);
+        let mut backoff = Backoff::new(&self.timing);
+        let mut tries = 0;
+        while unbounded || tries < SET_TRIES {
+            if tries > 0 && !unbounded {
+                self.clock.sleep(backoff.pause(self.clock.jitter())).await;
+            }
+            tries += 1;
             let written = match self.found(true).await? {
+                // Our own write, answered as a refusal (a request the client sent twice).
+                Some(Found::Stored(stored, _)) if stored == ours => return Ok(ours),
                 Some(Found::Stored(_, version)) => {
                     self.store.update(ours.encode(), &version).await?
                 }
@@ -332,6 +345,14 @@ impl Config {
                 return Ok(ours);
             }
         }
+        Err(Error::Store {
+            uri: self.uri().to_string(),
+            message: format!(
+                "the number was not stored: {SET_TRIES} conditional writes of it were refused, each after a read. Another `blob-lock slots {}` at the same time, or a store (or a proxy before it) that refuses every update-if-match: `blob-lock doctor` checks its conditional writes",
+                self.prefix
+            ),
+            kind: StoreErrorKind::Transient,
+        })
     }
 }
 

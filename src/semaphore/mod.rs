@@ -164,6 +164,11 @@ impl Semaphore {
         self.asked
     }
 
+    /// The timing of its slots' locks.
+    pub fn timing(&self) -> &crate::timing::Timing {
+        &self.options.timing
+    }
+
     /// The stored configuration, written with the number asked for if there is none yet.
     pub async fn configuration(&self) -> Result<Stored> {
         let mut stored = self.config.agreed(self.asked).await?;

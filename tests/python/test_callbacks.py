@@ -204,3 +204,78 @@ def test_a_burst_of_losses_behind_blocked_callbacks_calls_each_once_on_four_thre
     # The callbacks' threads, at most four, and nothing per loss (the lockfiles are in
     # memory: no credential or asyncio threads either).
     assert most <= baseline + CALLBACK_THREADS, (baseline, most)
+
+
+EXITS_WITH_BLOCKED_CALLBACKS = """
+import logging, sys, threading, time, uuid
+from blob_lock import BlobLock, break_lock
+logging.basicConfig(level=logging.WARNING, stream=sys.stderr, format="%(name)s %(message)s")
+started = []
+
+def blocks(error):
+    started.append(error.uri)
+    threading.Event().wait()  # for ever
+
+prefix = f"memory://exit-{uuid.uuid4().hex}"
+locks = [BlobLock(f"{prefix}/{i}", expire=1, on_lost=blocks) for i in range(6)]
+for lock in locks:
+    assert lock.try_acquire()
+    break_lock(lock.uri)
+deadline = time.monotonic() + 30
+while not (all(lock.lost for lock in locks) and len(started) >= 4):
+    assert time.monotonic() < deadline, "losses not seen"
+    time.sleep(0.01)
+print("exiting", flush=True)
+sys.exit(0)
+"""
+
+
+def test_exit_never_hangs_on_loss_callbacks_that_block(tmp_path):
+    """Six locks lost, each ``on_lost`` blocking for ever (four running, two queued): the
+    process still exits, after a bounded wait, with one WARNING that says what was left."""
+    import subprocess
+    import sys
+
+    began = time.monotonic()
+    done = subprocess.run(
+        [sys.executable, "-c", EXITS_WITH_BLOCKED_CALLBACKS],
+        capture_output=True, text=True, timeout=BOUND * 2,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "exiting" in done.stdout
+    assert time.monotonic() - began < BOUND * 2
+    left = [line for line in done.stderr.splitlines() if "loss callback(s)" in line]
+    assert len(left) == 1, done.stderr[-3000:]
+    assert "4 loss callback(s) (on_lost) still running and 2 not yet started" in left[0], left
+
+
+def test_an_adapters_loss_notices_never_wait_behind_a_users_blocked_callbacks(tmp_path):
+    """Prefect's manager logs each loss itself, then calls the user's ``on_lost``: with six
+    keys lost and the user's callbacks blocked on all four callback threads, every one of
+    the six WARNINGs is logged all the same."""
+    import logging
+
+    from blob_lock.prefect import BlobLockManager
+
+    records: list[logging.LogRecord] = []
+
+    class Keep(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            records.append(record)
+
+    logger = logging.getLogger("blob_lock.prefect")
+    handler = Keep(logging.WARNING)
+    logger.addHandler(handler)
+    callback = Blocking()
+    try:
+        manager = BlobLockManager(str(tmp_path / "keys"), expire=1, on_lost=callback)
+        keys = [f"key-{i}" for i in range(6)]
+        for k in keys:
+            assert manager.acquire_lock(k, f"holder-{k}", acquire_timeout=10)
+            break_lock(str(tmp_path / "keys" / k))
+        losses = lambda: [r for r in records if "was lost while held" in r.getMessage()]  # noqa: E731
+        wait_until(lambda: len(losses()) == 6, lambda: f"{len(losses())} of 6 losses logged")
+        wait_until(lambda: len(callback.started) == 4, lambda: f"{callback.started}")
+    finally:
+        callback.go.set()
+        logger.removeHandler(handler)

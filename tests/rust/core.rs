@@ -320,10 +320,11 @@ async fn lww_reads_a_torn_lockfile_again_and_cas_reports_it() {
     );
 }
 
-/// A release finds the lock released by whoever held it after us: nobody holds it, so it
-/// says so, instead of naming a holder that is gone.
+/// A release finds the lock taken after us and released since: the lock was taken from us
+/// (a loss, by a takeover), said as such, the later holder named as gone. Without a lease in
+/// hand there is no "after us": nobody holds it.
 #[tokio::test(start_paused = true)]
-async fn a_release_after_another_owner_released_says_already_released() {
+async fn a_release_after_a_later_acquisition_released_says_the_lock_was_taken() {
     let o = opts(Protocol::Cas, 2.0);
     let s = memory("released-by-other", &o);
     let a = Lock::with_store("t", s.clone(), &o);
@@ -332,7 +333,14 @@ async fn a_release_after_another_owner_released_says_already_released() {
     let b = Lock::with_store("t", s.clone(), &o);
     let lb = b.acquire(None).await.unwrap();
     assert_eq!(lb.release().await.unwrap(), ReleaseStatus::Released);
-    assert_eq!(la.release().await.unwrap(), ReleaseStatus::AlreadyReleased);
+    match la.release().await.unwrap() {
+        ReleaseStatus::HeldByOther(who, token) => {
+            assert!(who.ends_with(", released since"), "{who}");
+            assert_eq!(token, lb.token());
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(la.lost_reason().unwrap().contains("released since"));
     assert_eq!(
         a.release_unheld().await.unwrap(),
         ReleaseStatus::AlreadyReleased
@@ -506,4 +514,83 @@ async fn an_auto_lock_asks_its_store_until_it_has_decided_then_never_again() {
         Some("lww"),
         "auto on this store is lww"
     );
+}
+
+/// A store whose next `lose` creates and updates land but lose their answer: the writer
+/// gets a transient error (a timeout after sending).
+#[derive(Debug)]
+struct AnswersLost {
+    inner: Arc<dyn LockStore>,
+    lose: AtomicUsize,
+}
+
+impl AnswersLost {
+    fn lost<T>(&self, landed: blob_lock::Result<T>) -> blob_lock::Result<T> {
+        // The wall clock's floor moves on before the next write (the paused tokio clock
+        // holds back no real time): a confirmation then raises the token.
+        std::thread::sleep(Duration::from_millis(2));
+        let lose =
+            (self.lose).fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1));
+        match (landed, lose) {
+            (Ok(_), Ok(_)) => Err(Error::Store {
+                uri: self.uri().to_string(),
+                message: "timed out after sending".into(),
+                kind: blob_lock::StoreErrorKind::Transient,
+            }),
+            (other, _) => other,
+        }
+    }
+}
+
+#[async_trait::async_trait]
+impl LockStore for AnswersLost {
+    async fn read(&self) -> blob_lock::Result<Option<store::Snapshot>> {
+        self.inner.read().await
+    }
+    async fn create(&self, body: bytes::Bytes) -> blob_lock::Result<store::Write> {
+        self.lost(self.inner.create(body).await)
+    }
+    async fn update(
+        &self,
+        body: bytes::Bytes,
+        expected: &store::Version,
+    ) -> blob_lock::Result<store::Write> {
+        self.lost(self.inner.update(body, expected).await)
+    }
+    async fn overwrite(&self, body: bytes::Bytes) -> blob_lock::Result<store::Version> {
+        self.inner.overwrite(body).await
+    }
+    fn uri(&self) -> &str {
+        self.inner.uri()
+    }
+    async fn conditional_writes(&self, required: bool) -> blob_lock::Result<bool> {
+        self.inner.conditional_writes(required).await
+    }
+    fn known_conditional_writes(&self) -> Option<bool> {
+        self.inner.known_conditional_writes()
+    }
+}
+
+/// An acquisition's create lands unanswered; the next attempt finds it and confirms it with
+/// its token raised to the wall clock's floor, and that renewal lands unanswered too. The
+/// attempt after finds the raised token: its own write, held at once, not another holder's
+/// to wait out for a lifetime (the wait would end in a timeout here, and release nothing).
+#[tokio::test(start_paused = true)]
+async fn an_acquisition_never_waits_behind_its_own_confirmation() {
+    let o = opts(Protocol::Cas, 2.0);
+    let store = Arc::new(AnswersLost {
+        inner: memory("raised-token", &o),
+        lose: AtomicUsize::new(2),
+    });
+    let lock = Lock::with_store("t", store.clone(), &o);
+    let lease = (lock.acquire(Some(Duration::from_secs(1))).await)
+        .expect("acquired within the timeout, not waiting behind itself");
+    assert_eq!(
+        store.lose.load(Ordering::SeqCst),
+        0,
+        "both answers were lost"
+    );
+    let found = blob_lock::LockFile::decode(&store.inner.read().await.unwrap().unwrap().bytes);
+    assert_eq!(found.unwrap().token, lease.token());
+    assert_eq!(lease.release().await.unwrap(), ReleaseStatus::Released);
 }

@@ -85,15 +85,18 @@ async fn orchestrator(
         let lock = p.lock(round as u64, protocol, &owner);
         p.pauses.wait().await;
         world.log(&p.name, format!("acquire as {owner}"));
-        let lease = match lock
-            .acquire(Some(Duration::from_secs_f64(8.0 * EXPIRE)))
+        let timeout = Duration::from_secs_f64(8.0 * EXPIRE);
+        let acquiring = lock.acquire(Some(timeout));
+        let lease = match world
+            .within(&p.name, "acquire", p.acquire_bound(timeout), acquiring)
             .await
         {
-            Ok(lease) => lease,
-            Err(e) => {
+            Some(Ok(lease)) => Arc::new(lease),
+            Some(Err(e)) => {
                 world.log(&p.name, format!("acquire failed: {e}"));
                 continue;
             }
+            None => continue,
         };
         world.log(&p.name, format!("acquired {owner} token {}", lease.token()));
         world.event(Event::Acquired {
@@ -158,18 +161,10 @@ async fn orchestrator(
             r.await.unwrap();
         }
         if kept {
-            let in_time = !lease.remaining().is_zero();
-            match lease.release().await {
-                Ok(status) => {
-                    world.log(&p.name, format!("release {owner}: {}", status.as_str()));
-                    world.refused(&owner, lease.token(), in_time, &status);
-                    world.event(Event::Released {
-                        owner: owner.clone(),
-                        at: world.t(),
-                    });
-                }
-                Err(e) => world.log(&p.name, format!("release {owner} failed: {e}")),
-            }
+            // The first round as `release()` does it, the second as the end of a `with`
+            // does (best effort, within its patience).
+            let best_effort = round % 2 == 1;
+            p.release(&lock, lease, &owner, protocol, best_effort).await;
         }
     }
     for r in remotes {
@@ -184,13 +179,16 @@ async fn remote(p: Process, owner: String, protocol: Protocol, queued: f64) {
         owner: owner.clone(),
         at: p.world.t(),
     });
-    let lease = match keep_alive_on(p.store(7), &owner, &p.options(protocol)).await {
-        Ok(lease) => lease,
-        Err(e) => {
+    let (options, bound) = (p.options(protocol), p.keep_alive_bound());
+    let keeping = keep_alive_on(p.store(7), &owner, &options);
+    let lease = match p.world.within(&p.name, "keep_alive", bound, keeping).await {
+        Some(Ok(lease)) => lease,
+        Some(Err(e)) => {
             p.world
                 .log(&p.name, format!("keep_alive {owner} refused: {e}"));
             return;
         }
+        None => return,
     };
     p.world.log(&p.name, format!("keeps {owner} alive"));
     let until = Instant::now() + Duration::from_secs_f64(2.0 * EXPIRE);
@@ -238,7 +236,9 @@ async fn scenario(
     }
     done.store(true, Ordering::SeqCst);
     world.news.notify_waiters();
-    prune.await.unwrap();
+    if prune.await.unwrap() {
+        latecomer(&world, protocol, &choose).await;
+    }
     // Every fault off and every request in flight landed; a crashed holder's lock must then
     // be taken over within its lifetime (at the slowest timer rate) plus a poll.
     world.healed.store(true, Ordering::SeqCst);
@@ -276,11 +276,49 @@ async fn scenario(
     }
     let events = world.events.lock().unwrap().clone();
     violations.extend(check(&events, Mode::Eventual));
+    violations.extend(world.progress());
     violations.extend(no_revival(&world));
     violations.extend(only_the_holder_deletes(&world));
     violations.extend(told_lost_only_when_lost(&world));
     let trace = world.trace.lock().unwrap().clone();
     (violations, trace)
+}
+
+/// A user who takes the lock right after the operator's prune gave it back (its delete,
+/// held up, may still be on its way): a process of its own, on a healthy store, holding
+/// the lock until any request still in flight has landed. A delete that lands on its
+/// lockfile is what prune must never do (`only_the_holder_deletes`).
+async fn latecomer(world: &Arc<World>, protocol: Protocol, choose: &Shared) {
+    let late = {
+        let mut c = choose.lock().unwrap();
+        Process::new(world, "late", &Faults::of(Mode::Healthy), &mut *c)
+    };
+    let lock = Lock::with_store("sim", late.store(98), &late.options(protocol)).with_owner("late");
+    world.log(&late.name, "acquire as late");
+    let timeout = Duration::from_secs_f64(EXPIRE * 20.0);
+    let bound = late.acquire_bound(timeout);
+    let lease = match world
+        .within(&late.name, "acquire", bound, lock.acquire(Some(timeout)))
+        .await
+    {
+        Some(Ok(lease)) => lease,
+        Some(Err(e)) => {
+            world.log(&late.name, format!("acquire failed: {e}"));
+            return;
+        }
+        None => return,
+    };
+    world.log(&late.name, format!("acquired late token {}", lease.token()));
+    world.event(Event::Acquired {
+        owner: "late".into(),
+        token: lease.token(),
+        at: world.t(),
+    });
+    let until = Instant::now() + longest_request(&faults()) + Duration::from_secs(1);
+    if late.hold(&lease, until, &mut Dfs::default(), false).await {
+        late.release(&lock, Arc::new(lease), "late", protocol, false)
+            .await;
+    }
 }
 
 /// A remote's keep_alive never revives a lock: each write of a remote lands on a write of
@@ -620,7 +658,9 @@ fn every_seeded_bug_is_caught() {
             Some(Mutation::SemaphoreSharedOwner | Mutation::SemaphoreAskedNumber) => {
                 Subject::Semaphore(Change::Steady)
             }
-            Some(Mutation::SemaphoreUncheckedSlot) => Subject::Semaphore(Change::Lowered),
+            Some(Mutation::SemaphoreUncheckedSlot | Mutation::ConfigWriteUnbounded) => {
+                Subject::Semaphore(Change::Lowered)
+            }
             Some(Mutation::SemaphoreConfigRecreated) => Subject::Semaphore(Change::Deleted),
             Some(Mutation::SemaphoreConfigReplaced) => Subject::Semaphore(Change::Corrupted),
             Some(Mutation::SemaphoreConfigOverwritten | Mutation::SemaphoreLostUnread) => {

@@ -37,7 +37,15 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::time::Instant;
 
-async fn orchestrator(world: Arc<World>, i: usize, protocol: Protocol, faults: Faults, seed: u64) {
+/// `best_effort`: every other release is the end of a `with` (best effort, in its patience).
+async fn orchestrator(
+    world: Arc<World>,
+    i: usize,
+    protocol: Protocol,
+    faults: Faults,
+    seed: u64,
+    best_effort: bool,
+) {
     let mut rng = StdRng::seed_from_u64(seed);
     let p = Process::new(&world, &format!("o{i}"), &faults, &mut rng);
     let mut remotes = Vec::new();
@@ -52,12 +60,18 @@ async fn orchestrator(world: Arc<World>, i: usize, protocol: Protocol, faults: F
         // seed's bits, so that the other draws of each seed stay as they were.
         let slice = ((seed >> 7) & 1 == 1)
             .then(|| Duration::from_secs_f64((0.05 + ((seed >> 8) % 8) as f64 * 0.05) * EXPIRE));
-        let acquired = match slice {
-            Some(slice) => acquire_in_slices(&lock, timeout, slice).await,
-            None => lock.acquire(Some(timeout)).await,
+        let acquiring = async {
+            match slice {
+                Some(slice) => acquire_in_slices(&lock, timeout, slice).await,
+                None => lock.acquire(Some(timeout)).await,
+            }
+        };
+        let bound = p.acquire_bound(timeout);
+        let Some(acquired) = world.within(&p.name, "acquire", bound, acquiring).await else {
+            continue;
         };
         let lease = match acquired {
-            Ok(lease) => lease,
+            Ok(lease) => Arc::new(lease),
             Err(e) => {
                 world.log(&p.name, format!("acquire failed: {e}"));
                 tokio::time::sleep(Duration::from_secs_f64(rng.random_range(0.0..1.0) * EXPIRE))
@@ -128,18 +142,8 @@ async fn orchestrator(world: Arc<World>, i: usize, protocol: Protocol, faults: F
             r.await.unwrap();
         }
         if kept {
-            let in_time = !lease.remaining().is_zero();
-            match lease.release().await {
-                Ok(status) => {
-                    world.log(&p.name, format!("release {owner}: {}", status.as_str()));
-                    world.refused(&owner, lease.token(), in_time, &status);
-                    world.event(Event::Released {
-                        owner: owner.clone(),
-                        at: world.t(),
-                    });
-                }
-                Err(e) => world.log(&p.name, format!("release {owner} failed: {e}")),
-            }
+            let best_effort = best_effort && round % 2 == 1;
+            p.release(&lock, lease, &owner, protocol, best_effort).await;
         }
         tokio::time::sleep(Duration::from_secs_f64(rng.random_range(0.0..1.0) * EXPIRE)).await;
     }
@@ -182,13 +186,16 @@ async fn remote(
         owner: owner.clone(),
         at: p.world.t(),
     });
-    let lease = match keep_alive_on(p.store(7), &owner, &p.options(protocol)).await {
-        Ok(lease) => lease,
-        Err(e) => {
+    let (options, bound) = (p.options(protocol), p.keep_alive_bound());
+    let keeping = keep_alive_on(p.store(7), &owner, &options);
+    let lease = match p.world.within(&p.name, "keep_alive", bound, keeping).await {
+        Some(Ok(lease)) => lease,
+        Some(Err(e)) => {
             p.world
                 .log(&p.name, format!("keep_alive {owner} refused: {e}"));
             return;
         }
+        None => return,
     };
     p.world.log(
         &p.name,
@@ -219,6 +226,9 @@ async fn simulate(seed: u64, protocol: Protocol, mode: Mode) -> Outcome {
             protocol.as_str()
         ),
     );
+    // In a quarter of the seeds (bits 5 and 6, which no named seed below has both of),
+    // every other release is the end of a `with`.
+    let best_effort = (seed >> 5) & 3 == 3;
     let tasks: Vec<_> = (0..n)
         .map(|i| {
             tokio::spawn(orchestrator(
@@ -227,6 +237,7 @@ async fn simulate(seed: u64, protocol: Protocol, mode: Mode) -> Outcome {
                 protocol,
                 faults.clone(),
                 rng.random(),
+                best_effort,
             ))
         })
         .collect();
@@ -304,6 +315,7 @@ async fn simulate(seed: u64, protocol: Protocol, mode: Mode) -> Outcome {
     Outcome {
         mode,
         violations,
+        progress: world.progress(),
         trace,
         deletes: deletes(&world),
     }
@@ -318,9 +330,19 @@ fn run_one(seed: u64, protocol: Protocol, mode: Mode) -> Outcome {
         .block_on(simulate(seed, protocol, mode))
 }
 
-/// Runs the seeds of one protocol; returns (seeds, seeds with violations, lockfiles
-/// deleted by prune).
-fn campaign(protocol: Protocol, print_failures: bool) -> (u64, Vec<u64>, usize) {
+/// What a campaign found.
+struct Campaign {
+    seeds: u64,
+    /// The seeds whose runs broke safety.
+    unsafe_seeds: Vec<u64>,
+    /// The seeds whose runs broke progress.
+    late_seeds: Vec<u64>,
+    /// Lockfiles deleted by prune.
+    deletes: usize,
+}
+
+/// Runs the seeds of one protocol.
+fn campaign(protocol: Protocol, print_failures: bool) -> Campaign {
     if let Ok(one) = std::env::var("SIM_SEED") {
         let seed: u64 = one.parse().expect("SIM_SEED is a number");
         // The campaigns pick the mode from the seed; the fault matrix names it.
@@ -331,23 +353,21 @@ fn campaign(protocol: Protocol, print_failures: bool) -> (u64, Vec<u64>, usize) 
         };
         let out = run_one(seed, protocol, mode);
         report(seed, protocol, &out);
-        return (
-            1,
-            if out.violations.is_empty() {
-                vec![]
-            } else {
-                vec![seed]
-            },
-            out.deletes,
-        );
+        let seeds_if = |broken: bool| if broken { vec![seed] } else { vec![] };
+        return Campaign {
+            seeds: 1,
+            unsafe_seeds: seeds_if(!out.violations.is_empty()),
+            late_seeds: seeds_if(!out.progress.is_empty()),
+            deletes: out.deletes,
+        };
     }
     let n: u64 = std::env::var("SIM_SEEDS")
         .ok()
         .map(|s| s.parse().expect("SIM_SEEDS is a number"))
         .unwrap_or(200);
-    let mut bad = Vec::new();
+    let (mut unsafe_seeds, mut late_seeds) = (Vec::new(), Vec::new());
     let modes = [Mode::Healthy, Mode::Faulty, Mode::Eventual];
-    let mut per_mode = [(0u64, 0u64); 3];
+    let mut per_mode = [(0u64, 0u64, 0u64); 3];
     let (mut pruned_runs, mut deletes) = (0, 0);
     for seed in 0..n {
         let mode = mode_of(seed);
@@ -356,17 +376,22 @@ fn campaign(protocol: Protocol, print_failures: bool) -> (u64, Vec<u64>, usize) 
         per_mode[m].0 += 1;
         pruned_runs += u64::from(out.deletes > 0);
         deletes += out.deletes;
-        if !out.violations.is_empty() {
+        let (broke, late) = (!out.violations.is_empty(), !out.progress.is_empty());
+        if print_failures && (broke || late) && unsafe_seeds.is_empty() && late_seeds.is_empty() {
+            report(seed, protocol, &out);
+        }
+        if broke {
             per_mode[m].1 += 1;
-            if print_failures && bad.is_empty() {
-                report(seed, protocol, &out);
-            }
-            bad.push(seed);
+            unsafe_seeds.push(seed);
+        }
+        if late {
+            per_mode[m].2 += 1;
+            late_seeds.push(seed);
         }
     }
-    for (mode, (runs, broken)) in modes.iter().zip(per_mode) {
+    for (mode, (runs, broken, late)) in modes.iter().zip(per_mode) {
         println!(
-            "simulation {} {mode:?}: {broken} of {runs} seeds with violations",
+            "simulation {} {mode:?}: {broken} of {runs} seeds with violations of safety, {late} of progress",
             protocol.as_str()
         );
     }
@@ -374,7 +399,12 @@ fn campaign(protocol: Protocol, print_failures: bool) -> (u64, Vec<u64>, usize) 
         "simulation {}: {deletes} lockfiles deleted by prune in {pruned_runs} of {n} seeds",
         protocol.as_str()
     );
-    (n, bad, deletes)
+    Campaign {
+        seeds: n,
+        unsafe_seeds,
+        late_seeds,
+        deletes,
+    }
 }
 
 /// A tool, not a test: lists the first seeds at which lww breaks in `mode`, for finding
@@ -405,9 +435,25 @@ fn find() {
 
 #[test]
 fn simulation_cas() {
-    let (n, bad, deletes) = campaign(Protocol::Cas, true);
-    println!("simulation cas: {n} seeds, {} violations", bad.len());
-    assert!(bad.is_empty(), "cas violated the oracle at seeds {bad:?}");
+    let Campaign {
+        seeds: n,
+        unsafe_seeds,
+        late_seeds,
+        deletes,
+    } = campaign(Protocol::Cas, true);
+    println!(
+        "simulation cas: {n} seeds, {} with violations of safety, {} of progress",
+        unsafe_seeds.len(),
+        late_seeds.len()
+    );
+    assert!(
+        unsafe_seeds.is_empty(),
+        "cas violated the oracle at seeds {unsafe_seeds:?}"
+    );
+    assert!(
+        late_seeds.is_empty(),
+        "cas broke progress at seeds {late_seeds:?}"
+    );
     // Tokens are checked across deletes only where prune deleted something.
     assert!(
         n < 100 || deletes > 0,
@@ -462,6 +508,7 @@ fn run_semaphore(seed: u64) -> Outcome {
     Outcome {
         mode,
         violations,
+        progress: Vec::new(), // among the violations: the model's scenario checks both
         trace,
         deletes: 0,
     }
@@ -501,8 +548,17 @@ fn simulation_semaphore() {
 /// lww and its clean cas runs would prove nothing.
 #[test]
 fn simulation_lww() {
-    let (n, bad, _) = campaign(Protocol::Lww, false);
-    println!("simulation lww: {n} seeds, {} violations", bad.len());
+    let Campaign {
+        seeds: n,
+        unsafe_seeds: bad,
+        late_seeds,
+        ..
+    } = campaign(Protocol::Lww, false);
+    println!(
+        "simulation lww: {n} seeds, {} with violations of safety, {} of progress",
+        bad.len(),
+        late_seeds.len()
+    );
     if !bad.is_empty() {
         println!(
             "simulation lww: first violating seeds {:?}",
@@ -563,7 +619,7 @@ fn fault_matrix() {
     ];
     // Printed in one piece at the end: the campaigns run beside it and print too.
     let mut table = format!(
-        "| fault ({n} seeds each) | cas: runs with a violation | lww: runs with a violation |\n"
+        "| fault ({n} seeds each) | cas: runs with a violation (of safety or progress) | lww: runs with a violation of safety |\n"
     );
     table += "|---|---|---|\n";
     let mut cas_bad = Vec::new();
@@ -573,7 +629,9 @@ fn fault_matrix() {
             (0..n)
                 .filter(|&seed| {
                     let out = run_one(seed, protocol, mode);
-                    let bad = !out.violations.is_empty();
+                    // cas: safety and progress; lww: its documented breaks, safety.
+                    let bad = !out.violations.is_empty()
+                        || (protocol == Protocol::Cas && !out.progress.is_empty());
                     if bad && protocol == Protocol::Cas {
                         report(seed, protocol, &out);
                     }
@@ -624,11 +682,12 @@ fn assert_lww_breaks_and_cas_holds(seed: u64, mode: Mode) {
 
 /// lww's first weakness: a request delayed longer than the settle wait (here a slow read,
 /// then a write based on it) lands after another writer has read back its own id and
-/// claimed the lock. Smallest seed showing two holders at once (seed 3 showed it only as
-/// two holders one after the other with one token, before tokens took the wall clock).
+/// claimed the lock. Smallest seed showing two holders at once (SIM_FIND=slow: 16 showed
+/// it until acquisitions that time out release what they may have written whatever they
+/// read last, and 12 since).
 #[test]
 fn lww_two_holders_when_a_request_is_delayed_past_the_settle_wait() {
-    assert_lww_breaks_and_cas_holds(16, Mode::SlowWriter);
+    assert_lww_breaks_and_cas_holds(12, Mode::SlowWriter);
 }
 
 /// lww's second weakness: on an eventually consistent store, two writers each read back
@@ -699,11 +758,16 @@ fn seeded_bugs_in_the_random_campaign() {
             | Mutation::SemaphoreConfigRecreated
             | Mutation::SemaphoreConfigReplaced
             | Mutation::SemaphoreConfigOverwritten
-            | Mutation::SemaphoreLostUnread,
+            | Mutation::SemaphoreLostUnread
+            | Mutation::ConfigWriteUnbounded,
         ) => semaphore_campaign(false),
         _ => {
-            let (n, bad, _) = campaign(Protocol::Cas, false);
-            (n, bad)
+            let found = campaign(Protocol::Cas, false);
+            let mut bad = found.unsafe_seeds;
+            bad.extend(found.late_seeds);
+            bad.sort();
+            bad.dedup();
+            (found.seeds, bad)
         }
     });
     for (m, (n, bad)) in found {

@@ -254,7 +254,19 @@ impl Lease {
             Ok(status) => status,
             Err(e) => {
                 self.state.lifecycle.enter(State::Failed, &e);
-                return Err(e);
+                // What the caller can count on: the lock frees itself (nobody renews it).
+                let frees_in = self.remaining() + engine.timing.margin;
+                return Err(match e {
+                    crate::errors::Error::Store { uri, message, kind } => crate::errors::Error::Store {
+                        uri,
+                        message: format!(
+                            "{message}; not released: the lock frees itself when its last write expires, in {:.0}s at most",
+                            frees_in.as_secs_f64().ceil()
+                        ),
+                        kind,
+                    },
+                    other => other,
+                });
             }
         };
         match &status {

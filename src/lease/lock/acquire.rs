@@ -14,7 +14,11 @@ impl Lock {
     /// ([`crate::runtime::on_shared_runtime`]), from its first renewal.
     pub async fn acquire(&self, timeout: Option<Duration>) -> Result<Lease> {
         let began = self.engine.clock.now();
-        let acquired = self.acquire_waiting(timeout).await;
+        let mut acquisition = self.acquisition();
+        let acquired = self.acquire_waiting(timeout, &mut acquisition).await;
+        if acquired.is_err() {
+            self.leave(acquisition);
+        }
         let ended = match &acquired {
             Ok(_) => metrics::Acquired::Acquired,
             Err(Error::Timeout { .. }) => metrics::Acquired::TimedOut,
@@ -25,12 +29,15 @@ impl Lock {
         acquired
     }
 
-    async fn acquire_waiting(&self, timeout: Option<Duration>) -> Result<Lease> {
+    async fn acquire_waiting(
+        &self,
+        timeout: Option<Duration>,
+        acquisition: &mut Acquisition,
+    ) -> Result<Lease> {
         let clock = &self.engine.clock;
         // The deadline, its cutoff, the polls and the seniority: shared with a semaphore's
         // wait (`wait.rs`).
         let mut wait = Wait::new(clock, &self.engine.timing, timeout);
-        let mut acquisition = Acquisition::default();
         let mut logged_holder = String::new();
         let lifecycle = Arc::new(Lifecycle::new(self.uri.clone(), self.owner.clone()));
         // Only while we wait: a held lock keeps no waker.
@@ -61,7 +68,7 @@ impl Lock {
             // Listening before the attempt: a release between our read and our sleep wakes us.
             let armed = arm(wake.iter());
             lifecycle.enter(State::Acquiring, "attempt");
-            let Some(outcome) = wait.within_cutoff(self.attempt(&mut acquisition)).await else {
+            let Some(outcome) = wait.within_cutoff(self.attempt(acquisition)).await else {
                 self.release_in_background();
                 return Err(timed_out(
                     &lifecycle,
@@ -73,7 +80,7 @@ impl Lock {
             let seen_holder = matches!(outcome, Ok((_, Attempt::Busy { .. })));
             let took_over = acquisition.took_over.take();
             let (who, expires_in, saturated) =
-                match self.after(outcome, took_over, &lifecycle, &mut wait).await {
+                match (self.after(outcome, took_over, &lifecycle, &mut wait, acquisition)).await {
                     Next::Held(lease) => return Ok(lease),
                     Next::Wait {
                         who,
@@ -95,10 +102,9 @@ impl Lock {
                 }
             }
             if wait.past_deadline() {
-                if !seen_holder {
-                    // The last attempt failed or came too late: a write of it may be there.
-                    self.release_if_written(&acquisition);
-                }
+                // A write of ours may be there, whatever the last attempt found (a read
+                // that lags the store shows an earlier holder over it).
+                self.release_if_written(acquisition);
                 return Err(timed_out(&lifecycle, wait.waited(), &who, saturated));
             }
             let pause = wait.next_pause(expires_in);
@@ -133,9 +139,17 @@ impl Lock {
         took_over: Option<String>,
         lifecycle: &Arc<Lifecycle>,
         wait: &mut Wait,
+        acquisition: &mut Acquisition,
     ) -> Next {
         match outcome {
-            Ok((engine, Attempt::Acquired(ours))) => match self.fresh(&engine, ours).await {
+            // Checked within the cutoff too: a renewal of a write acquired too late to hold
+            // is the attempt's last request (abandoned, it is released as the attempt's
+            // writes are, when the wait ends).
+            Ok((engine, Attempt::Acquired(ours))) => match (wait
+                .within_cutoff(self.fresh(&engine, ours, acquisition))
+                .await)
+                .flatten()
+            {
                 Some(ours) => Next::Held(self.start(engine, ours, lifecycle.clone(), took_over)),
                 None => {
                     lifecycle.enter(State::Waiting, "acquired too late to hold it");
@@ -150,7 +164,7 @@ impl Lock {
                 if let Some(holder) = &holder {
                     wait.saw(holder);
                 }
-                let who = holder.as_ref().map(LockFile::describe).unwrap_or_default();
+                let who = self.holder(holder.as_ref());
                 lifecycle.enter(State::Waiting, format_args!("held by {who}"));
                 Next::Wait {
                     who,
@@ -236,24 +250,39 @@ impl Lock {
                 expires_in: None,
             });
         }
-        let mut acquisition = Acquisition::default();
-        match self.attempt(&mut acquisition).await {
-            Ok((engine, Attempt::Acquired(ours))) => match self.fresh(&engine, ours).await {
-                Some(ours) => {
-                    let took_over = acquisition.took_over.take();
-                    Ok(Tried::Held(self.start(engine, ours, lifecycle, took_over)))
+        let mut acquisition = self.acquisition();
+        let tried = self.try_with(&mut acquisition, lifecycle).await;
+        if !matches!(tried, Ok(Tried::Held(_))) {
+            self.leave(acquisition);
+        }
+        tried
+    }
+
+    /// [`Lock::try_once`]'s attempt, in `acquisition`.
+    async fn try_with(
+        &self,
+        acquisition: &mut Acquisition,
+        lifecycle: Arc<Lifecycle>,
+    ) -> Result<Tried> {
+        match self.attempt(acquisition).await {
+            Ok((engine, Attempt::Acquired(ours))) => {
+                match self.fresh(&engine, ours, acquisition).await {
+                    Some(ours) => {
+                        let took_over = acquisition.took_over.take();
+                        Ok(Tried::Held(self.start(engine, ours, lifecycle, took_over)))
+                    }
+                    None => {
+                        lifecycle.enter(State::Failed, "acquired too late to hold it");
+                        self.release_in_background();
+                        Ok(Tried::Busy {
+                            holder: None,
+                            expires_in: None,
+                        })
+                    }
                 }
-                None => {
-                    lifecycle.enter(State::Failed, "acquired too late to hold it");
-                    self.release_in_background();
-                    Ok(Tried::Busy {
-                        holder: None,
-                        expires_in: None,
-                    })
-                }
-            },
+            }
             Ok((_, Attempt::Busy { holder, expires_in })) => {
-                let who = holder.as_ref().map(LockFile::describe).unwrap_or_default();
+                let who = self.holder(holder.as_ref());
                 lifecycle.enter(State::Failed, format_args!("held by {who}"));
                 Ok(Tried::Busy {
                     holder: holder.map(Box::new),
@@ -263,11 +292,31 @@ impl Lock {
             Err(e) => {
                 lifecycle.enter(State::Failed, &e);
                 if e.is_transient() {
-                    self.release_if_written(&acquisition);
+                    self.release_if_written(acquisition);
                 }
                 Err(e)
             }
         }
+    }
+
+    /// Who holds the lock, as an attempt found it (`holder`: its lockfile, when it read one).
+    /// Our own owner id there is never a write of this acquisition (those are resolved by
+    /// reading: `Acquisition::resolves`) but a co-owner's, the remote's after a hand-off,
+    /// waited for as any holder is; said so, and logged under [`WAIT_ON_OWN_OWNER`].
+    fn holder(&self, holder: Option<&LockFile>) -> String {
+        let Some(lf) = holder else {
+            return String::new();
+        };
+        if *lf.writer_id != *self.owner || lf.is_released() {
+            return lf.describe();
+        }
+        log::debug!(
+            target: WAIT_ON_OWN_OWNER,
+            "{}: the lockfile is our own owner id's (token {}), not a write of this acquisition: a co-owner's, waited for as any holder's",
+            self.uri,
+            lf.token
+        );
+        format!("a co-owner, with our own owner id ({})", lf.describe())
     }
 
     /// An acquisition whose write took so long that its lease has already run out (a
@@ -275,13 +324,19 @@ impl Lock {
     /// taken the lock over meanwhile. Renew it first, with a token raised to the wall
     /// clock's floor (the write may have landed after a delete of a lockfile with larger
     /// tokens, [`crate::lockfile::token`]); report it held only if that succeeds.
-    async fn fresh(&self, engine: &Engine, mut ours: OurWrite) -> Option<OurWrite> {
+    /// (The raised token is noted in `acquisition`, as a confirmation's is.)
+    async fn fresh(
+        &self,
+        engine: &Engine,
+        mut ours: OurWrite,
+        acquisition: &mut Acquisition,
+    ) -> Option<OurWrite> {
         let t = &engine.timing;
         if engine.clock.now() < ours.lease_start + t.held_for() {
             return Some(ours);
         }
         log::debug!("{}: acquired too late to hold; renewing first", self.uri);
-        ours.body.token = engine.refloor(ours.token());
+        engine.raise_to_confirm(&mut ours, acquisition);
         match engine.renew(&mut ours, None).await {
             Ok(()) if engine.clock.now() < ours.lease_start + t.held_for() => Some(ours),
             _ => None,
@@ -305,6 +360,11 @@ impl Lock {
         Lease::start(engine, ours, false, self.on_lost.clone(), lifecycle).took_over(took_over)
     }
 }
+
+/// The log target of an acquisition that waits on a lockfile bearing its own owner id
+/// (`Lock::holder`): the simulation's model check counts these records, since a write of
+/// the acquisition itself must never be waited for.
+pub const WAIT_ON_OWN_OWNER: &str = "blob_lock::wait_on_own_owner";
 
 /// What one attempt ([`Lock::try_once`]) found.
 pub(crate) enum Tried {

@@ -23,8 +23,11 @@ use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 mod acquire;
+mod best_effort;
 
 pub(crate) use acquire::Tried;
+pub use acquire::WAIT_ON_OWN_OWNER;
+pub use best_effort::Unanswered;
 
 /// One lock URI, with one owner id for every acquisition through it.
 #[derive(Debug, Clone)]
@@ -46,6 +49,10 @@ pub struct Lock {
     /// Releases owed by interrupted acquisitions; the next acquisition waits for them
     /// (see [`Lock::owe_cleanup`]).
     cleanups: Arc<Owed>,
+    /// The writes of unknown outcome that the last acquisition through this lock left when
+    /// it ended without the lock (a timeout: a caller waiting in slices, as `claim_memo`
+    /// does, comes back at once); the next one starts from them ([`Acquisition::carrying`]).
+    left: Arc<std::sync::Mutex<Vec<(u64, tokio::time::Instant)>>>,
 }
 
 impl Lock {
@@ -95,6 +102,7 @@ impl Lock {
             on_lost: options.on_lost.clone(),
             store: no_options(),
             cleanups: Default::default(),
+            left: Default::default(),
         }
     }
 
@@ -105,6 +113,7 @@ impl Lock {
         Lock {
             owner: new_owner_id().into(),
             cleanups: Default::default(),
+            left: Default::default(),
             ..self.clone()
         }
     }
@@ -226,6 +235,17 @@ impl Lock {
         }
     }
 
+    /// An acquisition through this lock, starting from what the last one left.
+    fn acquisition(&self) -> Acquisition {
+        let left = std::mem::take(&mut *self.left.lock().unwrap_or_else(|e| e.into_inner()));
+        Acquisition::carrying(left)
+    }
+
+    /// Keeps what `acquisition`, which ended without the lock, left unresolved.
+    fn leave(&self, acquisition: Acquisition) {
+        *self.left.lock().unwrap_or_else(|e| e.into_inner()) = acquisition.left();
+    }
+
     /// After an acquisition of this lock was interrupted (a signal, a cancelled task) or
     /// abandoned at its timeout: releases, in the background, whatever it may have written.
     pub fn release_in_background(&self) {
@@ -244,7 +264,7 @@ impl Lock {
     /// lease in hand. Refuses (and writes nothing) when another owner holds it.
     pub async fn release_unheld(&self) -> Result<ReleaseStatus> {
         let until = self.engine.clock.now() + self.engine.timing.heartbeat;
-        let released = with_retries(&self.engine, "release", until, || async {
+        let released = with_retries(&self.engine, super::retry::RELEASE, until, || async {
             let engine = self.resolved().await?;
             engine.release_seeing(&self.owner, None).await
         });

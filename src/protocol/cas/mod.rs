@@ -94,7 +94,7 @@ async fn take(
     if let Some(start) = acquisition.resolves(owner, &lf) {
         // A write of ours landed though it came back as an error or a conflict.
         reached(Branch::ResolvedByRead);
-        return confirm(engine, owner, lf, snap.version, start).await;
+        return confirm(engine, owner, lf, snap.version, start, acquisition).await;
     }
     if let Some(busy) = engine.judge(&lf, &snap, engine.clock.now(), acquisition) {
         reached(Branch::Busy);
@@ -128,7 +128,7 @@ async fn take(
                 Some((now, snap)) => match acquisition.resolves(owner, &now) {
                     Some(start) => {
                         reached(Branch::UpdateRefusedOurs);
-                        confirm(engine, owner, now, snap.version, start).await
+                        confirm(engine, owner, now, snap.version, start, acquisition).await
                     }
                     None => {
                         reached(Branch::UpdateRefusedHeld);
@@ -154,16 +154,17 @@ async fn take(
 /// only once a renewal conditional on that version lands too. The read may be stale (an
 /// eventually consistent store) and show a write that an earlier acquisition by this
 /// owner made with the same token and has released since; a conditional write cannot be
-/// fooled so.
+/// fooled so. Its token is raised to the floor first, and noted (`Engine::raise_to_confirm`).
 async fn confirm(
     engine: &Engine,
     owner: &str,
     lf: LockFile,
     version: Version,
     start: tokio::time::Instant,
+    acquisition: &mut Acquisition,
 ) -> Result<Attempt> {
     let mut ours = engine.our_write(owner, lf, version, start);
-    ours.body.token = engine.refloor(ours.token());
+    engine.raise_to_confirm(&mut ours, acquisition);
     match renew(engine, &mut ours, None).await {
         Ok(()) => {
             reached(Branch::ConfirmHeld);

@@ -4,6 +4,7 @@
 
 use super::Engine;
 use crate::lockfile::LockFile;
+use crate::protocol::acquisition::{Acquisition, OurWrite};
 
 /// How an acquisition picks its fencing token.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -41,6 +42,17 @@ impl Engine {
                 token.max(crate::lockfile::token::floor(self.clock.wall()))
             }
             _ => token,
+        }
+    }
+
+    /// [`Engine::refloor`]s `ours` before the renewal that confirms it, and notes the raised
+    /// token among `acquisition`'s writes of unknown outcome: should that renewal land
+    /// unanswered, the next attempt's read then finds the lockfile ours, not another holder's
+    /// to wait out for a whole lifetime.
+    pub(crate) fn raise_to_confirm(&self, ours: &mut OurWrite, acquisition: &mut Acquisition) {
+        ours.body.token = self.refloor(ours.token());
+        if !crate::mutation::active(crate::mutation::Mutation::RaisedTokenNotNoted) {
+            acquisition.note(ours.token(), self.clock.now());
         }
     }
 }

@@ -11,7 +11,7 @@ use crate::python::args::timeout;
 use crate::python::asyncio::awaitable;
 use crate::python::driver::wait;
 use crate::python::errors::{to_py, LockError, LockTimeout};
-use crate::python::holding::{abandon_in_flight, release_held, Shared};
+use crate::python::holding::{abandon_in_flight, release_at_end, release_held, AtEnd, Shared};
 use crate::python::options;
 use crate::python::results::NativeInspection;
 use pyo3::prelude::*;
@@ -166,6 +166,35 @@ impl NativeLock {
     fn release(&self, py: Python<'_>) -> PyResult<&'static str> {
         let status = wait(py, release_held(self.lock.clone(), &self.shared), None)?;
         Ok(status.as_str())
+    }
+
+    /// The release at the end of a block whose work is done: best effort, waiting at most
+    /// `patience` seconds (`None`: the lock's, two request timeouts; 0: not at all). The
+    /// status word, or `None` and what happened when it was not answered in time (it goes
+    /// on in the background; warned about in the `blob_lock` log when `warn`). Never raises
+    /// a store error.
+    #[pyo3(signature = (patience=None, warn=true))]
+    fn release_at_end(&self, py: Python<'_>, patience: Option<f64>, warn: bool) -> PyResult<AtEnd> {
+        let patience = (patience.map(|p| crate::timing::timeout_named("patience", p)))
+            .transpose()
+            .map_err(to_py)?;
+        let releasing = release_at_end(self.lock.clone(), &self.shared, patience, warn);
+        wait(py, async move { Ok(releasing.await) }, None)
+    }
+
+    /// `release_at_end` as an awaitable.
+    #[pyo3(signature = (patience=None, warn=true))]
+    fn release_at_end_async<'py>(
+        &self,
+        py: Python<'py>,
+        patience: Option<f64>,
+        warn: bool,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let patience = (patience.map(|p| crate::timing::timeout_named("patience", p)))
+            .transpose()
+            .map_err(to_py)?;
+        let releasing = release_at_end(self.lock.clone(), &self.shared, patience, warn);
+        awaitable(py, async move { Ok(releasing.await) })
     }
 
     /// `acquire` as an awaitable; cancelling it releases whatever it may have written.

@@ -53,6 +53,9 @@ pub struct Faults {
     pub exact_lag: bool,
     pub pauses: bool,
     pub crashes: bool,
+    /// Every update-if-match refused as a conflict (a store, or a proxy before it, that
+    /// rewrites ETags): progress only, nothing of it lands.
+    pub refuse_updates: bool,
 }
 
 impl Mode {
@@ -101,6 +104,7 @@ impl Faults {
             exact_lag: false,
             pauses: false,
             crashes: true,
+            refuse_updates: false,
         };
         let faulty = Faults {
             latency: Duration::from_millis(80),

@@ -20,6 +20,7 @@ use tokio::time::Instant;
 
 mod choice;
 mod faults;
+mod liveness;
 mod oracle;
 mod pruner;
 mod semaphore;
@@ -28,6 +29,8 @@ mod store;
 #[allow(unused_imports)] // each test uses a part
 pub use choice::*;
 pub use faults::*;
+#[allow(unused_imports)] // the simulation and the model only
+pub use liveness::*;
 #[allow(unused_imports)] // tests/rust/stores.rs uses the simulated store only
 pub use oracle::*;
 #[allow(unused_imports)] // the simulation and the model only
@@ -157,6 +160,8 @@ pub struct World {
     pub explorer: Option<Shared>,
     /// Woken at each event.
     pub news: tokio::sync::Notify,
+    /// Calls that did not end within their bounds ([`World::within`]).
+    pub late: Mutex<Vec<String>>,
 }
 
 impl World {
@@ -165,6 +170,9 @@ impl World {
     }
 
     pub fn with_explorer(explorer: Option<Shared>) -> Arc<World> {
+        // Waits behind our own writes are collected per thread, from this run on.
+        listen();
+        own_waits();
         Arc::new(World {
             start: Instant::now(),
             wall_base: Utc.with_ymd_and_hms(2026, 1, 1, 0, 0, 0).unwrap(),
@@ -175,6 +183,7 @@ impl World {
             healed: AtomicBool::new(false),
             explorer,
             news: tokio::sync::Notify::new(),
+            late: Mutex::new(Vec::new()),
         })
     }
 
@@ -320,7 +329,17 @@ impl Process {
 
     /// A fresh lock as users make one for every `with`, sharing this process's receipts.
     pub fn lock(&self, salt: u64, protocol: Protocol, owner: &str) -> blob_lock::Lock {
-        blob_lock::Lock::with_store("sim", self.store(salt), &self.options(protocol))
+        self.lock_on(self.store(salt), protocol, owner)
+    }
+
+    /// [`Process::lock`] on a view of the store made before.
+    pub fn lock_on(
+        &self,
+        store: Arc<dyn LockStore>,
+        protocol: Protocol,
+        owner: &str,
+    ) -> blob_lock::Lock {
+        blob_lock::Lock::with_store("sim", store, &self.options(protocol))
             .with_owner(owner)
             .with_watched(self.watched.clone())
             .with_receipt(self.receipts.clone())
@@ -408,14 +427,20 @@ impl Process {
 
 /// `run` once per seeded bug (src/mutation.rs), each on a thread of its own with that bug
 /// seeded (a seeded bug is per thread), side by side; the results in `Mutation::ALL`'s order.
+/// `MODEL_MUTATIONS=Name,Name` runs only those (to look again at a few).
 #[cfg(feature = "mutations")]
 pub fn each_seeded_bug<T: Send>(
     run: impl Fn() -> T + Sync,
 ) -> Vec<(blob_lock::mutation::Mutation, T)> {
     use blob_lock::mutation::{seed, Mutation};
+    let only = std::env::var("MODEL_MUTATIONS").unwrap_or_default();
+    let chosen = |m: &Mutation| {
+        only.is_empty() || only.split(',').any(|name| name.trim() == format!("{m:?}"))
+    };
     let run = &run;
     std::thread::scope(|scope| {
         let runs: Vec<_> = (Mutation::ALL.iter())
+            .filter(|m| chosen(m))
             .map(|&m| {
                 scope.spawn(move || {
                     seed(Some(m));

@@ -6,7 +6,11 @@ use blob_lock::Protocol;
 pub struct Outcome {
     /// The mode the run was in, for the replay hint.
     pub mode: Mode,
+    /// What broke exclusion, tokens or the grace (safety).
     pub violations: Vec<String>,
+    /// What broke progress: a call past its bound, a wait behind our own write
+    /// (`liveness.rs`).
+    pub progress: Vec<String>,
     pub trace: Vec<String>,
     /// Lockfiles deleted in the run (by prune).
     pub deletes: usize,
@@ -113,6 +117,9 @@ pub fn report(seed: u64, protocol: Protocol, out: &Outcome) {
     }
     for violation in &out.violations {
         eprintln!("VIOLATION: {violation}");
+    }
+    for late in &out.progress {
+        eprintln!("VIOLATION (progress): {late}");
     }
 }
 

@@ -13,40 +13,43 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+/// The pruner's owner ids begin so (one per prune: `pruner.<release>.<try>`).
+pub const PRUNER: &str = "pruner.";
+
 /// How an operator prunes.
 pub struct Pruning {
     /// The faults its requests have.
     pub faults: Faults,
     /// Its wall clock's offset, or one drawn as every process's is.
     pub offset: Option<f64>,
-    /// Asks the chooser at the first release whether to prune at all (the model: the
-    /// explorer varies the latest choices first, so a point in mid-run is reached within a
-    /// fraction of the schedules).
+    /// Asks the chooser at each release whether to start pruning then (the model: each
+    /// release a point of its own, the last ones reached among the explorer's first
+    /// schedules); else it prunes from the first.
     pub maybe: bool,
     /// Stops after its first prune that took the lock (the model's bound), or prunes after
     /// every release until the orchestrators are done (the simulation).
     pub once: bool,
 }
 
-/// Prunes after each release until `done`.
+/// Prunes after each release until `done`; whether it ever took the lock.
 pub async fn pruner(
     world: Arc<World>,
     protocol: Protocol,
     choose: Shared,
     done: Arc<AtomicBool>,
     how: Pruning,
-) {
+) -> bool {
     let releases = |w: &World| {
         (w.events.lock().unwrap().iter())
             .filter(|e| matches!(e, Event::Released { .. }))
             .count()
     };
-    let (mut seen, mut p) = (0, None);
+    let (mut seen, mut p, mut took_any) = (0, None, false);
     loop {
         loop {
             let next = world.news.notified();
             if done.load(Ordering::SeqCst) {
-                return;
+                return took_any;
             }
             if releases(&world) > seen {
                 seen = releases(&world);
@@ -56,8 +59,11 @@ pub async fn pruner(
         }
         if p.is_none() {
             let mut c = choose.lock().unwrap();
-            if how.maybe && !c.chance(0.3, "an operator prunes") {
-                return;
+            // Asked at each release until it says yes: the explorer varies the latest
+            // choices first, so a prune after the last release (the next user then comes
+            // while its delete may still be on its way) is among its first schedules.
+            if how.maybe && !c.chance(0.3, "an operator prunes after this release") {
+                continue;
             }
             p = Some(Process::with_offset(
                 &world,
@@ -68,13 +74,16 @@ pub async fn pruner(
             ));
         }
         let p = p.as_ref().unwrap();
-        let lock = p.lock(seen as u64, protocol, "pruner");
+        // Each prune a lock of its own, as `prune` opens one per lockfile (its owner id
+        // too), on one view of the store.
+        let store = p.store(seen as u64);
         // A lockfile whose last acquisition is too recent to delete (its token: the next
         // holder's could be below it) is pruned once it is old enough (within
         // `clock_skew + expire` and the clocks' offsets), unless taken again.
         let mut tries = 0;
         let pruned = loop {
             tries += 1;
+            let lock = p.lock_on(store.clone(), protocol, &format!("pruner.{seen}.{tries}"));
             world.log(&p.name, "prunes");
             let pruned = match lock.inspect().await {
                 Ok(found) => prune_lock(&lock, &found, Duration::ZERO).await,
@@ -96,10 +105,11 @@ pub async fn pruner(
         // Once it took the lock, one prune is done, whatever it says (its delete may still
         // be on its way); until then, the next release.
         let took = (world.history.lock().unwrap().iter()).any(|w| {
-            blob_lock::LockFile::decode(&w.bytes).is_ok_and(|lf| &*lf.writer_id == "pruner")
+            blob_lock::LockFile::decode(&w.bytes).is_ok_and(|lf| lf.writer_id.starts_with(PRUNER))
         });
+        took_any |= took;
         if how.once && (took || pruned == Pruned::Deleted) {
-            return;
+            return took_any;
         }
     }
 }
@@ -115,7 +125,7 @@ pub fn only_the_holder_deletes(world: &World) -> Vec<String> {
             continue;
         }
         match blob_lock::LockFile::decode(&pair[0].bytes) {
-            Ok(lf) if &*lf.writer_id == "pruner" => {}
+            Ok(lf) if lf.writer_id.starts_with(PRUNER) => {}
             Ok(lf) => found.push(format!(
                 "a delete removed {}'s lockfile (token {})",
                 lf.writer_id, lf.token

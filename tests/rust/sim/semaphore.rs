@@ -16,7 +16,7 @@
 //! Azure Blob, GCS and local files.
 
 use super::*;
-use blob_lock::semaphore::config::CONFIG_NAME;
+use blob_lock::semaphore::config::{CONFIG_NAME, SET_TRIES};
 use blob_lock::semaphore::Opener;
 use blob_lock::Semaphore;
 
@@ -98,12 +98,13 @@ pub async fn contender(
         let owner = format!("{who}.{round}");
         p.pauses.wait().await;
         world.log(&p.name, format!("{owner} acquires a slot"));
-        let permit = match semaphore
-            .acquire_as(&owner, Some(Duration::from_secs_f64(8.0 * EXPIRE)))
-            .await
-        {
-            Ok(permit) => permit,
-            Err(e) => {
+        let timeout = Duration::from_secs_f64(8.0 * EXPIRE);
+        let bound = on_slowest_clock(timeout + semaphore.timing().request_timeout());
+        let acquiring = semaphore.acquire_as(&owner, Some(timeout));
+        let permit = match world.within(&p.name, "acquire_as", bound, acquiring).await {
+            None => continue,
+            Some(Ok(permit)) => permit,
+            Some(Err(e)) => {
                 world.log(&p.name, format!("{owner}: acquire failed: {e}"));
                 // Refused as lost: the oracle checks that it was (`ConfigRefused`).
                 if let blob_lock::Error::Store { uri, kind, .. } = &e {
@@ -197,11 +198,26 @@ async fn operator(p: Arc<Process>, protocol: Protocol, change: Change, choose: S
     }
 }
 
-/// The operator's `set_slots(n)`, noted.
+/// The operator's `set_slots(n)`, noted when it stored the number; within its bound: its
+/// tries, each a read (three, a poll apart, of one unreadable), a write and a pause.
 async fn set(world: &World, sem: &Semaphore, n: usize) {
-    let set = sem.set_slots(n).await;
-    world.log("op", format!("set_slots({n}): {:?}", set.map(|s| s.slots)));
-    world.event(Event::ConfigWritten { at: world.t() });
+    let t = sem.timing();
+    let window = (t.heartbeat / 2 + t.poll_min * 2) * SET_TRIES as u32;
+    let bound = on_slowest_clock(window)
+        + longest_request(&Faults::of(Mode::Healthy)) * 4 * SET_TRIES as u32;
+    let Some(set) = world
+        .within("op", "set_slots", bound, sem.set_slots(n))
+        .await
+    else {
+        return;
+    };
+    world.log(
+        "op",
+        format!("set_slots({n}): {:?}", set.as_ref().map(|s| s.slots)),
+    );
+    if set.is_ok() {
+        world.event(Event::ConfigWritten { at: world.t() });
+    }
 }
 
 /// One run: the contenders (and the operator's `change`), then the last acquisition once
@@ -227,7 +243,19 @@ pub async fn semaphore_scenario(
         change,
         Change::Lowered | Change::Deleted | Change::Corrupted
     )
-    .then(|| process("op", &Faults::of(Mode::Healthy)));
+    .then(|| {
+        let mut c = choose.lock().unwrap();
+        let mut op = Process::new(&world, "op", &Faults::of(Mode::Healthy), &mut *c);
+        // Lowering, its store (or a proxy before it) may refuse every update-if-match. (In
+        // the random campaign from a stream of its own: each named seed keeps its schedule.)
+        if change == Change::Lowered {
+            op.faults.refuse_updates = match world.explorer {
+                Some(_) => c.chance(0.2, "the store refuses every update"),
+                None => StdRng::seed_from_u64(op.seed ^ 0x4ef05e).random::<f64>() < 0.2,
+            };
+        }
+        Arc::new(op)
+    });
     let (shared, other) = (
         semaphore(&a, SLOTS, protocol),
         semaphore(&b, SLOTS + 1, protocol),
@@ -289,6 +317,7 @@ pub async fn semaphore_scenario(
         Err(e) => violations.push(format!("the last acquisition failed: {e}")),
     }
     violations.extend(check_semaphore(&world, change, faults.stale_for));
+    violations.extend(world.progress());
     let trace = world.trace.lock().unwrap().clone();
     (violations, trace)
 }

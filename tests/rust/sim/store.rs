@@ -163,7 +163,8 @@ impl NodeStore {
                 .filter(|s| !s.bytes.is_empty())
                 .map(|s| s.version);
             let allowed = match expected {
-                None => true,                  // overwrite
+                None => true, // overwrite
+                Some(Some(_)) if self.faults.refuse_updates => false,
                 Some(want) => want == current, // None: create; Some(v): update
             };
             if allowed {
