@@ -31,7 +31,8 @@ def _idle(seen: Inspection, now: datetime) -> float | None:
 
 def _row(seen: Inspection, now: datetime) -> list[str]:
     if seen.state is LockState.INVALID:
-        return [seen.state.value, "-", "-", "-", f"({seen.problem})", seen.uri, ""]
+        # The problem last, where a cell of any length leaves the columns in line.
+        return [seen.state.value, "-", "-", "-", "-", seen.uri, f"({seen.problem})"]
     held_for, idle = seen.held_for(now), _idle(seen, now)
     age = held_for if held_for is not None else idle
     holder = (seen.owner or "-")[:12]
@@ -57,7 +58,9 @@ def _row(seen: Inspection, now: datetime) -> list[str]:
 
 
 HEADER = ["STATE", "TOKEN", "AGE", "EXPIRES", "HOLDER", "URI", "LABELS"]
-WIDTHS = [9, 6, 8, 8, 36, 0, 0]
+# Rows are printed as they are read, so the widths are fixed: a token is its writer's wall
+# clock in microseconds, or a little more (16 digits until the year 2286).
+WIDTHS = [9, 16, 8, 8, 36, 0, 0]
 
 
 def _print_row(cells: list[str]) -> None:
