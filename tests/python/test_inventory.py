@@ -6,6 +6,7 @@ enough and unchanged, asking first, refusing bad input with nothing deleted."""
 from __future__ import annotations
 
 import json
+import re
 import socket
 import subprocess
 import time
@@ -152,11 +153,34 @@ def test_prune_asks_first_and_deletes_nothing_without_a_yes(tmp_path):
     assert inspect(tmp_path / "a").state == "unlocked"
 
 
+#: An hour less the moments a test takes, as ``blob-lock`` writes it (``59m58s``, ``1h00m``).
+ABOUT_AN_HOUR = r"(1h00m|5[89]m\d\ds)\b"
+
+
+def test_prune_that_finds_only_recent_locks_says_so_and_when_they_may_go(tmp_path):
+    """An operator's ``prune --older-than 0`` right after a run: the lock it released is
+    kept (deleted now, the next holder's tokens could start below its last), and prune says
+    that, and how long until it may be deleted (its last acquisition plus ``--clock-skew``
+    and its expire), not that nothing was released."""
+    with BlobLock(tmp_path / "a", expire=SHORT):
+        pass
+    asked = cli("prune", str(tmp_path), "--older-than", "0", "--clock-skew", "1h")
+    assert asked.returncode == 0, asked.stderr
+    said = " ".join(asked.stdout.split())  # as read, not as wrapped
+    assert "nothing released or expired" not in said
+    assert f"nothing to delete yet under {tmp_path}: 1 lockfile too recent" in said
+    assert "older than --clock-skew (1h00m) plus its expire" in said, said
+    assert re.search(rf"first may be deleted in about {ABOUT_AN_HOUR}", said), said
+    assert inspect(tmp_path / "a").state == "released"
+
+
 def test_prune_waits_out_a_lock_that_was_just_released(tmp_path):
     with BlobLock(tmp_path / "a", expire=SHORT):
         pass
     kept = cli("prune", str(tmp_path), "--older-than", "1h", "--yes")
     assert kept.returncode == 0 and "deleted 0 lockfiles; kept 1 too recent" in kept.stdout
+    said = " ".join(kept.stdout.split())
+    assert re.search(rf"first may be deleted in about {ABOUT_AN_HOUR}", said), said
     time.sleep(1.1)
     done = cli("prune", str(tmp_path), "--older-than", "1", "--clock-skew", "0", "--yes")
     assert "deleted 1 lockfiles" in done.stdout, done.stdout
