@@ -4,7 +4,10 @@
 //! A lockfile is only ever deleted by a process that holds its lock: [`prune`] takes the
 //! lock through the protocol, as any waiter would take over a released or expired lock,
 //! and deletes it within its lease, so a holder that took it meanwhile is never deleted
-//! from under. Deleting a lockfile drops its token: the next acquisition starts again at 1.
+//! from under. Deleting a lockfile drops its token; the next acquisition starts a new
+//! lockfile's tokens from its wall clock, above the deleted one's while clocks disagree by
+//! less than `clock_skew`: prune keeps a lockfile whose last acquisition is more recent than
+//! that plus its expire ([`Pruned::TooRecent`]).
 
 use crate::errors::{Error, Result};
 use crate::inspect::{Inspection, LockState};
@@ -132,9 +135,9 @@ pub enum Pruned {
     Deleted,
     /// It would be deleted (a dry run wrote nothing).
     WouldDelete,
-    /// Released or expired, but not for `older_than` yet, or its tokens began less than
-    /// the clock skew allowance ago (deleted sooner, the next holder's tokens could start
-    /// below them); kept.
+    /// Released or expired, but not for `older_than` yet, or its last acquisition (its
+    /// token) is more recent than the clock skew allowance plus its expire (deleted sooner,
+    /// the next holder's tokens could start below it); kept.
     TooRecent,
     /// Held; kept.
     Held,

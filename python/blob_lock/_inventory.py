@@ -86,8 +86,8 @@ class PruneOutcome(str, enum.Enum):
     """A dry run: it would have been deleted."""
     TOO_RECENT = "too_recent"
     """Released or expired, but not for ``older_than`` yet (by both the writer's and the
-    store's clock), or its tokens began less than ``clock_skew`` ago (deleted sooner, the
-    next holder's tokens could start below them); kept."""
+    store's clock), or its last acquisition is more recent than ``clock_skew`` plus its
+    ``expire`` (deleted sooner, the next holder's tokens could start below its last); kept."""
     HELD = "held"
     """Held; kept."""
     CHANGED = "changed"
@@ -143,7 +143,8 @@ def prune_locks(
     lockfile's tokens from its wall clock (microseconds since the epoch), above the deleted
     one's, as long as the machines' wall clocks disagree by less than ``clock_skew`` (as
     ``BlobLock``'s, 60 s by default; None, not trusting wall clocks, counts as a day).
-    prune keeps a lockfile whose tokens began less than that long ago (``too_recent``).
+    prune keeps a lockfile whose last acquisition is more recent than that plus its
+    ``expire`` (``too_recent``).
     """
     if older_than is None:
         raise TypeError("older_than must be seconds (a number) or a timedelta, got None")

@@ -6,6 +6,7 @@ enough and unchanged, asking first, refusing bad input with nothing deleted."""
 from __future__ import annotations
 
 import json
+import re
 import socket
 import subprocess
 import time
@@ -72,12 +73,27 @@ def test_list_locks_finds_every_lock_under_a_prefix_with_its_state(shared_backen
         lines = table.stdout.splitlines()
         assert lines[0].split() == ["STATE", "TOKEN", "AGE", "EXPIRES", "HOLDER", "URI", "LABELS"]
         assert len(lines) == 2 and f"{prefix}/held" in lines[1] and "run=r1" in lines[1]
+        everything = cli("ls", prefix, *shared_backend_options(shared_backend))
+        assert everything.returncode == 0, everything.stderr
+        assert_cells_start_under_their_headings(everything.stdout)
     finally:
         planted["held"].release()
 
 
 def shared_backend_options(backend) -> list[str]:
     return [f"-o{k}={v}" for k, v in (backend.storage_options or {}).items()]
+
+
+def assert_cells_start_under_their_headings(table: str) -> None:
+    """``blob-lock ls``'s table as a terminal or ``| head`` shows it: every cell from STATE to
+    URI starts under its heading, whatever its row (16-digit tokens, an unreadable object's
+    problem); only LABELS, after the URI, is not aligned."""
+    header, *rows = table.splitlines()
+    assert rows, table
+    starts = [header.index(name) for name in ("TOKEN", "AGE", "EXPIRES", "HOLDER", "URI")]
+    for row in rows:
+        for at in starts:
+            assert row[at - 1] == " " and row[at] != " ", f"column {at} of {row!r}:\n{table}"
 
 
 def test_prune_deletes_only_what_was_released_long_enough_and_keeps_the_rest(shared_backend):
@@ -137,11 +153,34 @@ def test_prune_asks_first_and_deletes_nothing_without_a_yes(tmp_path):
     assert inspect(tmp_path / "a").state == "unlocked"
 
 
+#: An hour less the moments a test takes, as ``blob-lock`` writes it (``59m58s``, ``1h00m``).
+ABOUT_AN_HOUR = r"(1h00m|5[89]m\d\ds)\b"
+
+
+def test_prune_that_finds_only_recent_locks_says_so_and_when_they_may_go(tmp_path):
+    """An operator's ``prune --older-than 0`` right after a run: the lock it released is
+    kept (deleted now, the next holder's tokens could start below its last), and prune says
+    that, and how long until it may be deleted (its last acquisition plus ``--clock-skew``
+    and its expire), not that nothing was released."""
+    with BlobLock(tmp_path / "a", expire=SHORT):
+        pass
+    asked = cli("prune", str(tmp_path), "--older-than", "0", "--clock-skew", "1h")
+    assert asked.returncode == 0, asked.stderr
+    said = " ".join(asked.stdout.split())  # as read, not as wrapped
+    assert "nothing released or expired" not in said
+    assert f"nothing to delete yet under {tmp_path}: 1 lockfile too recent" in said
+    assert "older than --clock-skew (1h00m) plus its expire" in said, said
+    assert re.search(rf"first may be deleted in about {ABOUT_AN_HOUR}", said), said
+    assert inspect(tmp_path / "a").state == "released"
+
+
 def test_prune_waits_out_a_lock_that_was_just_released(tmp_path):
     with BlobLock(tmp_path / "a", expire=SHORT):
         pass
     kept = cli("prune", str(tmp_path), "--older-than", "1h", "--yes")
     assert kept.returncode == 0 and "deleted 0 lockfiles; kept 1 too recent" in kept.stdout
+    said = " ".join(kept.stdout.split())
+    assert re.search(rf"first may be deleted in about {ABOUT_AN_HOUR}", said), said
     time.sleep(1.1)
     done = cli("prune", str(tmp_path), "--older-than", "1", "--clock-skew", "0", "--yes")
     assert "deleted 1 lockfiles" in done.stdout, done.stdout

@@ -144,9 +144,9 @@ async fn every_state_listed_and_pruned(root: &str, aged: bool) {
     let after = all(root).await;
     assert_eq!(after.contains_key(&format!("{root}/old")), !aged);
     assert_eq!(after.len(), if aged { 4 } else { 5 });
-    // A released lock is pruned with a short enough age, once its tokens began longer ago
-    // than clocks may disagree (`clock_skew`, 60 s by default): deleted sooner, a writer
-    // whose clock is behind ours could start the next lockfile's tokens below its last.
+    // A released lock is pruned with a short enough age, once its last acquisition is older
+    // than how far clocks may disagree (`clock_skew`, 60 s by default) plus its expire: deleted
+    // sooner, a writer whose clock is behind ours could start the next tokens below its last.
     let e = &after[&format!("{root}/a/b/released")];
     let last = e.seen.as_ref().unwrap().lockfile.as_ref().unwrap().token;
     assert_eq!(prune(e, Duration::ZERO, &o, true).await, Pruned::TooRecent);

@@ -369,7 +369,8 @@ def parser() -> _Parser:
         "what it would delete and asks first unless --yes. Fencing tokens survive the delete: "
         "the next holder starts a new lockfile's tokens from its wall clock, above the "
         "deleted one's, as long as clocks disagree by less than --clock-skew; a lockfile "
-        "whose tokens began less than that long ago is kept (too recent).",
+        "whose last acquisition is more recent than --clock-skew plus its expire is kept "
+        "(too recent).",
         prefix=EVERY_LOCKFILE_UNDER,
     )
     prune.add_argument(
@@ -386,7 +387,8 @@ def parser() -> _Parser:
         default=argparse.SUPPRESS,
         metavar="DURATION",
         help="how far machines' wall clocks may disagree, as the locks are told (default "
-        "60s): a lockfile whose tokens began less than this long ago is kept",
+        "60s): a lockfile whose last acquisition is more recent than this plus its expire "
+        "is kept",
     )
     prune.add_argument("-y", "--yes", action="store_true", help="do not ask")
     doc.add_argument(
