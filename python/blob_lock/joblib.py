@@ -1,7 +1,7 @@
 """joblib's ``Memory`` on blob-lock: ``blob_lock.joblib.Memory`` is a ``joblib.Memory`` whose
-cached functions compute each call once across processes and machines. Needs joblib 1.4.2
-to 1.6 (``pip install 'blob-lock[joblib]'``); only this module imports it. docs/joblib.md
-shows the lines that switch a cache over.
+cached functions compute each call once across processes and machines. Needs
+joblib>=1.4.2,<1.7 (``pip install 'blob-lock[joblib]'``); only this module imports it.
+docs/joblib.md shows the lines that switch a cache over.
 
 How, and why:
 
@@ -10,7 +10,11 @@ How, and why:
   (``claim_memo``) on its lock, ``<lock root>/<function>/<argument hash>/lock``, looks
   again while it waits and once it holds the lock, and computes only if the result is
   still missing; a waiter returns the result the computing process stored. Forced calls
-  (``call``) take the lock without looking.
+  (``call``) take the lock without looking. joblib writes a result's output, then its
+  metadata: a look (a hit's included) that finds the output without metadata takes it for
+  a call still being stored, a miss, and never hands it to ``cache_validation_callback``
+  (which would read ``{}``) nor deletes it. A wait for another holder is logged once at
+  INFO with that holder, a takeover at WARNING (logger ``blob_lock.joblib``).
 - The cache is joblib's own, so plain ``joblib.Memory`` on the same location reads every
   result and this one reads plain joblib's. The locks live beside it, at
   ``<location>/joblib-locks`` (``<folder>-locks`` for a ``pathlib.Path`` location, which
@@ -19,21 +23,30 @@ How, and why:
   path), which a cache on a store backend other than joblib's local one must give.
   ``clear`` and ``reduce_size`` also prune the free locks, never a held one.
 - Failure: a computing process that dies frees its call ``expire`` after its last renewal;
-  an exception in the function releases it at once. A lock lost while computing is logged
-  at WARNING (logger ``blob_lock.joblib``) with the call and its cause, and ``on_lost`` is
-  called. Just before joblib writes the result, the call checks its lease: lost, it renews
-  its own acquisition with ``keep_alive`` (a conditional write that fails if anybody took
-  the call since) and writes under it; else the result is not written, and the call raises
-  ``LockLost`` (with ``raise_on_lost=False``: returns the value it computed).
-- joblib's hooks used here (``MemorizedFunc._call``, ``_after_call``, ``_load_item``,
-  ``_get_memorized_result``, ``_is_in_cache_and_valid``) are private: the module refuses
-  to load on a joblib outside the range it is tested with (``JOBLIB_VERSIONS``).
+  an exception in the function releases it at once (so a function that always fails runs
+  once per waiter, one after another). A miss while the lock store is out of reach waits
+  for it, as any acquire does: for ever unless ``timeout`` is given. A lock lost while
+  computing is logged at WARNING (logger ``blob_lock.joblib``) with the call and its
+  cause, and ``on_lost`` is called. Just before joblib writes the result, the call checks
+  its lease: lost, it renews its own acquisition with ``keep_alive`` (a conditional write
+  that fails if anybody took the call since) and writes under it; else the result is not
+  written, and the call raises ``LockLost`` (with ``raise_on_lost=False``: returns the
+  value it computed). An async function's call awaits that renewal (``keep_alive_async``)
+  before joblib's write, which joblib makes synchronously.
+- A drop-in where users see it: a cached function shows as joblib's (``MemorizedFunc(...)``),
+  a ``Memory`` or a cached function pickled and loaded has the same attributes (the lock
+  options compare equal), a result that fails to load is warned about once.
+- joblib's hooks used here (``MemorizedFunc._call``, ``_after_call``, ``_before_call``,
+  ``_load_item``, ``_get_memorized_result``, ``_is_in_cache_and_valid``,
+  ``_check_previous_func_code``) are private: the module refuses to load on a joblib
+  outside the range it is tested with (``JOBLIB_VERSIONS``).
 """
 
 from __future__ import annotations
 
 import inspect as _pyinspect
 import re
+import time
 from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any
 
@@ -53,9 +66,12 @@ if TYPE_CHECKING:
 __all__ = ["JOBLIB_VERSIONS", "Memory"]
 
 JOBLIB_VERSIONS = ((1, 4, 2), (1, 7))
-"""The joblib releases this module works with: from 1.4.2 (the first whose ``_call``
-returns the output with its metadata, async functions included) to before 1.7. Tested with
-1.4.2, 1.5.3 and 1.6.0."""
+"""The joblib releases this module works with, joblib>=1.4.2,<1.7: from 1.4.2 (the first
+whose ``_call`` returns the output with its metadata, async functions included) to before
+1.7. Tested with 1.4.2, 1.5.3 and 1.6.0."""
+
+# The one wording of that range, in the extra (pyproject.toml), here and in docs/joblib.md.
+_SUPPORTED = "joblib>={},<{}".format(*(".".join(map(str, v)) for v in JOBLIB_VERSIONS))
 
 
 def _check_version(version: str) -> None:
@@ -63,9 +79,9 @@ def _check_version(version: str) -> None:
     low, high = JOBLIB_VERSIONS
     if not low <= numbers < high:
         raise ImportError(
-            f"blob_lock.joblib works with joblib 1.4.2 up to 1.7 (it hooks into "
-            f"MemorizedFunc's private methods, tested with 1.4.2, 1.5.3 and 1.6.0); joblib "
-            f"{version} is installed: pip install 'blob-lock[joblib]' (joblib>=1.4.2,<1.7)"
+            f"blob_lock.joblib needs {_SUPPORTED} (it hooks into MemorizedFunc's private "
+            f"methods; tested with 1.4.2, 1.5.3 and 1.6.0), and joblib {version} is "
+            "installed: pip install 'blob-lock[joblib]'"
         )
 
 
@@ -73,8 +89,8 @@ try:
     _check_version(joblib.__version__)
 except IndexError:  # pragma: no cover - no version number at all
     raise ImportError(
-        f"blob_lock.joblib cannot read joblib's version {joblib.__version__!r}: it works "
-        "with joblib 1.4.2 up to 1.7"
+        f"blob_lock.joblib cannot read joblib's version {joblib.__version__!r}: it needs "
+        f"{_SUPPORTED}"
     ) from None
 
 from joblib._store_backends import FileSystemStoreBackend  # type: ignore[import-not-found,import-untyped,unused-ignore]  # noqa: E402
@@ -88,6 +104,10 @@ from joblib.memory import (  # type: ignore[import-not-found,import-untyped,unus
 # `_after_call` writes the result, which checks the call's lease first.
 _computing: ContextVar[Computing | None] = ContextVar("blob_lock_joblib_computing", default=None)
 
+# The call whose stored result this thread or task just failed to load: joblib's hit warns
+# of it, then misses, and the miss's own load of it warns no second time.
+_unloadable: ContextVar[Any] = ContextVar("blob_lock_joblib_unloadable", default=None)
+
 _JOBLIB_PARAMS = frozenset(_pyinspect.signature(joblib.Memory.__init__).parameters) - {"self"}
 
 
@@ -100,8 +120,10 @@ class Memory(joblib.Memory):  # type: ignore[misc,unused-ignore]  # Any without 
     default ``expire / 10``, 50 ms to 3 s) and every option of ``BlobLock`` (``expire``,
     ``timeout``, ``storage_options``, ``on_lost``, ``raise_on_lost``, ...), checked now as
     ``BlobLock`` checks them. ``timeout`` bounds a missed call's wait for the process
-    computing it (``LockTimeout``, naming the holder); by default it waits for as long as
-    that process computes, or until it dies and its lease expires.
+    computing it, or for a lock store out of reach (``LockTimeout``, naming the holder);
+    by default it waits for as long as that process computes, or until it dies and its
+    lease expires, and for as long as the store stays out of reach. Every process sharing
+    the cache must use the same lock location.
     """
 
     def __init__(
@@ -182,6 +204,11 @@ class _Locked(MemorizedFunc):  # type: ignore[misc,unused-ignore]
 
     _blob_lock_calls: Calls
 
+    def __repr__(self) -> str:
+        # joblib's own, under the name of the joblib class this one stands in for.
+        shown: str = super().__repr__()
+        return shown.replace(type(self).__name__, _JOBLIB_NAMES[type(self)], 1)
+
     def call(self, *args: Any, **kwargs: Any) -> Any:
         """Forces the computation (``MemorizedFunc.call``), holding the call's lock."""
         call_id = (self.func_id, self._get_args_id(*args, **kwargs))
@@ -189,9 +216,37 @@ class _Locked(MemorizedFunc):  # type: ignore[misc,unused-ignore]
 
     def _call(self, call_id: Any, args: Any, kwargs: Any, shelving: bool = False) -> Any:
         # joblib's miss: computed here only if the result is still missing under the lock.
-        return self._compute(call_id, args, kwargs, shelving, look=True)
+        return self._compute(call_id, args, kwargs, shelving, look=True, warned=_warned(call_id))
 
-    def _compute(self, call_id: Any, args: Any, kwargs: Any, shelving: bool, look: bool) -> Any:
+    def _is_in_cache_and_valid(self, call_id: Any) -> bool:
+        # joblib's look, in its order, but for an output without metadata: joblib writes the
+        # output first, so that is a call still being stored (a miss), not a result for the
+        # validation callback to judge (it would read {}) or to delete.
+        if not self._check_previous_func_code(stacklevel=4):
+            return False
+        store = self.store_backend
+        if not store.contains_item(call_id):
+            return False
+        metadata = store.get_metadata(call_id)
+        if not metadata:
+            return False
+        validate = self.cache_validation_callback
+        if validate is not None and not validate(metadata):
+            store.clear_item(call_id)
+            return False
+        return True
+
+    def _load_item(self, call_id: Any, metadata: Any = None) -> Any:
+        try:
+            return super()._load_item(call_id, metadata)
+        except Exception:
+            _unloadable.set(call_id)  # joblib's hit warns of it, then misses
+            raise
+
+    def _compute(
+        self, call_id: Any, args: Any, kwargs: Any, shelving: bool, look: bool,
+        warned: bool = False,
+    ) -> Any:  # fmt: skip
         calls = self._blob_lock_calls
         with calls.claim(call_id, self._done(call_id) if look else never) as claim:
             if claim.launch:
@@ -200,7 +255,7 @@ class _Locked(MemorizedFunc):  # type: ignore[misc,unused-ignore]
                     return MemorizedFunc._call(self, call_id, args, kwargs, shelving)
                 finally:
                     _computing.reset(token)
-            stored = self._stored(call_id, shelving)
+            stored = self._stored(call_id, shelving, warned)
         if stored is not None:
             return stored
         return self._compute(call_id, args, kwargs, shelving, look=False)
@@ -208,15 +263,17 @@ class _Locked(MemorizedFunc):  # type: ignore[misc,unused-ignore]
     def _done(self, call_id: Any) -> Any:
         return lambda: self._is_in_cache_and_valid(call_id)
 
-    def _stored(self, call_id: Any, shelving: bool) -> Any:
+    def _stored(self, call_id: Any, shelving: bool, warned: bool) -> Any:
         """The result another process stored, as joblib's hit returns it; None when it
-        cannot be loaded (joblib's hit then computes the call again, and so does this)."""
+        cannot be loaded (joblib's hit then computes the call again, and so does this),
+        with a warning unless joblib's hit warned of this call already."""
         if shelving:
             return self._get_memorized_result(call_id), {}
         try:
-            return self._load_item(call_id), {}
+            return MemorizedFunc._load_item(self, call_id), {}
         except Exception as e:
-            self.warn(f"Exception while loading results for {call_id}: {e!r}; computing it")
+            if not warned:
+                self.warn(f"Exception while loading results for {call_id}: {e!r}; computing it")
             return None
 
     def _after_call(
@@ -237,7 +294,8 @@ class _Locked(MemorizedFunc):  # type: ignore[misc,unused-ignore]
 
 
 class _LockedAsync(_Locked, AsyncMemorizedFunc):  # type: ignore[misc,unused-ignore]
-    """``_Locked`` for a coroutine function: the claim is taken without blocking the loop."""
+    """``_Locked`` for a coroutine function: the claim is taken, and a lost lease renewed,
+    without blocking the loop."""
 
     async def call(self, *args: Any, **kwargs: Any) -> Any:  # type: ignore[override]
         call_id = (self.func_id, self._get_args_id(*args, **kwargs))
@@ -246,27 +304,54 @@ class _LockedAsync(_Locked, AsyncMemorizedFunc):  # type: ignore[misc,unused-ign
     async def _call(  # type: ignore[override]
         self, call_id: Any, args: Any, kwargs: Any, shelving: bool = False
     ) -> Any:
-        return await self._compute_async(call_id, args, kwargs, shelving, look=True)
+        warned = _warned(call_id)
+        return await self._compute_async(call_id, args, kwargs, shelving, True, warned)
 
     async def _compute_async(
-        self, call_id: Any, args: Any, kwargs: Any, shelving: bool, look: bool
-    ) -> Any:
+        self, call_id: Any, args: Any, kwargs: Any, shelving: bool, look: bool,
+        warned: bool = False,
+    ) -> Any:  # fmt: skip
         calls = self._blob_lock_calls
         done = self._done(call_id) if look else never
         async with calls.claim_async(call_id, done) as claim:
             if claim.launch:
-                token = _computing.set(Computing(call_id, claim, calls))
+                computing = Computing(call_id, claim, calls)
+                token = _computing.set(computing)
                 try:
-                    return await AsyncMemorizedFunc._call(self, call_id, args, kwargs, shelving)
+                    return await self._run(computing, call_id, args, kwargs, shelving)
                 finally:
                     _computing.reset(token)
-            stored = self._stored(call_id, shelving)
+            stored = self._stored(call_id, shelving, warned)
         if stored is not None:
             return stored
         return await self._compute_async(call_id, args, kwargs, shelving, look=False)
 
+    async def _run(
+        self, computing: Computing, call_id: Any, args: Any, kwargs: Any, shelving: bool
+    ) -> Any:
+        # AsyncMemorizedFunc._call, with the lease settled (a lost one renewed, awaited)
+        # between the function's end and joblib's write, which joblib makes on the loop.
+        self._before_call(args, kwargs)
+        start_time = time.time()
+        output = await self.func(*args, **kwargs)
+        await computing.settle_async()
+        try:
+            return self._after_call(call_id, args, kwargs, shelving, output, start_time)
+        finally:
+            await computing.end_async()
+
 
 _LOCKED = {MemorizedFunc: _Locked, AsyncMemorizedFunc: _LockedAsync}
+_JOBLIB_NAMES = {_Locked: MemorizedFunc.__name__, _LockedAsync: AsyncMemorizedFunc.__name__}
+
+
+def _warned(call_id: Any) -> bool:
+    """Whether joblib's hit just warned that this call's stored result fails to load (the
+    note read once, then cleared)."""
+    failed = _unloadable.get()
+    if failed is not None:
+        _unloadable.set(None)
+    return bool(failed == call_id)
 
 
 def _refuse_unknown(names: dict[str, Any]) -> None:
@@ -275,7 +360,7 @@ def _refuse_unknown(names: dict[str, Any]) -> None:
     known = LOCK_OPTION_NAMES | {"poll"}
     for name in names:
         if name not in known:
-            close = difflib.get_close_matches(name, [*known, *_JOBLIB_PARAMS], n=1)
+            close = difflib.get_close_matches(name, [*known, "lock_prefix", *_JOBLIB_PARAMS], n=1)
             hint = f' (did you mean "{close[0]}"?)' if close else ""
             raise TypeError(
                 f'Memory() got an unknown argument "{name}"{hint}: it takes joblib.Memory\'s '

@@ -17,6 +17,12 @@ ROLE_MODE): it appends "start PID X" to ROLE_DIR/log, prints "computing", then p
 pass joblib's look); ``starts`` waits until ROLE_N computations started; ``forever``
 sleeps until killed; ``raise`` waits for ROLE_DIR/go, then raises. Then it appends
 "end PID X" and returns X * X.
+
+ROLE_VALIDATE caches it with a ``cache_validation_callback``: ``expires`` (joblib's
+``expires_after(hours=1)``) or ``young`` (a result younger than an hour, False for metadata
+without a time). ROLE_BETWEEN (the process that computes) pauses between joblib's two
+writes, the output's and the metadata's, until another process has looked at the output
+without metadata; ROLE_LOOKS (that other process) notes each such look in ROLE_DIR/looked.
 """
 
 from __future__ import annotations
@@ -74,6 +80,44 @@ def square(x):
     return x * x
 
 
+def young(metadata: dict) -> bool:
+    return time.time() - metadata.get("time", 0) < 3600
+
+
+def cached_square(memory):
+    validate = os.environ.get("ROLE_VALIDATE")
+    if validate is None:
+        return memory.cache(square)
+    from joblib import expires_after
+
+    callback = expires_after(hours=1) if validate == "expires" else young
+    return memory.cache(square, cache_validation_callback=callback)
+
+
+def hook_the_store(store) -> None:
+    """This process's joblib store backend (the instance only), as ROLE_BETWEEN and ROLE_LOOKS
+    ask: a pause between the two writes, and a note of each look at a half-written result."""
+    if os.environ.get("ROLE_BETWEEN"):
+        store_metadata = store.store_metadata
+
+        def paused(call_id, metadata):
+            note("log", f"between {os.getpid()}")
+            until(lambda: lines("looked", "looked") >= 1, "a look at the output alone")
+            return store_metadata(call_id, metadata)
+
+        store.store_metadata = paused
+    if os.environ.get("ROLE_LOOKS"):
+        get_metadata = store.get_metadata
+
+        def noted(call_id):
+            metadata = get_metadata(call_id)
+            if not metadata:  # only read once the output exists: the output alone
+                note("looked", f"looked {os.getpid()}")
+            return metadata
+
+        store.get_metadata = noted
+
+
 def memory(kind: str, location: str, options: str = "{}"):
     if kind == "plain":
         import joblib
@@ -85,7 +129,8 @@ def memory(kind: str, location: str, options: str = "{}"):
 
 
 def call(kind: str, location: str, x: str, options: str = "{}") -> None:
-    cached = memory(kind, location, options).cache(square)
+    cached = cached_square(memory(kind, location, options))
+    hook_the_store(cached.store_backend)
     say(event="ready", pid=os.getpid())
     assert sys.stdin.readline().strip() == "go"
     missed = not cached.check_call_in_cache(int(x))

@@ -2,8 +2,9 @@
 on S3 (moto) through ``lock_prefix``: processes that miss one call compute it once and all
 return it (plain joblib computes it in each), distinct calls run at once, a computing
 process killed with SIGKILL has its call taken over after ``expire``, an exception frees
-the call at once, plain joblib reads the results both ways, the cached function pickled to
-joblib.Parallel's workers, and docs/joblib.md's example as written."""
+the call at once, a waiter never judges a result joblib has written half of, plain joblib
+reads the results both ways, the cached function pickled to joblib.Parallel's workers, and
+docs/joblib.md's example as written."""
 
 from __future__ import annotations
 
@@ -49,6 +50,7 @@ def roles(tmp_path):
     notes.mkdir()
     (notes / "log").write_text("")
     (notes / "arrived").write_text("")
+    (notes / "looked").write_text("")
 
     def start(*args: str, **env: str) -> Role:
         started.append(Role(*args, env={"ROLE_DIR": str(notes), **env}))
@@ -185,6 +187,27 @@ def test_plain_joblib_reads_the_results_both_ways(roles, tmp_path, locks):
     root = locks.get("lock_prefix", str(tmp_path / "cache" / "joblib-locks"))
     seen = list(list_locks(root, storage_options=locks.get("storage_options")))
     assert len(seen) == 1 and seen[0].uri.endswith("/lock"), seen
+
+
+@pytest.mark.parametrize("validate", ["expires", "young"])
+def test_a_waiter_never_judges_a_result_joblib_has_half_written(roles, tmp_path, locks, validate):
+    """joblib writes a result's output, then its metadata. The computing process pauses
+    between the two until the waiter has looked at the output alone: that look is a call
+    still being stored, not a result to judge. joblib's expires_after would raise KeyError
+    on the missing time; a callback that says False would delete the fresh output."""
+    location = str(tmp_path / "cache")
+    options = json.dumps({"poll": 0.05, **locks})
+    env = {"ROLE_VALIDATE": validate, "ROLE_MODE": "arrivals", "ROLE_N": "2"}
+    writer = roles("call", "blob", location, "3", options, ROLE_BETWEEN="1", **env)
+    calling(writer)
+    writer.expect("computing")
+    waiter = roles("call", "blob", location, "3", options, ROLE_LOOKS="1", **env)
+    assert calling(waiter)["missed"]
+    assert _result(writer)["result"] == 9
+    got = _result(waiter)
+    assert got["event"] == "done" and got["result"] == 9, got
+    assert roles.notes.joinpath("looked").read_text(), "the waiter looked between the writes"
+    assert [line.split()[0] for line in log(roles)] == ["start", "end", "between"], log(roles)
 
 
 @pytest.mark.parametrize("kind,computed", [("blob", 1), ("plain", 2)])
