@@ -20,6 +20,7 @@ from blob_lock._inspect import Inspection, inspect, inspect_async
 from blob_lock._inventory import prune_locks
 from blob_lock._keep_alive import KeepAlive, keep_alive, keep_alive_async
 from blob_lock._lock import BlobLock
+from blob_lock._loss_notice import LossNotice
 from blob_lock._memo_claim import MemoClaim
 from blob_lock._options import LOCK_OPTIONS
 from blob_lock._stores import StoreKind, store_kind
@@ -96,7 +97,9 @@ class Calls:
         options = dict(self.options)
         # A loss is this module's to report: logged, then raised or not by the call itself.
         options["raise_on_lost"] = False
-        options["on_lost"] = functools.partial(_lost, call, self.options.get("on_lost"))
+        # Logged on blob-lock's notice threads: a user's on_lost that blocks never holds
+        # the WARNING up.
+        options["on_lost"] = LossNotice(functools.partial(_lost, call), self.options.get("on_lost"))
         return options
 
     def claim(self, call_id: tuple[str, str], done: Callable[[], bool]) -> claim_memo:
@@ -310,8 +313,7 @@ class Computing:
         return unstored
 
 
-def _lost(call: str, on_lost: Callable[[LockLost], object] | None, error: LockLost) -> None:
-    """A call's lock lost while held (on one of blob-lock's callback threads)."""
+def _lost(call: str, error: LockLost) -> None:
+    """A call's lock lost while held (on one of blob-lock's notice threads; the user's
+    ``on_lost`` follows on its callback threads)."""
     _logger.warning("joblib call %s: its lock was lost while held: %s", call, error.message)
-    if on_lost is not None:
-        on_lost(error)

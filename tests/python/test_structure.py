@@ -362,9 +362,10 @@ def _misnamed() -> list[str]:
             # the semaphore's wait after vacating a slot is its cooldown.
             if {"turn", "turns"} & set(words) and not bindings:
                 bad.append(f"{at} (a turn is BlobLock's; the semaphore's pause is its cooldown)")
-            # "record": a log record (the bindings' queue of them); our own last release
-            # is a receipt.
-            if {"record", "records", "recorded"} & set(words) and not bindings:
+            # "record": a log record (the bindings' queue of them, the `log` crate's type
+            # that the simulation's collector takes); our own last release is a receipt.
+            log_crates = name == "Record"
+            if {"record", "records", "recorded"} & set(words) and not (bindings or log_crates):
                 bad.append(f"{at} (a record is a log record; a release leaves a receipt)")
             # "let go": stop renewing without releasing, `Lease::let_go` and its callers;
             # any end of holding is to vacate.

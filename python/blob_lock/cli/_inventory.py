@@ -4,6 +4,7 @@ lockfiles released or expired long ago."""
 from __future__ import annotations
 
 import argparse
+import inspect
 import itertools
 import json
 import sys
@@ -19,9 +20,11 @@ from blob_lock import (
     list_locks,
     prune_locks,
 )
-from blob_lock._inventory import _CLOCK_SKEW
 from blob_lock.cli._exits import EXIT_ERROR, EXIT_REFUSED
 from blob_lock.cli._parser import storage_options
+
+# prune_locks's own default, as its signature states it (the CLI uses public names only).
+_CLOCK_SKEW = inspect.signature(prune_locks).parameters["clock_skew"].default
 
 FENCING_NOTE = (
     "Fencing tokens survive the delete: the next holder of a pruned lock starts its tokens "

@@ -27,9 +27,9 @@ impl log::Log for Collect {
         metadata.target() == WAIT_ON_OWN_OWNER
     }
 
-    fn log(&self, record: &log::Record) {
-        if self.enabled(record.metadata()) {
-            let line = record.args().to_string();
+    fn log(&self, line: &log::Record) {
+        if self.enabled(line.metadata()) {
+            let line = line.args().to_string();
             OWN_WAITS.with(|w| w.borrow_mut().push(line));
         }
     }
