@@ -41,8 +41,10 @@ class BlobLock(LockFacts):
 
     ``with BlobLock(uri) as held:`` waits until the lock is ours (or raises ``LockTimeout``
     after ``timeout`` seconds; ``None`` waits for ever), renews it in the background every
-    ``heartbeat`` seconds (default ``expire / 3``), and releases it when the block ends.
-    A lock that nobody renews expires ``expire`` seconds after its last write.
+    ``heartbeat`` seconds (default ``expire / 3``), and releases it when the block ends:
+    best effort, since the work is done (a store that does not answer within two request
+    timeouts fails nothing; one WARNING says when the lock frees itself). A lock that
+    nobody renews expires ``expire`` seconds after its last write.
 
     Hand ``held.owner`` to the remote that you launch: its ``keep_alive(uri, owner)`` keeps
     the same lock alive while it runs, even if this process dies.
@@ -197,9 +199,13 @@ class BlobLock(LockFacts):
     def release(self) -> ReleaseStatus:
         """Stops the heartbeat and releases the lock; says what it found.
 
-        Refuses (``HELD_BY_OTHER``, nothing written) when another owner holds the lock;
-        ``ALREADY_RELEASED`` when nobody does (released by us, by hand, or by whoever held
-        it since).
+        Refuses (``HELD_BY_OTHER``, nothing written) when a later acquisition holds the lock
+        or held it after ours (the lock was taken: ``lost`` turns True);
+        ``ALREADY_RELEASED`` when our acquisition was released by someone else (a break).
+        A store that fails is retried for the rest of the lease (at least a heartbeat);
+        then ``StoreError``, saying when the lock frees itself (it expires, unrenewed).
+        Leaving a ``with`` block releases best effort instead: it never raises the store's
+        error and waits a few seconds at most (docs/usage.md, "When the block ends").
         """
         return release_status(self._release())
 

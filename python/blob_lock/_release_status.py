@@ -15,9 +15,11 @@ class ReleaseStatus(str, enum.Enum):
     NO_LOCKFILE = "no_lockfile"
     """There is no lockfile at the URI."""
     HELD_BY_OTHER = "held_by_other"
-    """Another owner holds the lock; nothing was written."""
+    """A later acquisition holds the lock, or held it after ours and released it since: the
+    lock was taken from us (a loss); nothing was written."""
     ALREADY_RELEASED = "already_released"
-    """The lock was already released; nothing was written."""
+    """Our acquisition was already released, by someone else (a break); nothing was
+    written."""
 
     def __str__(self) -> str:
         return self.value

@@ -48,6 +48,8 @@ class FaultProxy(LoopbackProxy):
         self.accepted = 0  # connections taken from clients, for a test to wait on
         self.requests_swallowed = 0  # reads of client bytes lost in a blackhole
         self._strip = False
+        self._refuse_updates = False
+        self.updates_refused = 0
         self._interval = 0.0  # throughput(): seconds between two requests passed on
         self._lose: bytes | None = None
         self._holding = False
@@ -84,10 +86,17 @@ class FaultProxy(LoopbackProxy):
     def strip_conditions(self) -> None:
         self._strip = True
 
+    def refuse_updates(self) -> None:
+        """Answers every update-if-match (``If-Match``) with 412, as a store (or a proxy before
+        it) that rewrites ETags does; everything else passes. One request per connection
+        from now on, so that none rides a pooled connection past the check."""
+        self._refuse_updates = True
+        self.loop.call_soon_threadsafe(self._reset_all)
+
     def heal(self) -> None:
         self._mode, self._delay, self._http_failures = "pass", 0.0, 0
         self._lose, self._holding = None, False
-        self._strip = False
+        self._strip = self._refuse_updates = False
         self._interval = 0.0
 
     # -- the proxy ---------------------------------------------------------------------
@@ -116,12 +125,26 @@ class FaultProxy(LoopbackProxy):
                 while await reader.read(65536):
                     self.requests_swallowed += 1
                 return
+            first = b""
+            if self._refuse_updates:
+                first = await _request(reader)
+                if _UPDATE.search(first.split(b"\r\n\r\n", 1)[0]):
+                    self.updates_refused += 1
+                    await _answer(writer, 412, "PreconditionFailed")
+                    return
             try:
                 up_reader, up_writer = await asyncio.open_connection(*self.target)
             except OSError:
                 _abort(writer)
                 return
             self._writers.add(up_writer)
+            if first:
+                # Answered, the connection closes: the client's next request comes on a new
+                # one, which is checked in turn.
+                head, _, body = first.partition(b"\r\n\r\n")
+                head = _KEEP_ALIVE.sub(b"", head) + b"\r\nConnection: close"
+                up_writer.write(head + b"\r\n\r\n" + body)
+                await up_writer.drain()
             lose = asyncio.Event()  # set when this connection's answer is to be lost
             await asyncio.gather(
                 self._pump(reader, up_writer, upstream=True, lose=lose),
@@ -189,25 +212,36 @@ class FaultProxy(LoopbackProxy):
     async def _answer_http(
         self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
     ) -> None:
-        head = await reader.readuntil(b"\r\n\r\n")
-        length = 0
-        for line in head.split(b"\r\n"):
-            name, _, value = line.partition(b":")
-            if name.strip().lower() == b"content-length":
-                length = int(value.strip())
-        if length:
-            await reader.readexactly(length)
+        await _request(reader)
         self.http_failures_served += 1
-        body = f"<Error><Code>Injected{self._http_status}</Code></Error>".encode()
-        writer.write(
-            f"HTTP/1.1 {self._http_status} Injected\r\nContent-Type: application/xml\r\n"
-            f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n".encode()
-            + body
-        )
-        await writer.drain()
+        await _answer(writer, self._http_status, f"Injected{self._http_status}")
+
+
+async def _request(reader: asyncio.StreamReader) -> bytes:
+    """One whole request: its head and its body (by its Content-Length)."""
+    head = await reader.readuntil(b"\r\n\r\n")
+    length = 0
+    for line in head.split(b"\r\n"):
+        name, _, value = line.partition(b":")
+        if name.strip().lower() == b"content-length":
+            length = int(value.strip())
+    return head + (await reader.readexactly(length) if length else b"")
+
+
+async def _answer(writer: asyncio.StreamWriter, status: int, code: str) -> None:
+    """An error answer of ``status``, the connection closed after it."""
+    body = f"<Error><Code>{code}</Code></Error>".encode()
+    writer.write(
+        f"HTTP/1.1 {status} Injected\r\nContent-Type: application/xml\r\n"
+        f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n".encode()
+        + body
+    )
+    await writer.drain()
 
 
 _CONDITION = re.compile(rb"\r\nif-(none-)?match:", re.IGNORECASE)
+_UPDATE = re.compile(rb"\r\nif-match:", re.IGNORECASE)
+_KEEP_ALIVE = re.compile(rb"\r\nconnection:[^\r]*", re.IGNORECASE)
 
 
 def _abort(writer: asyncio.StreamWriter) -> None:

@@ -8,6 +8,7 @@ import asyncio
 import json
 import subprocess
 import sys
+import threading
 import time
 
 import pytest
@@ -311,6 +312,36 @@ def test_an_acquisition_waits_out_a_burst_of_503s(proxied):
     with semaphore.acquire(timeout=60) as slot:
         assert slot.slot == 0 and slot.held
     assert proxy.http_failures_served == 8
+
+
+def test_set_slots_gives_up_on_a_store_that_refuses_every_update(proxied, monkeypatch):
+    """A store (or a proxy before it) that answers every update-if-match with 412, as one that
+    rewrites ETags does: ``set_slots`` tries a few times, a pause apart, then says so and
+    what to check, instead of writing again without end or pause."""
+    backend, proxy, options, _ = proxied
+    if backend.name == "az":
+        monkeypatch.setenv("AZURITE_BLOB_STORAGE_URL", proxy.url)  # this process's client
+    semaphore = BlobSemaphore(backend.uri(), 2, storage_options=json.loads(options))
+    assert semaphore.configuration().slots == 2  # written by a create, which is not refused
+    proxy.refuse_updates()
+    done: list[BaseException | object] = []
+    setting = threading.Thread(target=lambda: done.append(_outcome(semaphore.set_slots, 1)))
+    setting.start()
+    setting.join(60)  # a liveness bound: 8 tries take seconds
+    assert not setting.is_alive(), f"set_slots still writing after 60 s ({proxy.updates_refused})"
+    (error,) = done
+    assert isinstance(error, StoreError), error
+    assert "refuses every update-if-match" in str(error) and "doctor" in str(error), error
+    assert proxy.updates_refused == 8, proxy.updates_refused
+    proxy.heal()
+    assert semaphore.configuration().slots == 2
+
+
+def _outcome(call, *args):
+    try:
+        return call(*args)
+    except BaseException as e:  # returned to the test's thread
+        return e
 
 
 # Waits for a slot in a process of its own; says when it counts as a waiter (its first round
