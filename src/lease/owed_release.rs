@@ -17,10 +17,14 @@ pub struct Cleanup {
 impl Cleanup {
     /// Releases `lease` (an acquisition that ended after nobody waited for it any more).
     pub fn give_back(mut self, lease: Arc<Lease>) {
-        let (uri, debt) = (self.lock.uri().to_string(), self.debt.take());
+        let (lock, debt) = (self.lock.clone(), self.debt.take());
         crate::owed::spawn(async move {
             if let Err(e) = lease.release().await {
-                log::warn!("{uri}: release after a cancelled acquisition failed: {e}");
+                log::warn!(
+                    "{}: release after a cancelled acquisition failed: {e}",
+                    lock.uri()
+                );
+                lock.leave_unreleased(&lease).await;
             }
             drop(debt);
         });

@@ -99,11 +99,15 @@ impl Semaphore {
         };
         match released {
             Some(Ok(_)) => {}
-            // Not released: it expires by itself, as a crashed holder's would.
-            Some(Err(e)) => log::warn!(
-                "{}: stepping back from slot {slot} failed: {e}",
-                self.prefix
-            ),
+            // Not released: it expires by itself, as a crashed holder's would, unless this
+            // acquisition takes the slot again (its own write, resolved as such).
+            Some(Err(e)) => {
+                log::warn!(
+                    "{}: stepping back from slot {slot} failed: {e}",
+                    self.prefix
+                );
+                lock.leave_unreleased(&lease).await;
+            }
             None => lock.owe_cleanup().give_back(Arc::new(lease)),
         }
         stored.map(|slots| Kept::SteppedBack { slots })

@@ -131,6 +131,13 @@ impl Lease {
         (version, self.state.deadline())
     }
 
+    /// Its token and the start of its last write known to have landed: what an acquisition
+    /// through the same lock resolves as its own write, when a release of it failed.
+    pub(crate) async fn written(&self) -> (u64, Instant) {
+        let kept = self.state.kept.lock().await;
+        (kept.ours.token(), kept.ours.lease_start)
+    }
+
     /// Stops the heartbeat and waits for a renewal in flight; the lease is then ours until
     /// it expires, unless released.
     pub async fn stop(&self) {

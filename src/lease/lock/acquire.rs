@@ -312,8 +312,9 @@ impl Lock {
         }
         log::debug!(
             target: WAIT_ON_OWN_OWNER,
-            "{}: the lockfile is our own owner id's (token {}), not a write of this acquisition: a co-owner's, waited for as any holder's",
+            "{}: the lockfile is a write of our own owner id {} (token {}), not of this acquisition: a co-owner's, waited for as any holder's",
             self.uri,
+            lf.writer_id,
             lf.token
         );
         format!("a co-owner, with our own owner id ({})", lf.describe())

@@ -73,8 +73,12 @@ impl Lock {
         let margin = self.engine.timing.margin;
         let told = Arc::new(AtomicBool::new(false));
         let told_by_caller = told.clone();
+        let lock = self.clone();
         crate::owed::spawn(async move {
             let released = releasing.release().await;
+            if released.is_err() {
+                lock.leave_unreleased(&releasing).await;
+            }
             if let (Err(e), true) = (&released, unwaited && !told.load(Ordering::SeqCst)) {
                 Unanswered {
                     waited: Duration::ZERO,

@@ -246,6 +246,17 @@ impl Lock {
         *self.left.lock().unwrap_or_else(|e| e.into_inner()) = acquisition.left();
     }
 
+    /// A lease of this lock whose release failed: its lockfile may still show it, our own
+    /// write, which the next acquisition through this lock then resolves as its own (a
+    /// conditional renewal confirms it) rather than waiting it out as another holder's.
+    pub(crate) async fn leave_unreleased(&self, lease: &Lease) {
+        let written = lease.written().await;
+        let mut left = self.left.lock().unwrap_or_else(|e| e.into_inner());
+        if !left.contains(&written) {
+            left.push(written);
+        }
+    }
+
     /// After an acquisition of this lock was interrupted (a signal, a cancelled task) or
     /// abandoned at its timeout: releases, in the background, whatever it may have written.
     pub fn release_in_background(&self) {

@@ -17,7 +17,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 thread_local! {
-    static OWN_WAITS: RefCell<Vec<String>> = const { RefCell::new(Vec::new()) };
+    /// What was logged, and when (virtual time).
+    static OWN_WAITS: RefCell<Vec<(tokio::time::Instant, String)>> = const { RefCell::new(Vec::new()) };
 }
 
 struct Collect;
@@ -30,7 +31,8 @@ impl log::Log for Collect {
     fn log(&self, line: &log::Record) {
         if self.enabled(line.metadata()) {
             let line = line.args().to_string();
-            OWN_WAITS.with(|w| w.borrow_mut().push(line));
+            let at = tokio::time::Instant::now();
+            OWN_WAITS.with(|w| w.borrow_mut().push((at, line)));
         }
     }
 
@@ -48,14 +50,18 @@ pub fn listen() {
     });
 }
 
-/// The waits behind our own writes logged on this thread since the last call, as
-/// violations of progress.
-pub fn own_waits() -> Vec<String> {
-    let lines = OWN_WAITS.with(|w| std::mem::take(&mut *w.borrow_mut()));
-    lines
-        .into_iter()
-        .map(|l| format!("an acquisition waited behind its own write: {l}"))
-        .collect()
+/// What acquisitions on this thread logged of waits on their own owner id since the last
+/// call: when, and the line.
+pub fn own_waits() -> Vec<(tokio::time::Instant, String)> {
+    OWN_WAITS.with(|w| std::mem::take(&mut *w.borrow_mut()))
+}
+
+/// A logged wait on our own owner id: the lock's URI, the owner and the token it named.
+fn parse_wait(line: &str) -> Option<(&str, &str, u64)> {
+    let (uri, rest) = line.split_once(": the lockfile is a write of our own owner id ")?;
+    let (owner, rest) = rest.split_once(" (token ")?;
+    let (token, _) = rest.split_once(')')?;
+    Some((uri, owner, token.parse().ok()?))
 }
 
 /// The longest one request takes under `faults`: both legs at their slowest.
@@ -172,10 +178,33 @@ impl World {
     }
 
     /// The violations of progress noted in this run ([`World::within`]) and the waits
-    /// behind our own writes logged on this thread.
+    /// behind our own writes logged on this thread: each a wait on a lockfile that in the
+    /// store's true history was then our own unreleased write (a read that lags the store
+    /// may show one of ours released since; the acquisition cannot tell, and reads again).
     pub fn progress(&self) -> Vec<String> {
         let mut found = std::mem::take(&mut *self.late.lock().unwrap());
-        found.extend(own_waits());
+        for (at, line) in own_waits() {
+            let Some((uri, owner, token)) = parse_wait(&line) else {
+                found.push(format!("an unparsed wait on our own owner id: {line}"));
+                continue;
+            };
+            let history = match uri.strip_prefix("sim/sem/") {
+                Some(object) => self.object(object),
+                None => self.history.clone(),
+            };
+            let history = history.lock().unwrap();
+            let current = history.iter().rev().find(|s| s.at <= at);
+            let ours = current
+                .and_then(|s| blob_lock::LockFile::decode(&s.bytes).ok())
+                .is_some_and(|lf| {
+                    &*lf.writer_id == owner && lf.token == token && !lf.is_released()
+                });
+            if ours {
+                found.push(format!(
+                    "an acquisition waited behind its own write: {line}"
+                ));
+            }
+        }
         found
     }
 }
