@@ -6,7 +6,6 @@
 
 use super::{Lease, Lock};
 use crate::protocol::ReleaseStatus;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -54,11 +53,11 @@ impl Unanswered {
 impl Lock {
     /// Releases `lease`, this lock's, at the end of a block whose work is done, waiting
     /// at most `patience` (the end of a `with`: [`crate::timing::Timing::release_patience`];
-    /// zero, not at all). A release that fails, or is not answered by then, goes on in the
-    /// background until the lease's deadline, as [`Lease::release`] would (the next
-    /// acquisition through this lock waits for it), and comes back as [`Unanswered`]: the
-    /// caller says so, once ([`Unanswered::warn`]). One left unwaited for that then fails
-    /// is logged when it does.
+    /// zero, not at all). A release not answered by then goes on in the background, retried
+    /// until the lease's deadline as [`Lease::release`] retries (the next acquisition through
+    /// this lock waits for it); it, and one that failed, come back as [`Unanswered`], which
+    /// the caller tells once ([`Unanswered::warn`]). One not waited for at all that then
+    /// fails is logged when it does.
     pub async fn release_best_effort(
         &self,
         lease: Arc<Lease>,
@@ -66,40 +65,43 @@ impl Lock {
     ) -> std::result::Result<ReleaseStatus, Unanswered> {
         let clock = self.engine.clock.clone();
         let began = clock.now();
-        // The next acquisition through this lock has our owner id: it waits for this debt.
-        let debt = self.cleanups.owe();
-        let (answer, answered) = tokio::sync::oneshot::channel();
-        let (releasing, uri, unwaited) = (lease.clone(), self.uri.clone(), patience.is_zero());
         let margin = self.engine.timing.margin;
-        let told = Arc::new(AtomicBool::new(false));
-        let told_by_caller = told.clone();
-        let lock = self.clone();
-        crate::owed::spawn(async move {
+        let (lock, releasing) = (self.clone(), lease.clone());
+        // On the caller's task while it waits (its log records go out with its call), moved
+        // to the background only if the patience runs out first.
+        let mut release = Box::pin(async move {
             let released = releasing.release().await;
             if released.is_err() {
                 lock.leave_unreleased(&releasing).await;
             }
-            if let (Err(e), true) = (&released, unwaited && !told.load(Ordering::SeqCst)) {
-                Unanswered {
-                    waited: Duration::ZERO,
-                    error: Some(e.to_string()),
-                    frees_in: releasing.remaining() + margin,
-                }
-                .warn(&uri);
-            }
-            let _ = answer.send(released);
-            drop(debt);
+            (released, releasing)
         });
         let error = tokio::select! {
             biased;
-            outcome = answered => match outcome {
-                Ok(Ok(status)) => return Ok(status),
-                Ok(Err(e)) => Some(e.to_string()),
-                Err(_) => None, // the runtime is shutting down
+            (outcome, _) = &mut release => match outcome {
+                Ok(status) => return Ok(status),
+                Err(e) => Some(e.to_string()),
             },
             _ = clock.sleep(patience) => None,
         };
-        told_by_caller.store(true, Ordering::SeqCst);
+        if error.is_none() {
+            // The next acquisition through this lock has our owner id: it waits for this debt.
+            let (debt, uri, unwaited) = (self.cleanups.owe(), self.uri.clone(), patience.is_zero());
+            crate::owed::spawn(async move {
+                let (released, lease) = release.await;
+                // Told to nobody yet: the caller did not wait (a caller that waited has
+                // told its own).
+                if let (Err(e), true) = (released, unwaited) {
+                    Unanswered {
+                        waited: Duration::ZERO,
+                        error: Some(e.to_string()),
+                        frees_in: lease.remaining() + margin,
+                    }
+                    .warn(&uri);
+                }
+                drop(debt);
+            });
+        }
         Err(Unanswered {
             waited: clock.now() - began,
             error,
