@@ -224,8 +224,9 @@ class _Locked(MemorizedFunc):  # type: ignore[misc,unused-ignore]
         # validation callback to judge (it would read {}) or to delete.
         if not self._check_previous_func_code(stacklevel=4):
             return False
-        store = self.store_backend
-        if not store.contains_item(call_id):
+        # joblib types the backend as its base, without the item methods every backend has.
+        store: Any = self.store_backend
+        if store is None or not store.contains_item(call_id):
             return False
         metadata = store.get_metadata(call_id)
         if not metadata:
