@@ -44,10 +44,11 @@ class Nemesis:
             faults.append((1, self.stall))
         self.faults = faults
 
-    def run(self, until: float) -> None:
-        """Faults until ``until`` (monotonic), the last healed by then or soon after."""
+    def run(self, until: float, enough: Callable[[], bool]) -> None:
+        """Faults until ``until`` (monotonic) or ``enough()``, the last healed by then or
+        soon after."""
         weights = [w for w, _ in self.faults]
-        while True:
+        while not enough():
             self.pool.revive(self.note)
             calm = self.rng.uniform(1.0, 4.0)
             if time.monotonic() + calm >= until:
@@ -72,9 +73,10 @@ class Nemesis:
     # -- the workers ---------------------------------------------------------------------
 
     def pause(self) -> dict:
-        """The holder, stopped inside its section past its lease; a worker at random if no
-        holder was caught within a second (the lock stuck: each waiter then waits)."""
-        i = self.pool.pause_holder(within=1.0)
+        """The holder, stopped inside its section past its lease, before its write to the
+        fenced resource (which it makes when it resumes); a worker at random if no holder
+        was caught within a second."""
+        i = self.pool.pause_holder(within=1.0, before_write=True)
         if i is None:
             i = self.rng.randrange(self.pool.size)
             self.pool.pause(i)

@@ -29,6 +29,7 @@ class Pool:
         self.starts = [0] * size
         self.paused: set[int] = set()
         self.errors = open(work / "workers.log", "a")
+        self._counted: dict[Path, tuple[int, int]] = {}  # records file: bytes read, sections
 
     def start(self, i: int) -> None:
         n = self.starts[i]
@@ -57,12 +58,14 @@ class Pool:
         assert proc is not None
         return proc.pid
 
-    def holder(self) -> int | None:
-        inside = [i for i in range(self.size) if self.status[i] and i not in self.paused]
+    def holder(self, before_write: bool = False) -> int | None:
+        """A worker inside its section (and before its write to the fenced resource)."""
+        wanted = (1,) if before_write else (1, 2)
+        inside = [i for i in range(self.size) if self.status[i] in wanted and i not in self.paused]
         return inside[0] if inside else None
 
-    def inside(self, i: int) -> bool:
-        return bool(self.status[i])
+    def inside(self, i: int) -> str:
+        return ("outside", "before its write", "after its write")[self.status[i]]
 
     def pause(self, i: int) -> int:
         pid = self.pid(i)
@@ -71,18 +74,18 @@ class Pool:
         _stopped(pid)
         return pid
 
-    def pause_holder(self, within: float) -> int | None:
-        """Pauses a worker caught inside its section (a few milliseconds of each loop):
-        one seen inside is stopped and looked at again, and let go at once if it left
-        meanwhile. None if none was caught within ``within`` seconds."""
+    def pause_holder(self, within: float, before_write: bool = False) -> int | None:
+        """Pauses a worker caught inside its section (a few milliseconds of each loop), and
+        before its write if asked: one seen so is stopped and looked at again, and let go
+        at once if it moved on meanwhile. None if none was caught within ``within``."""
         deadline = time.monotonic() + within
         while time.monotonic() < deadline:
-            i = self.holder()
+            i = self.holder(before_write)
             if i is None:
                 time.sleep(0.0002)
                 continue
             self.pause(i)
-            if self.status[i]:
+            if self.status[i] == 1 or (self.status[i] and not before_write):
                 return i
             self.resume(i)
         return None
@@ -111,6 +114,17 @@ class Pool:
                 began = time.monotonic()
                 self.start(i)
                 note("crashed", began, worker=i, pid=proc.pid, code=proc.returncode)
+
+    def sections(self) -> int:
+        """Sections finished so far (read from the records files, each once)."""
+        for path in (self.work / "records").glob("*.jsonl"):
+            read, count = self._counted.get(path, (0, 0))
+            with open(path, "rb") as f:
+                f.seek(read)
+                new = f.read()
+            cut = new.rfind(b"\n") + 1  # a line being written is counted when whole
+            self._counted[path] = (read + cut, count + new[:cut].count(b'"e":'))
+        return sum(count for _, count in self._counted.values())
 
     def stop(self, grace: float) -> list[int]:
         """Asks every worker to stop after its section; the indexes of those still running

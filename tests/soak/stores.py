@@ -13,6 +13,7 @@ would lose the data (moto and LocalStack keep theirs in memory).
 
 from __future__ import annotations
 
+import glob
 import json
 import os
 import shutil
@@ -131,6 +132,8 @@ class Store:
 
     def close(self) -> None:
         if self.proxy is not None:
+            # Connections cut as it closes are no fault to report (asyncio would print each).
+            self.proxy.loop.set_exception_handler(lambda loop, context: None)
             self.proxy.close()
         if self.proc is not None:
             self.proc.send_signal(signal.SIGCONT)
@@ -193,9 +196,7 @@ def install_localstack(work: Path) -> None:
     python = LOCALSTACK_VENV / "bin" / "python"
     if python.exists():
         return
-    base = shutil.which("python3.13")
-    if base is None:
-        raise Unavailable("LocalStack's S3 needs Python 3.13, and python3.13 is not on PATH")
+    base = python_313()
     log = work / "localstack-install.log"
     with open(log, "w") as out:
         steps = [
@@ -206,6 +207,19 @@ def install_localstack(work: Path) -> None:
             if subprocess.run(step, stdout=out, stderr=subprocess.STDOUT).returncode:
                 shutil.rmtree(LOCALSTACK_VENV, ignore_errors=True)
                 raise Unavailable(f"installing LocalStack failed: see {log}")
+
+
+def python_313() -> str:
+    """A Python 3.13 that runs: ``$LOCALSTACK_PYTHON``, python3.13 on PATH, or pyenv's (whose
+    shim on PATH fails where 3.13 is not the version pyenv has selected)."""
+    candidates = [os.environ.get("LOCALSTACK_PYTHON"), shutil.which("python3.13")]
+    candidates += sorted(glob.glob(os.path.expanduser("~/.pyenv/versions/3.13*/bin/python3.13")))
+    for c in candidates:
+        if c and subprocess.run([c, "-c", ""], capture_output=True).returncode == 0:
+            return c
+    raise Unavailable(
+        "LocalStack's S3 needs Python 3.13: none runs here (set LOCALSTACK_PYTHON to one)"
+    )
 
 
 class S3rver(Store):

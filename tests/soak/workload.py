@@ -9,8 +9,8 @@ lost (``held.lost`` at the end of the body, or ``LockLost`` from the block), how
 waited, and what the fenced resource (tests/soak/fence.py) answered the write it made
 inside. An acquisition that failed is a line too (``"err"``: its exception's class).
 
-The worker marks itself inside in a shared status file (one byte per worker), so that the
-nemesis can pause the process that holds the lock.
+The worker marks itself inside in a shared status file (one byte per worker: 1 inside, 2
+inside after its write), so that the nemesis can pause the process that holds the lock.
 
 Run by tests/soak/runner.py: ``python tests/soak/workload.py CONFIG_JSON``.
 """
@@ -78,6 +78,7 @@ def main() -> None:
                 slot = held.slot if semaphore is not None else None
                 time.sleep(hold)  # the work; then its result written with the token
                 accepted = fence.write("lock" if slot is None else f"slot-{slot}", token, owner)
+                status[index] = 2
                 exit_ = monotonic()
                 status[index] = 0
                 lost = held.lost
