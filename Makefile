@@ -240,7 +240,8 @@ bench: install-test-deps azurite
 	AZURITE_BLOB=$(abspath $(AZURITE)) $(PY) bench/run.py --figures $(BENCH_FIGURES) $(BENCH_ARGS)
 
 # The soak (tests/soak/runner.py; docs/guarantees.md, "The soak"), not part of `make test`: per
-# store of SOAK_STORES a campaign on one lock and one on a semaphore, each 8 worker processes
+# store of SOAK_STORES a campaign on one lock and one on a semaphore (s3rver, under lww: the
+# lock), each 8 worker processes
 # looping a critical section under a seeded nemesis and then a quiet phase, three campaigns
 # at once; one line per campaign, and a non-zero exit on any violation where the store runs
 # cas. By default a campaign runs until it has its sections (100,000 on the lock for files,

@@ -64,7 +64,10 @@ def main() -> None:
         os.unlink(path)
     with open(log_path, "w", buffering=1 << 16) as log:
         fence = Fence(log)
-        asyncio.run(serve(path, fence))
+        try:
+            asyncio.run(serve(path, fence))
+        finally:
+            os.unlink(path)
         log.write(f"# accepted {fence.accepted} refused {fence.refused}\n")
 
 

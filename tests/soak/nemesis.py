@@ -50,7 +50,7 @@ class Nemesis:
         weights = [w for w, _ in self.faults]
         while not enough():
             self.pool.revive(self.note)
-            calm = self.rng.uniform(1.0, 4.0)
+            calm = self.rng.uniform(2.0, 8.0)
             if time.monotonic() + calm >= until:
                 break
             time.sleep(calm)
