@@ -26,6 +26,7 @@ import json
 import os
 import random
 import resource
+import signal
 import subprocess
 import sys
 import time
@@ -82,6 +83,9 @@ def main() -> int:
     args = arguments()
     # This process and every one it starts (the servers, the workers): no metadata service.
     os.environ.update(CLOSED_METADATA)
+    # Asked to stop (a run interrupted): the cleanup runs, of each campaign's workers and
+    # store, and of the campaigns under way.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     if args.campaign:
         return one(args)
     stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
@@ -123,6 +127,17 @@ def side_by_side(args: argparse.Namespace, plan: list, out: Path) -> list[dict]:
     """Each campaign in a process of its own (``--campaign``), ``--parallel`` at once; each
     one's lines printed as it ends; their summaries (verdict.json)."""
     waiting, running, summaries = list(plan), [], []
+    try:
+        _campaigns(args, out, waiting, running, summaries)
+    finally:  # interrupted: each campaign stops its workers and its store
+        for child, _ in running:
+            child.terminate()
+        for child, _ in running:
+            child.wait()
+    return summaries
+
+
+def _campaigns(args, out: Path, waiting: list, running: list, summaries: list) -> None:
     while waiting or running:
         while waiting and len(running) < args.parallel:
             name, kind, sections = waiting.pop(0)
@@ -147,7 +162,6 @@ def side_by_side(args: argparse.Namespace, plan: list, out: Path) -> list[dict]:
             else:
                 summaries.append({"line": f"{work.name}: crashed ({child.returncode})"})
                 print(summaries[-1]["line"], flush=True)
-    return summaries
 
 
 def one(args: argparse.Namespace) -> int:
