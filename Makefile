@@ -274,6 +274,8 @@ soak-mutant: install-test-deps azurite s3rver
 	CARGO_TARGET_DIR=$(abspath $(MUTANT))/target $(VENV)/bin/maturin build --quiet \
 		--features python,mutations --out $(MUTANT)/wheel
 	$(PY) -m zipfile -e $(MUTANT)/wheel/*.whl $(MUTANT)/site
+	@# Built with the feature (only then is the variable read), not a copy of the build in place.
+	grep -q BLOB_LOCK_MUTATION $(MUTANT)/site/blob_lock/_blob_lock.abi3.so
 	for bug in $(SOAK_MUTATIONS); do \
 		PYTHONPATH=$(abspath $(MUTANT))/site BLOB_LOCK_MUTATION=$$bug $(SOAK_RUN) \
 			--seconds 30 --stores files,moto --kinds lock --expect-violation || exit 1; \

@@ -184,12 +184,9 @@ class LocalStack(Moto):
         }
 
     def start(self) -> None:
+        # (Its SIGTERM can hang: close()'s stop() kills it after a grace.)
         install_localstack(self.work)
         super().start()
-
-    def close(self) -> None:
-        # SIGTERM hung in 2 of 4 stops (shared TESTING.md): stop() kills after its grace.
-        super().close()
 
 
 def install_localstack(work: Path) -> None:
