@@ -239,7 +239,7 @@ def campaign(args: argparse.Namespace, name: str, kind: str, work: Path):
         pool.start_all()
         began = time.monotonic()
         if args.seconds:
-            quiet, seconds = max(8.0, min(60.0, 0.2 * args.seconds)), args.seconds
+            quiet, seconds = max(12.0, min(60.0, 0.4 * args.seconds)), args.seconds
         else:
             quiet, seconds = 60.0, 60 * args.most_minutes
         rng = random.Random(f"{args.seed}-{name}-{kind}")
