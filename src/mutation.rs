@@ -1,7 +1,8 @@
 //! Seeded bugs, for the model check (tests/rust/model.rs): with the `mutations` feature a test
 //! switches one on, and the exhaustive explorer must find a schedule that breaks a
 //! property. Per thread: a simulated world runs on its test's thread (a current-thread
-//! runtime), so tests side by side seed nothing into each other. Without the feature
+//! runtime), so tests side by side seed nothing into each other; or for a whole process from
+//! the environment (`BLOB_LOCK_MUTATION`: the soak's mutant, tests/soak/). Without the feature
 //! `active` is a constant false, and each seeded branch compiles away.
 
 /// The bugs that can be seeded, each at one place in the protocol.
@@ -99,10 +100,44 @@ pub fn seed(mutation: Option<Mutation>) {
     ACTIVE.with(|a| a.set(mutation.map_or(0, |m| m as u8)));
 }
 
-/// The bug seeded on this thread, if any.
+/// The bug seeded for the whole process by the environment: `BLOB_LOCK_MUTATION` names one
+/// (`ConflictAsSuccess`), read once. How the soak (tests/soak/) seeds a bug into the Python
+/// extension, whose requests run on the runtime's threads, where nothing calls `seed`. A
+/// name that is no seeded bug ends the process, naming them: a soak that ran the code as
+/// written instead would pass, and prove nothing.
+#[cfg(feature = "mutations")]
+fn from_environment() -> u8 {
+    static SEEDED: std::sync::OnceLock<u8> = std::sync::OnceLock::new();
+    *SEEDED.get_or_init(|| {
+        let Ok(name) = std::env::var("BLOB_LOCK_MUTATION") else {
+            return 0;
+        };
+        match Mutation::ALL.into_iter().find(|m| format!("{m:?}") == name) {
+            Some(m) => m as u8,
+            None => {
+                eprintln!(
+                    "BLOB_LOCK_MUTATION={name}: no such seeded bug; one of {:?}",
+                    Mutation::ALL
+                );
+                std::process::exit(2)
+            }
+        }
+    })
+}
+
+/// This thread's seed, else the environment's (`from_environment`).
+#[cfg(feature = "mutations")]
+fn current() -> u8 {
+    match ACTIVE.with(|a| a.get()) {
+        0 => from_environment(),
+        seeded => seeded,
+    }
+}
+
+/// The bug seeded on this thread (or for the process, by `BLOB_LOCK_MUTATION`), if any.
 #[cfg(feature = "mutations")]
 pub fn seeded() -> Option<Mutation> {
-    let active = ACTIVE.with(|a| a.get());
+    let active = current();
     Mutation::ALL.into_iter().find(|m| *m as u8 == active)
 }
 
@@ -111,7 +146,7 @@ pub fn seeded() -> Option<Mutation> {
 pub fn active(mutation: Mutation) -> bool {
     #[cfg(feature = "mutations")]
     {
-        ACTIVE.with(|a| a.get()) == mutation as u8
+        current() == mutation as u8
     }
     #[cfg(not(feature = "mutations"))]
     {

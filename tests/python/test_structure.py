@@ -209,8 +209,9 @@ def test_the_native_stub_declares_every_result():
 
 
 # tests/ by kind: the Rust tests, the Python tests, the servers and stand-ins both run
-# against, the proxies between a lock and its store, the programs the tests start.
-KINDS = {"rust", "python", "servers", "proxies", "processes"}
+# against, the proxies between a lock and its store, the programs the tests start, the
+# soak (`make soak`, outside `make test`).
+KINDS = {"rust", "python", "servers", "proxies", "processes", "soak"}
 
 
 def test_tests_are_grouped_by_kind():

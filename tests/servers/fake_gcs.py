@@ -170,11 +170,12 @@ def _signing_key() -> str:
 class FakeGcs:
     """Serves on a free loopback port in a thread until ``close()``."""
 
-    def __init__(self) -> None:
+    def __init__(self, port: int = 0) -> None:
+        """``port``: 0 for a free one (a restart on the same port: tests/soak/gcs_store.py)."""
         store = _Store()
         handler = type("Handler", (_Handler,), {"store": store})
         self.store = store
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        self.server = ThreadingHTTPServer(("127.0.0.1", port), handler)
         self.server.daemon_threads = True
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
