@@ -77,3 +77,27 @@ pub fn on_runtime_thread() -> bool {
 pub fn on_shared_runtime() -> bool {
     driving() || ON_RUNTIME.with(|on| on.get())
 }
+
+#[cfg(all(test, target_os = "linux"))]
+mod tests {
+    use crate::thread_signals::tests::{bit, blocked};
+
+    #[test]
+    fn the_runtimes_threads_leave_signals_to_the_caller() {
+        let runtime = super::runtime();
+        let worker = runtime
+            .block_on(runtime.spawn(async { blocked() }))
+            .unwrap();
+        assert_ne!(
+            worker & bit(libc::SIGTERM),
+            0,
+            "a runtime worker takes SIGTERM: {worker:x}"
+        );
+        let pool = runtime.block_on(runtime.spawn_blocking(blocked)).unwrap();
+        assert_ne!(
+            pool & bit(libc::SIGINT),
+            0,
+            "a blocking-pool thread takes SIGINT: {pool:x}"
+        );
+    }
+}
