@@ -1,8 +1,8 @@
 """The structural rules of ARCHITECTURE.md that can be checked, checked: the CLI is built on
 the public API only; pyo3 only in the bindings (src/python), so that the lock core builds,
-tests and simulates without Python; the stores know nothing of protocols or leases; the
-Python package has no import cycle; ARCHITECTURE.md names only paths that are there, and a
-glossary word names one concept in the Rust identifiers."""
+tests and simulates without Python; the stores know nothing of protocols or leases; neither
+the Python package nor src/ has an import cycle; ARCHITECTURE.md names only paths that are
+there, and a glossary word names one concept in the Rust identifiers."""
 
 from __future__ import annotations
 
@@ -140,7 +140,15 @@ def test_no_python_import_cycle():
     # The graph sees deferred imports and the native module (so it can see a cycle at all).
     assert "blob_lock._credentials._aws" in graph["blob_lock._credentials._bridge"]
     assert "blob_lock._blob_lock" in graph["blob_lock._credentials"]
-    cycles, done, path = [], set(), []
+    cycles = _cycles(graph)
+    assert not cycles, "import cycles in python/blob_lock:\n" + "\n".join(cycles)
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[str]:
+    """Each cycle of an import graph met in a depth-first walk, as `a -> b -> a`."""
+    cycles: list[str] = []
+    done: set[str] = set()
+    path: list[str] = []
 
     def visit(m: str) -> None:
         if m in path:
@@ -149,14 +157,14 @@ def test_no_python_import_cycle():
         if m in done:
             return
         path.append(m)
-        for n in sorted(graph[m]):
+        for n in sorted(graph.get(m, ())):
             visit(n)
         path.pop()
         done.add(m)
 
     for m in sorted(graph):
         visit(m)
-    assert not cycles, "import cycles in python/blob_lock:\n" + "\n".join(cycles)
+    return cycles
 
 
 def test_python_keeps_no_copy_of_the_scheme_table():
@@ -295,6 +303,88 @@ def test_rust_rooms_import_only_rooms_below_them():
                     up.append(f"{path.relative_to(ROOT)}:{n}: {room} -> {target}")
     assert not homeless, f"rooms on no floor (add them to FLOORS and the picture): {homeless}"
     assert not up, "imports that run up or across:\n" + "\n".join(up)
+
+
+def _rust_code(path: pathlib.Path) -> str:
+    """A Rust file without its comments, string and character literals (so that a `//`
+    inside a string cuts no code, and a path written in a message names no file)."""
+    lines = []
+    for line in path.read_text().splitlines():
+        line = re.sub(r"'(?:\\.|[^'\\])'", "' '", line)
+        line = re.sub(r'"(?:\\.|[^"\\])*"', '""', line)
+        lines.append(line.split("//", 1)[0])
+    return "\n".join(lines)
+
+
+def _rust_paths(group: str) -> list[list[str]]:
+    """The paths a `use` group names (`{a, b::{c, d as e}, self}`: a, b::c, b::d and [])."""
+    found, depth, item = [], 0, ""
+    for c in group[1:-1] + ",":
+        depth += {"{": 1, "}": -1}.get(c, 0)
+        if c != "," or depth:
+            item += c
+            continue
+        item = re.sub(r"\s+as\s+\w+$", "", item.strip())
+        head, _, rest = item.partition("{")
+        base = [p for p in head.split("::") if p and p not in {"self", "*"}]
+        found += [base + sub for sub in _rust_paths("{" + rest)] if rest else [base]
+        item = ""
+    return found
+
+
+def _rust_imports() -> dict[str, set[str]]:
+    """Each file of src/ with the files of src/ its `crate::` paths name: in a `use` or
+    written out where they are used, in its tests too (comments aside). A path names the file
+    of its longest module: `crate::lease::held::Lease` is src/lease/held/mod.rs; a name that
+    lib.rs re-exports (`crate::Result`) names none. A folder's mod.rs that declares its
+    submodules (`mod held;`) is no import of them, as in Python."""
+    modules = {}
+    for path in rust_files(ROOT / "src"):
+        parts = path.relative_to(ROOT / "src").with_suffix("").parts
+        parts = parts[:-1] if parts[-1] == "mod" else parts
+        if parts != ("lib",):
+            modules[parts] = str(path.relative_to(ROOT))
+
+    def file_of(names: list[str]) -> str | None:
+        return next(
+            (
+                modules[tuple(names[:n])]
+                for n in range(len(names), 0, -1)
+                if tuple(names[:n]) in modules
+            ),
+            None,
+        )
+
+    graph: dict[str, set[str]] = {}
+    for name in modules.values():
+        code = _rust_code(ROOT / name)
+        found = set()
+        for m in re.finditer(r"\bcrate((?:\s*::\s*\w+)*)(\s*::\s*\{)?", code):
+            base = re.findall(r"\w+", m.group(1))
+            paths = [base]
+            if m.group(2):
+                start, depth = m.end() - 1, 0
+                for end in range(start, len(code)):
+                    depth += {"{": 1, "}": -1}.get(code[end], 0)
+                    if not depth:
+                        break
+                paths = [base + p for p in _rust_paths(code[start : end + 1])]
+            found |= {file_of(p) for p in paths}
+        graph[name] = {f for f in found if f is not None and f != name}
+    return graph
+
+
+def test_no_rust_import_cycle():
+    """No file of src/ reaches itself through the `crate::` paths it names and those of the
+    files they name: not on the ground floor, where rooms may import each other (the floors'
+    check lets that pass), nor among one room's files. Arrows point one way (ARCHITECTURE.md):
+    Rust compiles a cycle, and the picture would no longer say which stands on which."""
+    graph = _rust_imports()
+    # The graph sees `use` lists and paths written out in the code (so it can see a cycle).
+    assert "src/inspect.rs" in graph["src/lease/lock/mod.rs"], graph["src/lease/lock/mod.rs"]
+    assert "src/runtime.rs" in graph["src/owed.rs"], graph["src/owed.rs"]
+    cycles = _cycles(graph)
+    assert not cycles, "import cycles in src/:\n" + "\n".join(cycles)
 
 
 def test_architecture_draws_the_floors_in_order():
