@@ -699,7 +699,7 @@ def test_clearing_keeps_a_held_lock_and_prunes_the_free_ones(tmp_path, how):
 
 
 def test_calls_of_odd_names_get_lock_uris_every_store_takes():
-    from blob_lock._joblib_calls import Calls
+    from blob_lock.joblib._calls import Calls
 
     calls = Calls("s3://bucket/locks", {}, None)
     uri = calls.uri("__main__--tmp-100%-#1?/f", "0123abcd")

@@ -16,8 +16,8 @@ from uuid import uuid4
 
 import cloudpickle
 import pytest
-from blob_lock import LockTimeout, _prefect_held
-from blob_lock.prefect import HOLDER_LABEL, BlobLockManager
+from blob_lock import LockTimeout
+from blob_lock.prefect import HOLDER_LABEL, BlobLockManager, _held
 from conftest import _make_backend, eventually
 from prefect.filesystems import LocalFileSystem
 from prefect.locking.protocol import LockManager
@@ -38,7 +38,7 @@ def manager(shared_backend):
     made = BlobLockManager(shared_backend.uri(), expire=EXPIRE, storage_options=options)
     yield made
     # What a test left held, released while its store still runs.
-    for held in list(_prefect_held._held.values()):
+    for held in list(_held._held.values()):
         if held.lock.uri.startswith(made.prefix + "/"):
             made.release_lock(held.key, held.holder)
 

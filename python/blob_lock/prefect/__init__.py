@@ -2,7 +2,7 @@
 ``prefect.locking.protocol.LockManager`` whose lock for a key is a ``BlobLock`` at
 ``{prefix}/{key}``, in the store that already holds the results (S3, Azure, GCS, local or
 NFS files). Needs Prefect 3 (``pip install 'blob-lock[prefect]'``); only this module and
-``_prefect_logs`` import it. docs/prefect.md shows the three lines that switch a flow over.
+its ``_logs`` import it. docs/prefect.md shows the three lines that switch a flow over.
 
 What Prefect's semantics become here, and why:
 
@@ -44,7 +44,7 @@ What Prefect's semantics become here, and why:
 - A wait is logged once, at INFO, naming who holds the key; a takeover from a holder whose
   lease expired, at WARNING. These and the loss go to the logger of the Prefect run that
   acquired (``get_run_logger()``: Prefect's API and UI), or with no run active to
-  ``blob_lock.prefect``; never to both (``_prefect_logs.py``).
+  ``blob_lock.prefect``; never to both (``_logs.py``).
 - ``wait_for_lock`` waits for a holder in this process without a request, then reads the
   store until the lock is free (``wait_free``); a timeout of 0 looks once.
 """
@@ -65,8 +65,8 @@ try:
 except ImportError as e:  # pragma: no cover - depends on the environment
     raise ImportError("blob_lock.prefect needs Prefect 3: pip install 'blob-lock[prefect]'") from e
 
-from blob_lock import _prefect_held as here
-from blob_lock import _prefect_logs as logs
+import blob_lock.prefect._held as here
+import blob_lock.prefect._logs as logs
 from blob_lock._inspect import (
     Inspection,
     break_lock,
@@ -78,8 +78,8 @@ from blob_lock._inspect import (
 from blob_lock._lock import BlobLock
 from blob_lock._loss_notice import LossNotice
 from blob_lock._options import signature
-from blob_lock._prefect_held import HOLDER_LABEL, holder_label
 from blob_lock.exceptions import LockLost, LockTimeout, StoreSaturated
+from blob_lock.prefect._held import HOLDER_LABEL, holder_label
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack

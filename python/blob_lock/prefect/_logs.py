@@ -16,7 +16,7 @@ import logging
 from typing import Union
 
 from blob_lock._inspect import Inspection
-from blob_lock._prefect_held import HOLDER_LABEL
+from blob_lock.prefect._held import HOLDER_LABEL
 
 __all__ = [
     "MODULE",

@@ -55,8 +55,8 @@ try:
 except ImportError as e:  # pragma: no cover - depends on the environment
     raise ImportError("blob_lock.joblib needs joblib: pip install 'blob-lock[joblib]'") from e
 
-from blob_lock._joblib_calls import LOCK_OPTION_NAMES, Calls, Computing, lock_root, never
 from blob_lock._options import signature
+from blob_lock.joblib._calls import LOCK_OPTION_NAMES, Calls, Computing, lock_root, never
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack

@@ -61,7 +61,7 @@ class Held:
     holder: str
     label: str
     lock: BlobLock
-    log: Any  # the logger of the run that acquired (blob_lock._prefect_logs.run_logger)
+    log: Any  # the logger of the run that acquired (blob_lock.prefect._logs.run_logger)
     timer: threading.Timer | None = None  # ends it at its hold_timeout
 
 
