@@ -6,7 +6,7 @@ with BlobLock("s3://bucket/memo/abc/lock") as held:
 
 from blob_lock import _logs  # noqa: F401 - next: records reach logging at its levels
 from blob_lock._blob_lock import __version__
-from blob_lock._claim_memo import claim_memo, claim_memo_async
+from blob_lock._claiming import claim_memo, claim_memo_async
 from blob_lock._credentials import CredentialProvider, credential_source, set_credentials
 from blob_lock._doctor import DoctorReport, Probe, RaceReport, doctor
 from blob_lock._held_slot import HeldSlot

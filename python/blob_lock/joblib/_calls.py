@@ -15,7 +15,7 @@ from typing import Any
 
 from blob_lock import _blob_lock
 from blob_lock._args import lock_uri
-from blob_lock._claim_memo import claim_memo, claim_memo_async
+from blob_lock._claiming import claim_memo, claim_memo_async
 from blob_lock._inspect import Inspection, inspect, inspect_async
 from blob_lock._inventory import prune_locks
 from blob_lock._keep_alive import KeepAlive, keep_alive, keep_alive_async
