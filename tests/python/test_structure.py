@@ -1,8 +1,10 @@
 """The structural rules of ARCHITECTURE.md that can be checked, checked: the CLI is built on
 the public API only; pyo3 only in the bindings (src/python), so that the lock core builds,
 tests and simulates without Python; the stores know nothing of protocols or leases; neither
-the Python package nor src/ has an import cycle; ARCHITECTURE.md names only paths that are
-there, and a glossary word names one concept in the Rust identifiers."""
+the Python package nor src/ has an import cycle; each integration of the package (mops,
+Prefect, joblib) is a package holding its helpers, and the core imports none of them;
+ARCHITECTURE.md names only paths that are there, and a glossary word names one concept in
+the Rust identifiers."""
 
 from __future__ import annotations
 
@@ -165,6 +167,76 @@ def _cycles(graph: dict[str, set[str]]) -> list[str]:
     for m in sorted(graph):
         visit(m)
     return cycles
+
+
+# The package's integrations, each a package of its own (python/blob_lock/<name>/), and the
+# library each adapts, by the name it is imported under.
+INTEGRATIONS = {"mops": "thds", "prefect": "prefect", "joblib": "joblib"}
+
+
+def _integration_of(module: str) -> str | None:
+    """The integration a module of the package belongs to (`blob_lock.prefect._held`:
+    prefect); None for the core."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 and parts[1] in INTEGRATIONS else None
+
+
+def test_no_core_module_imports_an_integration():
+    """The core (every module outside the integrations' packages: the locks, the CLI, the
+    metrics modules) imports no integration, deferred imports included: an integration can
+    then be changed, or be missing its library, without the core noticing."""
+    graph = _python_imports()
+    assert "blob_lock.joblib._calls" in graph["blob_lock.joblib"], "the check reads the graph"
+    found = [
+        f"{m} -> {n}"
+        for m in sorted(graph)
+        if _integration_of(m) is None
+        for n in sorted(graph[m])
+        if _integration_of(n) is not None
+    ]
+    assert not found, "core modules that import an integration:\n" + "\n".join(found)
+
+
+def _libraries(path: pathlib.Path) -> set[str]:
+    """The top-level names of what a module imports from outside the package."""
+    names = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            names |= {a.name.split(".")[0] for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+            names.add(node.module.split(".")[0])
+    return names - {"blob_lock"}
+
+
+def test_each_integration_holds_its_helpers():
+    """Each integration is a package (`import blob_lock.prefect` as before), and what only it
+    uses is inside: a module that only one integration's modules import, directly or
+    through others only it uses, and every module that imports the library it adapts
+    (Prefect, joblib, thds-mops). So the top of the package is the core alone."""
+    graph = _python_imports()
+    not_packages = [n for n in INTEGRATIONS if not (PACKAGE / n / "__init__.py").is_file()]
+    assert not not_packages, f"integrations that are not a package of their own: {not_packages}"
+    # The integration that alone imports a module, found from the integrations down: a
+    # module is an integration's when every module that imports it is.
+    owner = {m: _integration_of(m) for m in graph}
+    changed = True
+    while changed:
+        changed = False
+        for m in graph:
+            importers = {owner[n] for n in graph if m in graph[n]}
+            if owner[m] is None and len(importers) == 1 and None not in importers:
+                owner[m], changed = importers.pop(), True
+    outside = [
+        f"{m} (only blob_lock.{owner[m]} uses it)"
+        for m in sorted(graph)
+        if owner[m] is not None and _integration_of(m) is None
+    ]
+    for path in sorted(PACKAGE.rglob("*.py")):
+        module = ".".join(path.relative_to(PACKAGE.parent).with_suffix("").parts)
+        for name, library in INTEGRATIONS.items():
+            if library in _libraries(path) and _integration_of(module) != name:
+                outside.append(f"{module} (imports {library}, blob_lock.{name}'s library)")
+    assert not outside, "an integration's helpers outside its package:\n" + "\n".join(outside)
 
 
 def test_python_keeps_no_copy_of_the_scheme_table():
