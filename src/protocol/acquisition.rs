@@ -66,20 +66,30 @@ pub struct Acquisition {
 }
 
 impl Acquisition {
-    /// An acquisition that starts with `writes`: those an earlier one by the same owner id
-    /// left unresolved when it ended without the lock ([`Acquisition::left`]). A read that
-    /// shows one of them is then ours to confirm, not another holder's to wait out.
-    pub fn carrying(writes: Vec<(u64, Instant)>) -> Acquisition {
+    /// An acquisition that starts from what an earlier one by the same owner id `left`
+    /// when it ended without the lock ([`Acquisition::left`]): its writes of unknown outcome
+    /// (a read that shows one of them is then ours to confirm, not another holder's to wait
+    /// out), and, if that one ended no more than `within` before `now`, the version it
+    /// watched and since when (a wait in slices, a semaphore's polls of its slots, each an
+    /// acquisition, watch as one acquisition's attempts do).
+    pub fn carrying(left: Left, now: Instant, within: std::time::Duration) -> Acquisition {
+        let watch = (left.watch)
+            .filter(|(_, ended)| now.saturating_duration_since(*ended) <= within)
+            .map(|(watch, _)| watch);
         Acquisition {
-            unresolved: writes,
+            unresolved: left.writes,
+            watch,
             ..Acquisition::default()
         }
     }
 
-    /// The writes whose outcome this acquisition never learnt, for the next one by the same
-    /// owner id ([`Acquisition::carrying`]).
-    pub fn left(self) -> Vec<(u64, Instant)> {
-        self.unresolved
+    /// What this acquisition, ending without the lock at `ended`, leaves to the next one by
+    /// the same owner id ([`Acquisition::carrying`]).
+    pub fn left(self, ended: Instant) -> Left {
+        Left {
+            writes: self.unresolved,
+            watch: self.watch.map(|watch| (watch, ended)),
+        }
     }
 
     /// True at the first attempt of this acquisition only.
@@ -106,6 +116,26 @@ impl Acquisition {
             .iter()
             .find(|(t, _)| *t == lf.token)
             .map(|(_, start)| *start)
+    }
+}
+
+/// What an acquisition that ended without the lock leaves to the next by the same owner id
+/// ([`Acquisition::left`], [`Acquisition::carrying`]).
+#[derive(Debug, Clone, Default)]
+pub struct Left {
+    /// Its writes of unknown outcome: each token, and the earliest start of a write with it.
+    writes: Vec<(u64, Instant)>,
+    /// The version it watched and since when, and when it ended.
+    watch: Option<((Version, Instant), Instant)>,
+}
+
+impl Left {
+    /// A write of ours that may still be the lockfile (a lease whose release failed): its
+    /// token and the start of its last write known to have landed.
+    pub fn add_write(&mut self, written: (u64, Instant)) {
+        if !self.writes.contains(&written) {
+            self.writes.push(written);
+        }
     }
 }
 

@@ -29,7 +29,7 @@ pub mod release;
 pub mod released;
 pub mod watched;
 
-pub use acquisition::{Acquisition, Attempt, OurWrite};
+pub use acquisition::{Acquisition, Attempt, Left, OurWrite};
 pub use engine::{Engine, Fence, REMOTE};
 pub use release::{Broken, ReleaseStatus};
 

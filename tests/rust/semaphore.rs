@@ -148,10 +148,20 @@ async fn a_lowered_number_evicts_nobody_and_drains() {
     assert_eq!(s.try_acquire().await.unwrap().unwrap().slot(), 0);
 }
 
+/// Under either protocol: a waiter's polls of the slot watch as one wait does (under `lww`
+/// they once started again at each poll, and the slot was taken only by the wall clock's
+/// path, after `expire + clock_skew`: 62 s here).
 #[tokio::test(start_paused = true)]
 async fn a_holder_that_stops_renewing_frees_its_slot_by_expiry() {
-    let o = opts(2.0);
-    let s = Semaphore::new("memory://sem-expiry/q", 1, &o).unwrap();
+    for protocol in [Protocol::Cas, Protocol::Lww] {
+        let mut o = opts(2.0);
+        o.protocol = Some(protocol);
+        let prefix = format!("memory://sem-expiry-{}/q", protocol.as_str());
+        stops_renewing_frees_its_slot(Semaphore::new(&prefix, 1, &o).unwrap()).await;
+    }
+}
+
+async fn stops_renewing_frees_its_slot(s: Semaphore) {
     let crashed = s.acquire(None).await.unwrap();
     crashed.lease().let_go(); // as a killed process: no renewal, no release
     let began = tokio::time::Instant::now();

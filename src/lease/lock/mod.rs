@@ -14,7 +14,7 @@ use crate::owed::Owed;
 use crate::protocol::released::Receipt;
 use crate::protocol::watched::Watched;
 use crate::protocol::Protocol;
-use crate::protocol::{Acquisition, Attempt, Broken, Engine, OurWrite, ReleaseStatus};
+use crate::protocol::{Acquisition, Attempt, Broken, Engine, Left, OurWrite, ReleaseStatus};
 use crate::store::load::{as_kind, Kind};
 use crate::store::Access;
 use crate::store::{self, LockStore};
@@ -49,10 +49,11 @@ pub struct Lock {
     /// Releases owed by interrupted acquisitions; the next acquisition waits for them
     /// (see [`Lock::owe_cleanup`]).
     cleanups: Arc<Owed>,
-    /// The writes of unknown outcome that the last acquisition through this lock left when
-    /// it ended without the lock (a timeout: a caller waiting in slices, as `claim_memo`
-    /// does, comes back at once); the next one starts from them ([`Acquisition::carrying`]).
-    left: Arc<std::sync::Mutex<Vec<(u64, tokio::time::Instant)>>>,
+    /// What the last acquisition through this lock left when it ended without the lock (a
+    /// timeout: a caller waiting in slices, as `claim_memo` does, comes back at once; a
+    /// semaphore's poll of a slot): its writes of unknown outcome and its watch; the next
+    /// one starts from them ([`Acquisition::carrying`]).
+    left: Arc<std::sync::Mutex<Left>>,
 }
 
 impl Lock {
@@ -235,15 +236,19 @@ impl Lock {
         }
     }
 
-    /// An acquisition through this lock, starting from what the last one left.
+    /// An acquisition through this lock, starting from what the last one left: its watch
+    /// only if it ended within two of the longest polls (a wait in slices, a semaphore's
+    /// polls), so that a read that lags far behind is not taken for a long watch.
     fn acquisition(&self) -> Acquisition {
         let left = std::mem::take(&mut *self.left.lock().unwrap_or_else(|e| e.into_inner()));
-        Acquisition::carrying(left)
+        let t = &self.engine.timing;
+        Acquisition::carrying(left, self.engine.clock.now(), t.poll_max * 2)
     }
 
-    /// Keeps what `acquisition`, which ended without the lock, left unresolved.
+    /// Keeps what `acquisition`, which ended without the lock, left.
     fn leave(&self, acquisition: Acquisition) {
-        *self.left.lock().unwrap_or_else(|e| e.into_inner()) = acquisition.left();
+        let left = acquisition.left(self.engine.clock.now());
+        *self.left.lock().unwrap_or_else(|e| e.into_inner()) = left;
     }
 
     /// A lease of this lock whose release failed: its lockfile may still show it, our own
@@ -251,10 +256,7 @@ impl Lock {
     /// conditional renewal confirms it) rather than waiting it out as another holder's.
     pub(crate) async fn leave_unreleased(&self, lease: &Lease) {
         let written = lease.written().await;
-        let mut left = self.left.lock().unwrap_or_else(|e| e.into_inner());
-        if !left.contains(&written) {
-            left.push(written);
-        }
+        (self.left.lock().unwrap_or_else(|e| e.into_inner())).add_write(written);
     }
 
     /// After an acquisition of this lock was interrupted (a signal, a cancelled task) or
