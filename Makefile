@@ -1,7 +1,9 @@
-# One word per step. `make test` is the whole check on a fresh machine: it installs what it
-# needs (a virtualenv with the test tools, Azurite and s3rver from npm), builds the
-# documentation and the extension, and runs the linters, the Rust tests and the Python tests
-# against moto, s3rver and Azurite servers that the tests start on free loopback ports.
+# One word per step. `make test` is the README's test command and what a contributor runs
+# after each change: on a fresh machine it installs what it needs (a virtualenv with the test
+# tools, Azurite and s3rver from npm), builds the documentation and the extension, and runs
+# the formatters' checks, the Rust tests and the Python tests against moto, s3rver, Azurite
+# and the GCS fake, started on free loopback ports. `make check` is everything else CI runs
+# (.ci/run: `make test`, then `make check`).
 
 VENV ?= .venv
 PY := $(VENV)/bin/python
@@ -14,21 +16,26 @@ S3RVER := .cache/s3rver/node_modules/.bin/s3rver
 
 .PHONY: cli-docs test-fast rust-format lint-rust lint-python model options test test-steps install-test-deps rust-deps build-dev lint docs format test-rust typecheck test-python azurite s3rver
 
-# `make test`: every test, in one graph of steps run side by side (make -j). The tools and
-# the extension first: uv, npm and the extension's Rust dependencies at once, then maturin.
-# The tests follow as their inputs are ready: the Python tests, mostly waiting on leases,
-# servers and processes, beside cargo's builds and the Rust tests. The simulation's
-# optimised build starts at once (it needs neither the virtualenv nor the extension, and
-# cargo locks each profile's directory apart), in the CPU that uv, npm and maturin leave.
-# The static checks that cost a build of their own (clippy, rustdoc, stubtest, pyright) are
-# `make lint`, which .ci/run runs after this: on 2 cores every step competes for the same
-# CPU, and they were 150 of its 1,240 CPU-seconds. The formatters' checks stay here (cheap).
-# Where the time goes: docs/development.md, "How long make test takes".
+# `make test`: every unit, integration and process test that needs no run at capacity, in one
+# graph of steps run side by side (make -j). The tools and the extension first: uv, npm and
+# the extension's Rust dependencies at once, then maturin. The tests follow as their inputs
+# are ready: the Python tests, mostly waiting on leases, servers and processes, beside cargo's
+# builds and the Rust tests. The simulation's optimised build starts at once (it needs
+# neither the virtualenv nor the extension, and cargo locks each profile's directory apart),
+# in the CPU that uv, npm and maturin leave. Where the time goes: docs/development.md, "How
+# long make test takes".
 TEST_JOBS ?= 6
 test:
 	$(MAKE) --no-print-directory -j$(TEST_JOBS) --output-sync=target test-steps IN_TEST=1
 
 test-steps: test-sim lint-python rust-format docs test-rust test-python
+
+# `make check`: everything else CI runs, one step after another (each takes the machine): the
+# static checks; the load tests at and past the stores' capacity; the model check at two
+# faults; the soak's short run and its mutant; the wheels of every platform and their tests
+# (docs/development.md, "make check").
+.PHONY: check
+check: lint test-heavy model soak-short soak-mutant wheels test-platforms
 
 # In `make test` (IN_TEST=1), cargo's steps come after the extension's build (both use
 # target/debug, which cargo locks: a cargo test first would hold the extension, and so every
@@ -162,7 +169,8 @@ test-rust: install-test-deps azurite $(after_build)
 
 # The simulation's campaigns and fault matrix and the model check at one fault, optimised
 # with debug assertions (the `sim` profile), built without the cloud stores' clients: they
-# bring their own store, and TLS and HTTP were half of the build.
+# bring their own store, and TLS and HTTP were half of the build. (`make model`, in `make
+# check`, runs the model at two faults.)
 test-sim: export AWS_METADATA_ENDPOINT = http://127.0.0.1:9
 test-sim: export AZURE_MSI_ENDPOINT = http://127.0.0.1:9/metadata/identity/oauth2/token
 test-sim: export GCE_METADATA_HOST = 127.0.0.1:9
@@ -198,11 +206,11 @@ typecheck: build-dev
 # faulthandler print every thread's stack, so such a run fails with a diagnosis, not a stall.
 PY_TEST_BOUND ?= 30m
 # pytest-xdist workers for all but the tests marked heavy (thousands of locks, many
-# processes). Those run after the rest, in two lanes (tests/python/conftest.py): they measure the
-# lock under load, not the machine. Beside other workers' tests and their servers they lost
-# locks to a starved Azurite and moto (2026-11-27). `--dist worksteal`, with the slow tests
-# collected first (conftest.py): an idle worker takes tests queued on a busy one, so the run
-# does not end on one worker's queue.
+# processes), which `make check` runs alone in two lanes (test-heavy, tests/python/conftest.py):
+# they measure the lock under load, not the machine, and beside other workers' tests and their
+# servers they lost locks to a starved Azurite and moto. `--dist worksteal`, with the slow
+# tests collected first (conftest.py): an idle worker takes tests queued on a busy one, so the
+# run does not end on one worker's queue.
 PY_TEST_WORKERS ?= 6
 
 PY_TEST_ENV = AZURITE_BLOB=$(abspath $(AZURITE)) S3RVER=$(abspath $(S3RVER))
@@ -210,6 +218,11 @@ PY_TEST_ENV = AZURITE_BLOB=$(abspath $(AZURITE)) S3RVER=$(abspath $(S3RVER))
 test-python: build-dev azurite s3rver
 	$(PY_TEST_ENV) timeout --signal=ABRT --kill-after=30 $(PY_TEST_BOUND) \
 		$(PY) -m pytest -q --durations=20 -m "not heavy" -n $(PY_TEST_WORKERS) --dist worksteal
+
+# The tests marked heavy (`make check`): thousands of locks at and past the stores' capacity,
+# many processes, in two lanes (conftest.py), with nothing else beside them.
+.PHONY: test-heavy
+test-heavy: build-dev azurite s3rver
 	$(PY_TEST_ENV) timeout --signal=ABRT --kill-after=30 $(PY_TEST_BOUND) \
 		$(PY) -m pytest -q --durations=10 -m heavy -n 2 --dist loadgroup
 
