@@ -158,9 +158,7 @@ def load(rep, sz, tmp: str) -> None:
         "and their renewals keep up, and refused at once (StoreSaturated) otherwise. CPU is "
         "in cores of this 2-core machine, the process's own and the whole machine's (the "
         "rest is the store's server: Azurite is one Node.js thread, moto one Python "
-        "process). Before the load control (2026-11-27, this machine): on Azurite at expire "
-        "6 the first ~800 locks were taken, then renewals timed out at 1 s, were retried "
-        "into the same queue, and nearly every lock was lost within 40 s."
+        "process)."
     )
 
 
