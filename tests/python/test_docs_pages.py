@@ -1,12 +1,70 @@
-"""The benchmark page (docs/benchmarks.md) shows all of BENCHMARKS.md, each picture of the
-last run under the section it shows."""
+"""The documentation's pages (README.md and docs/**/*.md) say what is true now: today's
+behaviour and figures, a figure with its date where it needs one, and the history in git
+log. BENCHMARKS.md is the place for dated measurements and is left out."""
 
 from __future__ import annotations
 
 import re
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
+PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
+MOST_DATED_LINES = 3
+
+MONTH = (
+    r"(?:January|February|March|April|May|June|July|August|September|October|November|"
+    r"December)"
+)
+# 2026-11-28, 2026-11; "November 2024", "November 28, 2026", "28 November 2026".
+DATE = re.compile(
+    rf"\b\d{{4}}-\d{{2}}(?:-\d{{2}})?\b|\b{MONTH} (?:\d{{1,2}}, )?\d{{4}}\b"
+    rf"|\b\d{{1,2}} {MONTH} \d{{4}}\b"
+)
+FENCE = re.compile(r"^\s*(```|~~~)")
+
+
+def dated_lines(text: str) -> list[tuple[int, str]]:
+    """The lines outside code blocks that carry a date, with their numbers (a timestamp in an
+    example's output is no statement of when something was)."""
+    found, in_code = [], False
+    for number, line in enumerate(text.splitlines(), 1):
+        if FENCE.match(line):
+            in_code = not in_code
+        elif not in_code and DATE.search(line):
+            found.append((number, line.strip()))
+    return found
+
+
+def test_the_date_pattern_finds_what_it_should():
+    text = (
+        "took 524 s (2026-11-27)\nsince August 2024, a store\n"
+        "```\nwritten_at 2026-11-27T23:44:01Z\n```\nport 2026 and 10-20 % drift\n"
+    )
+    assert [n for n, _ in dated_lines(text)] == [1, 2]
+
+
+def test_each_page_has_at_most_three_dated_lines():
+    assert len(PAGES) > 15, "the pages were not found"
+    over = {}
+    for page in PAGES:
+        lines = dated_lines(page.read_text())
+        if len(lines) > MOST_DATED_LINES:
+            over[str(page.relative_to(ROOT))] = lines
+    if over:
+        pytest.fail(
+            f"pages with more than {MOST_DATED_LINES} dated lines (say what is true now; keep a "
+            "date only where a figure needs one, put dated measurements in BENCHMARKS.md and "
+            "leave the history to git log):\n"
+            + "\n".join(
+                f"{page}: {len(lines)} dated lines\n"
+                + "\n".join(f"  line {n}: {line[:120]}" for n, line in lines)
+                for page, lines in over.items()
+            ),
+            pytrace=False,
+        )
+
 
 SECTION = re.compile(r"^<!-- --8<-- \[(start|end):([\w-]+)\] -->$", re.M)
 
