@@ -5,7 +5,7 @@ with the store still out of reach, returns instead of failing the task with the 
 error; once the store is back, the key frees by itself after its lease. An outage that
 begins only at the release (no loss) is the same: ``release_lock`` returns within seconds,
 the task's own error comes out, one WARNING says when the key frees; on an event loop it
-does not wait at all."""
+waits a second at most."""
 
 from __future__ import annotations
 
@@ -100,7 +100,7 @@ def test_a_task_that_fails_as_the_store_goes_away_fails_with_its_own_error(
     assert repr(k) in said, said
 
 
-def test_release_lock_in_an_outage_returns_and_on_an_event_loop_does_not_wait(
+def test_release_lock_in_an_outage_returns_and_on_an_event_loop_waits_a_second_at_most(
     proxied, caplog, monkeypatch
 ):
     backend, proxy, options, _ = proxied
@@ -122,5 +122,6 @@ def test_release_lock_in_an_outage_returns_and_on_an_event_loop_does_not_wait(
         manager.release_lock(b, "hb")  # as an async transaction calls it
         return time.monotonic() - began
 
-    # Not waited for at all: a fraction of one request's time (generous bound).
-    assert asyncio.run(on_the_loop()) < 2.0
+    # Its one second of patience (ON_LOOP_PATIENCE), not two request timeouts (generous bound).
+    assert asyncio.run(on_the_loop()) < 3.0
+    eventually(lambda: len(frees(caplog)) == 2, "the second key's WARNING too")

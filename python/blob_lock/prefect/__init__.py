@@ -385,11 +385,17 @@ def _release(held: here.Held) -> None:
     does not answer must not fail it (Prefect's rollback calls this too, and the task's own
     error must come out). Waits two request timeouts at most, then leaves the release to
     go on in the background with one WARNING; on an event loop (an async transaction calls
-    this synchronously) it does not wait at all. A loss is logged when it happens."""
-    on_loop = _on_event_loop()
-    _, unanswered = held.lock._release_at_end(0.0 if on_loop else None, warn=False)
-    if unanswered is not None and not on_loop:
+    this synchronously) one second at most, so that a store that answers is released
+    before this returns (as Prefect's own managers are) and one that does not holds the
+    loop no longer than that. A loss is logged when it happens."""
+    patience = ON_LOOP_PATIENCE if _on_event_loop() else None
+    _, unanswered = held.lock._release_at_end(patience, warn=False)
+    if unanswered is not None:
         logs.release_unanswered(held.log, held.key, held.holder, unanswered, held.lock.lost)
+
+
+# How long a release on an event loop waits for the store's answer, at most.
+ON_LOOP_PATIENCE = 1.0
 
 
 def _on_event_loop() -> bool:
