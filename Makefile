@@ -272,20 +272,32 @@ bench: install-test-deps azurite
 # moto, Azurite and the GCS fake; docs/guarantees.md gives the last run's length);
 # SOAK_SECONDS sets each campaign's length instead. SOAK_ARGS adds the runner's flags
 # (--workers, --expire, --seed, --kinds, --parallel, --sections). LocalStack installs into
-# .cache/localstack (Python 3.13, 184 MB) when asked for. The extension is the one `make
-# test` builds. Each campaign's records stay in .cache/soak/.
+# .cache/localstack (Python 3.13, 184 MB) when asked for. The extension is the release build
+# users install (SOAK_BUILD=release: a wheel built into .cache/soak-release, about 4 minutes
+# cold), or the debug build `make test` makes (SOAK_BUILD=dev, which the short run in CI
+# uses: no second build of the dependencies there). Each campaign's records stay in
+# .cache/soak/.
 SOAK_SECONDS ?=
 SOAK_STORES ?= files,moto,azurite,gcs,localstack,s3rver
 SOAK_ARGS ?=
+SOAK_BUILD ?= release
+SOAK_RELEASE := .cache/soak-release
 SOAK_RUN = AZURITE_BLOB=$(abspath $(AZURITE)) S3RVER=$(abspath $(S3RVER)) $(PY) tests/soak/runner.py
 
-.PHONY: soak soak-short soak-mutant
-soak: build-dev azurite s3rver
-	$(SOAK_RUN) --stores $(SOAK_STORES) $(if $(SOAK_SECONDS),--seconds $(SOAK_SECONDS)) $(SOAK_ARGS)
+.PHONY: soak soak-short soak-mutant soak-build-release soak-build-dev
+soak: soak-build-$(SOAK_BUILD) azurite s3rver
+	$(if $(filter release,$(SOAK_BUILD)),PYTHONPATH=$(abspath $(SOAK_RELEASE))/site) $(SOAK_RUN) \
+		--stores $(SOAK_STORES) $(if $(SOAK_SECONDS),--seconds $(SOAK_SECONDS)) $(SOAK_ARGS)
+
+soak-build-dev: build-dev
+soak-build-release: install-test-deps
+	rm -rf $(SOAK_RELEASE)/wheel $(SOAK_RELEASE)/site
+	$(VENV)/bin/maturin build --release --quiet --out $(SOAK_RELEASE)/wheel
+	$(PY) -m zipfile -e $(SOAK_RELEASE)/wheel/*.whl $(SOAK_RELEASE)/site
 
 # What CI runs (.ci/run): 30 s per campaign on the cas stores the tests use, about 5 minutes.
 soak-short:
-	$(MAKE) --no-print-directory soak SOAK_SECONDS=30 SOAK_STORES=files,moto,azurite,gcs
+	$(MAKE) --no-print-directory soak SOAK_SECONDS=30 SOAK_STORES=files,moto,azurite,gcs SOAK_BUILD=dev
 
 # The checker shown able to fail: the extension built again with the seeded bugs
 # (src/mutation.rs) into .cache/soak-mutant (its own target folder: never the build `make
