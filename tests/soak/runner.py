@@ -75,6 +75,7 @@ def arguments() -> argparse.Namespace:
     p.add_argument("--out", type=Path)
     p.add_argument("--parallel", type=int, default=3, help="campaigns run at once")
     p.add_argument("--expect-violation", action="store_true")
+    p.add_argument("--nice", type=int, default=0, help=argparse.SUPPRESS)  # in a child
     p.add_argument("--campaign", help=argparse.SUPPRESS)  # STORE:KIND, in a child
     return p.parse_args()
 
@@ -138,12 +139,18 @@ def side_by_side(args: argparse.Namespace, plan: list, out: Path) -> list[dict]:
 
 
 def _campaigns(args, out: Path, waiting: list, running: list, summaries: list) -> None:
+    # The first campaign, the longest (moto's, by default: its server answers one request at
+    # a time), at the normal priority and the others at nice 10: they take the CPU it leaves,
+    # and the run lasts about as long as it does alone, not as long as its share of the
+    # cores would make it (BENCHMARKS.md, "The soak's rates").
+    lead = waiting[0] if waiting else None
     while waiting or running:
         while waiting and len(running) < args.parallel:
-            name, kind, sections = waiting.pop(0)
+            name, kind, sections = campaign_plan = waiting.pop(0)
             work = out / f"{name}-{kind}"
             argv = [sys.executable, __file__, "--campaign", f"{name}:{kind}"]
             argv += ["--out", str(work), "--seed", args.seed]
+            argv += [] if campaign_plan == lead else ["--nice", "10"]
             argv += ["--sections", str(sections)] if sections else ["--seconds", str(args.seconds)]
             for flag in ("workers", "slots", "expire", "hold", "gap", "most_minutes"):
                 argv += [f"--{flag.replace('_', '-')}", str(getattr(args, flag))]
@@ -167,6 +174,8 @@ def _campaigns(args, out: Path, waiting: list, running: list, summaries: list) -
 def one(args: argparse.Namespace) -> int:
     """One campaign (``--campaign STORE:KIND``) in this process, into ``--out``."""
     name, kind = args.campaign.split(":")
+    if args.nice:
+        os.nice(args.nice)  # its store's server, workers and fenced resource too
     try:
         verdict = campaign(args, name, kind, args.out)
     except Unavailable as e:
