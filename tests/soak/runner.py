@@ -13,7 +13,9 @@ overlaps, on s3rver, are its figure, not a failure).
 
 A campaign lasts ``--seconds``, or by default until it has its store's number of sections
 (100,000 on one lock for files, moto, Azurite and the GCS fake), then its quiet phase.
-Its records stay in ``--out`` (default .cache/soak/<time>/<store>-<kind>/). With
+Its records stay in ``--out`` (default .cache/soak/<time>/<store>-<kind>/). A run cut
+short with SIGUSR1 (``pkill -USR1 -f 'soak/runner.py --stores'``) starts no campaign more,
+and each under way ends its faults at once and goes on to its quiet phase and checks. With
 ``--expect-violation`` (the seeded bug's run, `make soak-mutant`) the exit status is turned
 around: 0 when the checker found a violation of exclusion, 1 when it found none.
 """
@@ -128,6 +130,13 @@ def side_by_side(args: argparse.Namespace, plan: list, out: Path) -> list[dict]:
     """Each campaign in a process of its own (``--campaign``), ``--parallel`` at once; each
     one's lines printed as it ends; their summaries (verdict.json)."""
     waiting, running, summaries = list(plan), [], []
+
+    def finish_now(*_) -> None:  # SIGUSR1: no campaign more; those under way end theirs
+        waiting.clear()
+        for child, _ in running:
+            child.send_signal(signal.SIGUSR1)
+
+    signal.signal(signal.SIGUSR1, finish_now)
     try:
         _campaigns(args, out, waiting, running, summaries)
     finally:  # interrupted: each campaign stops its workers and its store
@@ -254,8 +263,15 @@ def campaign(args: argparse.Namespace, name: str, kind: str, work: Path):
         rng = random.Random(f"{args.seed}-{name}-{kind}")
         nemesis = Nemesis(rng, store, pool, args.expire, work / "nemesis.jsonl")
         progress = Progress(f"{name}/{kind}", pool, began)
-        enough = (lambda: progress.sections() >= args.sections) if args.sections else None
-        nemesis.run(until=began + seconds - quiet, enough=enough or (lambda: False))
+        # SIGUSR1 (to the runner, which passes it on): the faults end now, then the quiet
+        # phase and the checks, as when the campaign has its sections.
+        cut: list[bool] = []
+        signal.signal(signal.SIGUSR1, lambda *_: cut.append(True))
+
+        def enough() -> bool:
+            return bool(cut) or bool(args.sections and progress.sections() >= args.sections)
+
+        nemesis.run(until=began + seconds - quiet, enough=enough)
         nemesis.heal()
         quiet_start = time.monotonic()
         while time.monotonic() < quiet_start + quiet:
