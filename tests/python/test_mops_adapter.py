@@ -346,7 +346,10 @@ def test_adls_uris_lock_on_azure_with_the_environments_credentials(
     backend = _az_backend(azurite_url)
     container = backend.root.removeprefix("az://")
     memo = f"adls://{AZURITE_ACCOUNT}/{container}/memo/abc"
-    held = lease.acquire(f"{memo}/lock", expire=timedelta(seconds=30))
+    # expire 120 s: the orchestrator's first renewal comes after the remote's write has been
+    # read (at 30 s one landed between them under a loaded make test, and the body read was
+    # the orchestrator's).
+    held = lease.acquire(f"{memo}/lock", expire=timedelta(seconds=120))
     assert held is not None
     assert lease.acquire(f"{memo}/lock", expire=timedelta(seconds=30), block=timedelta(0)) is None
     stop = lease.maintain_to_release(held)
