@@ -34,6 +34,19 @@ def open_files(limit: int | None = None) -> int:
         raise
 
 
+async def patient_inspect(uri: str, options: dict | None, patience: float = 120.0):
+    """inspect_async retried while admission refuses it, as the refusal asks: with thousands of
+    leases renewing on a loaded host the renewals go first, and a read may wait its turn."""
+    deadline = time.monotonic() + patience
+    while True:
+        try:
+            return await inspect_async(uri, storage_options=options)
+        except StoreSaturated:
+            if time.monotonic() > deadline:
+                raise
+            await asyncio.sleep(1.0)
+
+
 async def many(
     uri: str, options: dict | None, n: int, hold: float, expire: float, limit: int
 ) -> None:
@@ -70,7 +83,7 @@ async def many(
     lost = [lock.lost_reason for lock in locks if lock.lost]
     phase = "sampling"
     sample = await asyncio.gather(
-        *(inspect_async(lock.uri, storage_options=options) for lock in locks[:: max(1, n // 100)])
+        *(patient_inspect(lock.uri, options) for lock in locks[:: max(1, n // 100)])
     )
     phase = "releasing"
     statuses = await asyncio.gather(*(lock.release_async() for lock in locks))
