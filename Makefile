@@ -20,22 +20,21 @@ S3RVER := .cache/s3rver/node_modules/.bin/s3rver
 # graph of steps run side by side (make -j). The tools and the extension first: uv, npm and
 # the extension's Rust dependencies at once, then maturin. The tests follow as their inputs
 # are ready: the Python tests, mostly waiting on leases, servers and processes, beside cargo's
-# builds and the Rust tests. The simulation's optimised build starts at once (it needs
-# neither the virtualenv nor the extension, and cargo locks each profile's directory apart),
-# in the CPU that uv, npm and maturin leave. Where the time goes: docs/development.md, "How
-# long make test takes".
+# builds and the Rust tests. Where the time goes: docs/development.md, "How long make test
+# takes".
 TEST_JOBS ?= 6
 test:
 	$(MAKE) --no-print-directory -j$(TEST_JOBS) --output-sync=target test-steps IN_TEST=1
 
-test-steps: test-sim lint-python rust-format docs test-rust test-python
+test-steps: lint-python rust-format docs test-rust test-python
 
 # `make check`: everything else CI runs, one step after another (each takes the machine): the
-# static checks; the load tests at and past the stores' capacity; the model check's seeded
-# bugs, each caught (model-seeded); the soak's short run and its mutant; the wheels of every
+# static checks; the load tests at and past the stores' capacity; the simulation and the
+# model check at one fault (test-sim), then the model's seeded bugs, each caught
+# (model-seeded); the soak's short run and its mutant; the wheels of every
 # platform and their tests (docs/development.md, "make check").
 .PHONY: check
-check: lint test-heavy model-seeded soak-short soak-mutant wheels test-platforms
+check: lint test-heavy test-sim model-seeded soak-short soak-mutant wheels test-platforms
 
 # In `make test` (IN_TEST=1), cargo's steps come after the extension's build (both use
 # target/debug, which cargo locks: a cargo test first would hold the extension, and so every
@@ -169,8 +168,9 @@ test-rust: install-test-deps azurite $(after_build)
 
 # The simulation's campaigns and fault matrix and the model check at one fault, optimised
 # with debug assertions (the `sim` profile), built without the cloud stores' clients: they
-# bring their own store, and TLS and HTTP were half of the build. (`make model`, in `make
-# check`, runs the model at two faults.)
+# bring their own store, and TLS and HTTP were half of the build. In `make check`, not `make
+# test`: a check of the protocol, as the model is, and a fifth of `make test`'s CPU when it was
+# there. (`make model` runs the model at two faults.)
 test-sim: export AWS_METADATA_ENDPOINT = http://127.0.0.1:9
 test-sim: export AZURE_MSI_ENDPOINT = http://127.0.0.1:9/metadata/identity/oauth2/token
 test-sim: export GCE_METADATA_HOST = 127.0.0.1:9
@@ -184,7 +184,8 @@ test-sim:
 # operator's prune with up to MODEL_FAULTS faults or far edges, every branch of the paths
 # that decide ownership reached (counted with --features mutations), each seeded bug of
 # src/mutation.rs caught, and the random campaign's score on the same bugs (a report).
-# Not part of `make test`, which runs the check with one fault.
+# In no make target CI runs: `make check` runs the model at one fault (test-sim) and the seeded
+# bugs at two (model-seeded).
 MODEL_FAULTS ?= 2
 model: export AWS_METADATA_ENDPOINT = http://127.0.0.1:9
 model:
@@ -195,7 +196,7 @@ model:
 # at one fault, then two, until its counterexample (each caught within a few thousand
 # schedules), and lww's documented violation found and replayed. The exhaustive clean run at
 # two faults (`make model`, about 15 minutes here) is the check to run after a change to the
-# protocol, the lease or the semaphore; `make test` runs the exhaustive one at one fault.
+# protocol, the lease or the semaphore; test-sim runs the exhaustive one at one fault.
 .PHONY: model-seeded
 model-seeded: export AWS_METADATA_ENDPOINT = http://127.0.0.1:9
 model-seeded:
@@ -300,8 +301,10 @@ soak-short:
 	$(MAKE) --no-print-directory soak SOAK_SECONDS=30 SOAK_STORES=files,moto,azurite,gcs SOAK_BUILD=dev
 
 # The checker shown able to fail: the extension built again with the seeded bugs
-# (src/mutation.rs) into .cache/soak-mutant (its own target folder: never the build `make
-# test` uses), and for each bug of SOAK_MUTATIONS, seeded through BLOB_LOCK_MUTATION, a
+# (src/mutation.rs) into a wheel in .cache/soak-mutant. It builds in target/ beside `make
+# test`'s build, whose dependencies it shares (its own target folder built every one of them
+# again); the installed extension is a copy, so the mutant's build does not replace it. For
+# each bug of SOAK_MUTATIONS, seeded through BLOB_LOCK_MUTATION, a
 # short soak that must find a violation of exclusion (the runner's --expect-violation).
 # (AdoptForeignWrite is the model's to catch: its holder's sections end reported lost, which
 # the checker rightly leaves out; 30 s on files and moto showed nothing, 2026-12-02.)
@@ -309,7 +312,7 @@ MUTANT := .cache/soak-mutant
 SOAK_MUTATIONS ?= ConflictAsSuccess TokenNotIncremented
 soak-mutant: install-test-deps azurite s3rver
 	rm -rf $(MUTANT)/wheel $(MUTANT)/site
-	CARGO_TARGET_DIR=$(abspath $(MUTANT))/target $(VENV)/bin/maturin build --quiet \
+	$(VENV)/bin/maturin build --quiet \
 		--features python,mutations --out $(MUTANT)/wheel
 	$(PY) -m zipfile -e $(MUTANT)/wheel/*.whl $(MUTANT)/site
 	@# Built with the feature (only then is the variable read), not a copy of the build in place.

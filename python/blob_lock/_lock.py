@@ -1,26 +1,26 @@
-"""BlobLock: the Python face of the native lock core, and ``locked``."""
+"""BlobLock: the Python face of the native lock core (its blocking half, over the
+asynchronous one in ``_lock_async.py``), and ``locked``."""
 
 from __future__ import annotations
 
 import inspect as _pyinspect
 import os
-import sys
 import threading
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Callable, Mapping
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from blob_lock import _blob_lock, _process, _turn
 from blob_lock._args import Seconds, lock_uri, seconds
 from blob_lock._decorate import decorate
-from blob_lock._lock_facts import LockFacts
+from blob_lock._lock_async import AsyncLock, _grace
 from blob_lock._option_types import LockOptions
 from blob_lock._options import signature
 from blob_lock._release_status import ReleaseStatus, release_status
 from blob_lock._templates import native_lock
 from blob_lock._turn import current
-from blob_lock.exceptions import LockLost, LockTimeout
+from blob_lock.exceptions import LockTimeout
 
 if TYPE_CHECKING:
     from typing_extensions import Self, Unpack
@@ -30,13 +30,7 @@ __all__ = ["BlobLock", "locked"]
 F = TypeVar("F", bound=Callable[..., Any])
 
 
-def _grace(grace: Seconds | None) -> float:
-    if grace is None:
-        raise TypeError("grace must be seconds (a number) or a timedelta, got None")
-    return seconds("grace", grace)
-
-
-class BlobLock(LockFacts):
+class BlobLock(AsyncLock):
     """A lease lock kept in a blob store at ``<uri>/lock.json``.
 
     ``with BlobLock(uri) as held:`` waits until the lock is ours (or raises ``LockTimeout``
@@ -91,8 +85,7 @@ class BlobLock(LockFacts):
 
     # Thousands of held locks in one process: no per-instance __dict__.
     __slots__ = (
-        "__weakref__", "_forks", "_last_timeout", "_native_lock", "_options", "_raise_on_lost",
-        "_timeout",
+        "__weakref__", "_forks", "_native_lock", "_options", "_raise_on_lost", "_timeout",
     )  # fmt: skip
 
     def __init__(self, uri: str | os.PathLike[str], **options: Unpack[LockOptions]) -> None:
@@ -233,78 +226,6 @@ class BlobLock(LockFacts):
         finally:
             _turn.give(self._native_lock)
 
-    async def _release_at_end_async(self) -> str | None:
-        """``_release_at_end`` without blocking the event loop."""
-        _process.untrack(self)
-        try:
-            status, _ = await self._native.release_at_end_async(None, True)
-        finally:
-            _turn.give(self._native_lock)
-        return status
-
-    async def acquire_async(self, timeout: Seconds | None = None) -> bool:
-        """``acquire`` without blocking the event loop. Cancelling it (``asyncio.timeout``,
-        ``task.cancel()``) stops the wait and releases whatever it may have written. Another
-        task acquiring through this same object waits for its turn."""
-        t = self._timeout if timeout is None else seconds("timeout", timeout)
-        try:
-            return await self._acquire_async(t, raise_timeout=True)
-        except LockTimeout as e:
-            self._last_timeout = e
-            return False
-
-    async def try_acquire_async(self) -> bool:
-        """``try_acquire`` without blocking the event loop."""
-        native = self._native  # first: in a child made by fork, it renews the turn
-        if not _turn.take(native, current(), 0.0):
-            return False
-        return await self._acquiring(native.try_acquire_async)
-
-    async def release_async(self) -> ReleaseStatus:
-        """``release`` without blocking the event loop."""
-        _process.untrack(self)
-        try:
-            return release_status(await self._native.release_async())
-        finally:
-            _turn.give(self._native_lock)
-
-    async def _acquire_async(self, t: float | None, raise_timeout: bool) -> bool:
-        native = self._native
-        if t is not None:
-            _blob_lock.check_timeout(t)
-        began = time.monotonic()
-        if not await _turn.take_async(native, current(), t):
-            if raise_timeout:
-                raise LockTimeout(
-                    f"timed out after {t:.3f}s waiting for lock {self.uri}: another "
-                    "task holds it through this BlobLock",
-                    self.uri,
-                )
-            return False
-        left = None if t is None else max(0.0, t - (time.monotonic() - began))
-        return await self._acquiring(lambda: native.acquire_async(left, raise_timeout))
-
-    async def _acquiring(self, attempt: Callable[[], Awaitable[bool]]) -> bool:
-        """Runs ``attempt`` in this task's turn; gives the turn back unless it acquired."""
-        import asyncio  # loaded already: an event loop runs this
-
-        try:
-            ok = bool(await attempt())
-        except asyncio.CancelledError:
-            # The native future may have acquired just before it was dropped: release what
-            # it holds or wrote, on the native runtime (this event loop may be closing).
-            self._native.abandon()
-            _turn.give(self._native_lock)
-            raise
-        except BaseException:
-            _turn.give(self._native_lock)
-            raise
-        if ok:
-            _process.track(self)
-        else:
-            _turn.give(self._native_lock)
-        return ok
-
     def _abandon(self) -> None:
         """Releases what this lock holds in the background, on blob-lock's own runtime,
         without waiting (for a task being cancelled, whose event loop may be closing)."""
@@ -370,23 +291,6 @@ class BlobLock(LockFacts):
         if lost is not None:
             self._raise_lost(lost, exc)
 
-    async def __aenter__(self) -> BlobLock:
-        await self._acquire_async(self._timeout, raise_timeout=True)
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        if exc is not None and self._native.handed_off:
-            self._leave_to_remote()
-            self._raise_lost(self.lost_reason, exc)
-            return
-        await self._release_at_end_async()
-        self._raise_lost(self.lost_reason, exc)
-
     def __call__(self, func: F) -> F:
         """Use as a decorator: each call of ``func`` runs holding the lock (``async with``
         for a coroutine function). Each call takes the lock as a BlobLock of its own (same
@@ -394,18 +298,6 @@ class BlobLock(LockFacts):
         one another, as separate processes do."""
         uri, options = self.uri, self._options or {}
         return decorate(func, lambda: BlobLock(uri, **options))
-
-    def _raise_lost(self, lost: str | None, exc: BaseException | None) -> None:
-        if lost is None or not self._raise_on_lost:
-            return
-        error = self._lost_error(lost)
-        if exc is None:
-            raise error
-        if sys.version_info >= (3, 11):
-            exc.add_note(str(error))
-
-    def _lost_error(self, reason: str) -> LockLost:
-        return LockLost(f"lock {self.uri} was lost while the block ran: {reason}", self.uri)
 
     # -- hand-off to a remote ----------------------------------------------------------
 
@@ -425,16 +317,6 @@ class BlobLock(LockFacts):
         expiry by their own setting and ignore the grace.
         """
         self._native.hand_off(_grace(grace))
-
-    async def hand_off_async(self, grace: Seconds) -> None:
-        """``hand_off`` without blocking the event loop."""
-        await self._native.hand_off_async(_grace(grace))
-
-    def _leave_to_remote(self) -> None:
-        """Stops renewing without releasing (after a hand-off): the remote keeps the lock."""
-        _process.untrack(self)
-        self._native.let_go()
-        _turn.give(self._native_lock)
 
     def __reduce__(self) -> tuple[Any, ...]:
         """An unheld lock pickles as its URI and options: a process made by spawn or

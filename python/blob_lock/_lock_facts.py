@@ -1,6 +1,7 @@
 """What a BlobLock says of itself without a request (its URI, owner, token, whether it
 holds and whether it lost the lock, its settings) and the one read ``inspect`` makes: the
-read-only half of ``BlobLock``, which the acquiring and releasing half (``_lock.py``) extends."""
+read-only half of ``BlobLock``, which its asynchronous half (``_lock_async.py``) and then
+its blocking half (``_lock.py``) extend."""
 
 from __future__ import annotations
 
