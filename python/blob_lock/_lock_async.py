@@ -39,8 +39,12 @@ class AsyncLock(LockFacts):
         _timeout: float | None
         _raise_on_lost: bool
 
-        def _end_at_exit(self) -> _blob_lock.NativeLock | None: ...
-        def _in_fork_child(self) -> None: ...
+    # What _process asks of a tracked lock, which BlobLock defines.
+    def _end_at_exit(self) -> _blob_lock.NativeLock | None:
+        raise NotImplementedError
+
+    def _in_fork_child(self) -> None:
+        raise NotImplementedError
 
     async def _release_at_end_async(self) -> str | None:
         """``_release_at_end`` without blocking the event loop."""
