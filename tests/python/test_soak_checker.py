@@ -175,3 +175,21 @@ def test_lww_overlaps_are_its_figure_not_a_failure():
     v = verdict(records, protocol="lww", store="s3rver")
     assert v.overlaps == 1 and v.violations() == []
     assert "lww: 25.000% of held sections" in v.line()
+
+
+def test_a_lockfile_torn_by_an_lww_store_is_its_figure_and_a_failure_under_cas():
+    # Two sections, then the store tears the lockfile (two writes at once, written in place):
+    # every acquisition from then on, the quiet phase's too, fails as unreadable.
+    torn = [
+        {"w": w, "p": 1000 + w, "b": at, "wt": 1.9, "err": "InvalidLockFile"}
+        for w in range(2)
+        for at in (5.0, QUIET + 5.0)
+    ]
+    records = [section(0, 1.0, 2.0, 1), section(1, 3.0, 4.0, 2), *torn]
+    v = verdict(records, protocol="lww", store="s3rver")
+    assert v.torn_after == 2 and v.violations() == []
+    assert "the lockfile torn by the store after 2 sections" in v.line()
+    # Under cas the same history is a failure: nothing there excuses an unreadable lockfile.
+    v = verdict(records)
+    assert v.torn_after is None
+    assert v.silent_workers == [0, 1] and v.waits_past_bound == 2, v.violations()

@@ -26,6 +26,12 @@ Its properties, each a count that must be 0 where the lock claims mutual exclusi
 
 A section reported lost (``held.lost`` at the end of the block, or ``LockLost`` from it)
 is left out of the overlaps, as its holder was told.
+
+A store that tears concurrent writes (s3rver writes an object in place: two PUTs at once
+can leave one body with the other's tail) leaves a lockfile no reader decodes, and every
+acquisition fails from then on with ``InvalidLockFile``, as the protocol asks. Under lww,
+on such a store, that is the store's figure (``torn_after``: the sections before it), and
+the liveness that cannot follow it is not checked; under cas it is a failure like any other.
 """
 
 from __future__ import annotations
@@ -73,6 +79,7 @@ class Verdict:
     waits: tuple[float, float, float] = (0.0, 0.0, 0.0)  # p50, p99, max
     waits_past_bound: int = 0
     silent_workers: list[int] = field(default_factory=list)
+    torn_after: int | None = None  # lww: sections before the store tore the lockfile
     stuck_workers: list[int] = field(default_factory=list)
     nemesis: Counter = field(default_factory=Counter)
     examples: list[str] = field(default_factory=list)
@@ -90,7 +97,7 @@ class Verdict:
                 found.append(f"writes refused while held: {self.refused_while_held}")
         if self.waits_past_bound:
             found.append(f"waits past their bound: {self.waits_past_bound}")
-        if self.silent_workers:
+        if self.silent_workers and self.torn_after is None:
             found.append(f"workers with no section in the quiet phase: {self.silent_workers}")
         if self.stuck_workers:
             found.append(f"workers that did not stop when asked: {self.stuck_workers}")
@@ -110,6 +117,8 @@ class Verdict:
             overlaps += f" (lww: {rate:.3%} of held sections)"
         if c.kind == "semaphore":
             overlaps += f", most inside {self.most_inside} of {c.slots}"
+        if self.torn_after is not None:
+            overlaps += f", the lockfile torn by the store after {self.torn_after:,} sections"
         p50, p99, most = self.waits
         failed = sum(self.failures.values())
         faults = sum(self.nemesis.values())
@@ -140,6 +149,10 @@ def check(
     v.sections, v.lost = len(sections), sum(r["l"] for r in sections)
     v.failures = Counter(r["err"] for r in failed)
     v.nemesis = Counter(f["kind"] for f in faults)
+    torn = [r["b"] for r in failed if r["err"] == "InvalidLockFile"]
+    if torn and campaign.protocol == "lww":
+        v.torn_after = sum(r["e"] < min(torn) for r in sections)
+        failed = [r for r in failed if r["err"] != "InvalidLockFile"]
     held = sorted((r for r in sections if not r["l"]), key=lambda r: r["e"])
     by_lock: dict[object, list[dict]] = {}
     for r in sorted(sections, key=lambda r: r["e"]):

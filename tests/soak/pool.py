@@ -30,6 +30,7 @@ class Pool:
         self.paused: set[int] = set()
         self.errors = open(work / "workers.log", "a")
         self._counted: dict[Path, tuple[int, int]] = {}  # records file: bytes read, sections
+        self.torn = False  # a lockfile no reader decodes (a store that tears writes)
 
     def start(self, i: int) -> None:
         n = self.starts[i]
@@ -116,7 +117,8 @@ class Pool:
                 note("crashed", began, worker=i, pid=proc.pid, code=proc.returncode)
 
     def sections(self) -> int:
-        """Sections finished so far (read from the records files, each once)."""
+        """Sections finished so far (read from the records files, each once); ``torn``
+        becomes True once an acquisition found the lockfile unreadable for good."""
         for path in (self.work / "records").glob("*.jsonl"):
             read, count = self._counted.get(path, (0, 0))
             with open(path, "rb") as f:
@@ -124,6 +126,7 @@ class Pool:
                 new = f.read()
             cut = new.rfind(b"\n") + 1  # a line being written is counted when whole
             self._counted[path] = (read + cut, count + new[:cut].count(b'"e":'))
+            self.torn = self.torn or b'"err":"InvalidLockFile"' in new[:cut]
         return sum(count for _, count in self._counted.values())
 
     def stop(self, grace: float) -> list[int]:

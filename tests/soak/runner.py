@@ -269,7 +269,11 @@ def campaign(args: argparse.Namespace, name: str, kind: str, work: Path):
         signal.signal(signal.SIGUSR1, lambda *_: cut.append(True))
 
         def enough() -> bool:
-            return bool(cut) or bool(args.sections and progress.sections() >= args.sections)
+            counted = progress.sections()  # at most every 5 s; notes a torn lockfile too
+            done = bool(args.sections and counted >= args.sections)
+            # Under lww, a store that tore the lockfile ends the campaign: nothing acquires
+            # it again (the checker reports the tear as the store's figure).
+            return bool(cut) or done or (store.protocol == "lww" and pool.torn)
 
         nemesis.run(until=began + seconds - quiet, enough=enough)
         nemesis.heal()
