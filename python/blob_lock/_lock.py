@@ -160,17 +160,8 @@ class BlobLock(AsyncLock):
                     self.uri,
                 )
             return False
-        try:
-            left = None if t is None else max(0.0, t - (time.monotonic() - began))
-            ok = native.acquire(left, raise_timeout)
-        except BaseException:
-            _turn.give(self._native_lock)
-            raise
-        if ok:
-            _process.track(self)
-        else:
-            _turn.give(self._native_lock)
-        return ok
+        left = None if t is None else max(0.0, t - (time.monotonic() - began))
+        return self._attempting(lambda: native.acquire(left, raise_timeout))
 
     def try_acquire(self) -> bool:
         """One attempt that never waits: True if the lock is now ours. False as well while
@@ -178,16 +169,16 @@ class BlobLock(AsyncLock):
         native = self._native  # first: in a child made by fork, it renews the turn
         if not _turn.take(native, threading.current_thread(), 0.0):
             return False
+        return self._attempting(native.try_acquire)
+
+    def _attempting(self, attempt: Callable[[], bool]) -> bool:
+        """Runs ``attempt`` in this thread's turn; gives the turn back unless it acquired."""
         try:
-            ok = native.try_acquire()
+            ok = attempt()
         except BaseException:
             _turn.give(self._native_lock)
             raise
-        if ok:
-            _process.track(self)
-        else:
-            _turn.give(self._native_lock)
-        return ok
+        return self._after_attempt(ok)
 
     def release(self) -> ReleaseStatus:
         """Stops the heartbeat and releases the lock; says what it found.

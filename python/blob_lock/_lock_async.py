@@ -112,6 +112,11 @@ class AsyncLock(LockFacts):
         except BaseException:
             _turn.give(self._native_lock)
             raise
+        return self._after_attempt(ok)
+
+    def _after_attempt(self, ok: bool) -> bool:
+        """An attempt's end, sync or async: a lock acquired is tracked for exit and keeps
+        its turn; one not acquired gives the turn to the next thread or task."""
         if ok:
             _process.track(self)
         else:

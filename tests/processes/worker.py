@@ -118,9 +118,10 @@ def main() -> None:
         # N acquisitions of a semaphore's slot. Each holder marks itself inside a shared
         # folder while it holds, and counts the marks: more than `slots` would be a holder
         # too many (a mark is made after acquiring and removed before releasing).
-        # HOLD is seconds, or fill:S: hold until every slot was seen taken (at least
-        # 0.3 s), S seconds at most, so that the holders show whether N can be in at once
-        # whatever the polls' timing.
+        # HOLD is seconds, or fill:S: hold until every slot was seen taken once (and at
+        # least 0.3 s), S seconds at most, so that the holders show whether N can be in at
+        # once whatever the polls' timing. Once, not at the moment of leaving: else each
+        # holder that leaves keeps the others in until a waiter's poll fills its slot again.
         inside, slots, n, expire = (
             Path(sys.argv[4]),
             int(sys.argv[5]),
@@ -141,11 +142,12 @@ def main() -> None:
                 mark.touch()
                 most = max(most, len(os.listdir(inside)))
                 if fill:
-                    held_since = time.monotonic()
+                    held_since, filled = time.monotonic(), False
                     while time.monotonic() - held_since < hold:
                         seen = len(os.listdir(inside))
                         most = max(most, seen)
-                        if seen >= slots and time.monotonic() - held_since >= 0.3:
+                        filled = filled or seen >= slots
+                        if filled and time.monotonic() - held_since >= 0.3:
                             break
                         time.sleep(0.02)
                 else:
