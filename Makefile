@@ -311,7 +311,7 @@ soak-build-release: install-test-deps
 	$(VENV)/bin/maturin build --release --quiet --out $(SOAK_RELEASE)/wheel
 	$(PY) -m zipfile -e $(SOAK_RELEASE)/wheel/*.whl $(SOAK_RELEASE)/site
 
-# What CI runs (.ci/run): 30 s per campaign on the cas stores the tests use, about 5 minutes.
+# What CI runs (.ci/run): 30 s per campaign on the cas stores the tests use, about 2 minutes.
 soak-short:
 	$(MAKE) --no-print-directory soak SOAK_SECONDS=30 SOAK_STORES=files,moto,azurite,gcs SOAK_BUILD=dev
 
