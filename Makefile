@@ -235,16 +235,17 @@ PY_TEST_BOUND ?= 30m
 # pytest-xdist workers for all but the tests marked heavy (thousands of locks, many
 # processes), which `make check` runs alone in two lanes (test-heavy, tests/python/conftest.py):
 # they measure the lock under load, not the machine, and beside other workers' tests and their
-# servers they lost locks to a starved Azurite and moto. `--dist worksteal`, with the slow
-# tests collected first (conftest.py): an idle worker takes tests queued on a busy one, so the
-# run does not end on one worker's queue.
-PY_TEST_WORKERS ?= 6
+# servers they lost locks to a starved Azurite and moto. One queue (`--dist load
+# --maxschedchunk 2`: a worker takes the next test as it frees), the longest tests first by
+# the last run's durations (tests/python/run_order.py), so that the run does not end on one
+# long test. 8 workers: most of the light tests' time is their own waits (docs/development.md).
+PY_TEST_WORKERS ?= 8
 
 PY_TEST_ENV = AZURITE_BLOB=$(abspath $(AZURITE)) S3RVER=$(abspath $(S3RVER))
 
 test-python: build-dev azurite s3rver
 	$(PY_TEST_ENV) timeout --signal=ABRT --kill-after=30 $(PY_TEST_BOUND) \
-		$(PY) -m pytest -q --durations=20 -m "not heavy" -n $(PY_TEST_WORKERS) --dist worksteal
+		$(PY) -m pytest -q --durations=20 -m "not heavy" -n $(PY_TEST_WORKERS) --dist load --maxschedchunk 2
 
 # The tests marked heavy (`make check`): thousands of locks at and past the stores' capacity,
 # many processes, in two lanes (conftest.py), with nothing else beside them.

@@ -22,6 +22,7 @@ from typing import Callable
 import pytest
 from metadata_trap import MetadataTrap
 from recorded_moto import Recorder
+from run_order import RunOrder
 from servers import (
     ROOT,
     azurite_service,
@@ -89,9 +90,11 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         }
         if over_http or HTTP_FIXTURES & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.slow)
-    # The slow tests first: on pytest-xdist's workers (`--dist worksteal`) the long ones then
-    # start early, and the short ones fill the gaps at the end instead of a long one alone.
-    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # The longest tests first (tests/python/run_order.py); it sorts after the hook above.
+    config.pluginmanager.register(RunOrder(config), "run_order")
 
 
 @pytest.fixture(scope="session")
