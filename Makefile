@@ -238,8 +238,8 @@ PY_TEST_BOUND ?= 30m
 # servers they lost locks to a starved Azurite and moto. One queue (`--dist load
 # --maxschedchunk 2`: a worker takes the next test as it frees), the longest tests first by
 # the last run's durations (tests/python/run_order.py), so that the run does not end on one
-# long test. 8 workers: most of the light tests' time is their own waits (docs/development.md).
-PY_TEST_WORKERS ?= 8
+# long test. 6 workers: 8 were faster warm but starved the Rust tests at nice 19 (docs/development.md).
+PY_TEST_WORKERS ?= 6
 
 # PYTHONDONTWRITEBYTECODE unset: with it (the project's VMs set it) pytest rewrites the
 # asserts of every test module again in each worker and run, 1.7 s of CPU per worker here.
